@@ -1,0 +1,77 @@
+//! The runtime→profiler callbacks a stack walker uses (`ICorProfilerCallback`,
+//! `ICorProfilerCallback2`), as a Rust trait.
+//!
+//! Every method has a default that returns `S_OK`, so a profiler implements only what it
+//! subscribed to with its event mask. The runtime invokes each callback on the thread the
+//! event happens on.
+
+use crate::flags::{GcReason, SuspendReason};
+use crate::hresult::HResult;
+use crate::ids::{ClassId, ObjectId, ThreadId};
+
+/// Runtime→profiler notifications relevant to stack walking.
+#[cfg_attr(feature = "mock", mockall::automock)]
+pub trait ProfilerCallback: Send + Sync {
+    /// `ThreadCreated` (`COR_PRF_MONITOR_THREADS`): the id is valid immediately.
+    fn thread_created(&self, _thread: ThreadId) -> HResult {
+        HResult::S_OK
+    }
+
+    /// `ThreadDestroyed` (`COR_PRF_MONITOR_THREADS`): raised on the dying thread, in
+    /// preemptive mode. Block here until any walk of `thread` has finished (R37).
+    fn thread_destroyed(&self, _thread: ThreadId) -> HResult {
+        HResult::S_OK
+    }
+
+    /// `ThreadAssignedToOSThread`: the managed thread now runs on OS thread `os_thread`.
+    fn thread_assigned_to_os_thread(&self, _thread: ThreadId, _os_thread: u32) -> HResult {
+        HResult::S_OK
+    }
+
+    /// `ObjectAllocated` (`COR_PRF_ENABLE_OBJECT_ALLOCATED` + `COR_PRF_MONITOR_OBJECT_ALLOCATED`),
+    /// raised on the allocating thread in cooperative mode.
+    fn object_allocated(&self, _object: ObjectId, _class: ClassId) -> HResult {
+        HResult::S_OK
+    }
+
+    /// `GarbageCollectionStarted` (`COR_PRF_MONITOR_GC`), with the runtime suspended.
+    fn garbage_collection_started(&self, _generations: &[bool], _reason: GcReason) -> HResult {
+        HResult::S_OK
+    }
+
+    /// `RuntimeSuspendStarted` (`COR_PRF_MONITOR_SUSPENDS`).
+    fn runtime_suspend_started(&self, _reason: SuspendReason) -> HResult {
+        HResult::S_OK
+    }
+
+    /// `RuntimeSuspendFinished`, on the thread that raised `RuntimeSuspendStarted`.
+    fn runtime_suspend_finished(&self) -> HResult {
+        HResult::S_OK
+    }
+
+    /// `RuntimeResumeStarted`.
+    fn runtime_resume_started(&self) -> HResult {
+        HResult::S_OK
+    }
+
+    /// `RuntimeResumeFinished`, on the thread that raised `RuntimeResumeStarted`.
+    fn runtime_resume_finished(&self) -> HResult {
+        HResult::S_OK
+    }
+
+    /// `RuntimeThreadSuspended`: also raised on the caller when `DoStackSnapshot` OS-suspends
+    /// its target (R11.3).
+    fn runtime_thread_suspended(&self, _thread: ThreadId) -> HResult {
+        HResult::S_OK
+    }
+
+    /// `RuntimeThreadResumed`: the counterpart of `runtime_thread_suspended` (R18).
+    fn runtime_thread_resumed(&self, _thread: ThreadId) -> HResult {
+        HResult::S_OK
+    }
+
+    /// `ExceptionThrown` (`COR_PRF_MONITOR_EXCEPTIONS`).
+    fn exception_thrown(&self, _object: ObjectId) -> HResult {
+        HResult::S_OK
+    }
+}

@@ -1,0 +1,135 @@
+//! The profiler→runtime API: what a profiler calls (`ICorProfilerInfo*`), as a Rust trait.
+//!
+//! Methods take `&self` and implementations are `Send + Sync`, like a COM interface pointer
+//! shared by threads. "The current thread" is the thread on whose behalf the caller runs.
+//! Out-parameters become return values: `Ok(v)` is `S_OK` with `v` written, `Err(hr)` any
+//! failure.
+
+use crate::context::Context;
+use crate::frame_info::FrameInfo;
+use crate::hresult::HResult;
+use crate::ids::{ClassId, FunctionId, MdToken, ModuleId, ReJitId, ThreadId};
+
+/// One `StackSnapshotCallback` invocation: a managed frame, or (`func_id == 0`) a run of
+/// native frames (R20–R25).
+#[derive(Clone, Copy, Debug)]
+pub struct SnapshotFrame<'a> {
+    /// The frame's function; 0 for a run of native frames.
+    pub func_id: FunctionId,
+    /// The frame's instruction pointer (R23).
+    pub ip: u64,
+    /// The runtime's frame record, valid only during this callback (R24).
+    pub frame_info: &'a FrameInfo,
+    /// The frame's CONTEXT, `contextSize` bytes long, when `COR_PRF_SNAPSHOT_REGISTER_CONTEXT`
+    /// was passed (R25); `None` (NULL, size 0) otherwise.
+    pub context: Option<&'a [u8]>,
+}
+
+impl SnapshotFrame<'_> {
+    /// `contextSize` as the callback receives it.
+    pub fn context_size(&self) -> u32 {
+        self.context.map_or(0, |c| c.len() as u32)
+    }
+
+    /// The frame's registers, decoded from the context bytes.
+    pub fn registers(&self) -> Option<Context> {
+        Context::from_bytes(self.context?)
+    }
+}
+
+/// A `StackSnapshotCallback`: return exactly `S_OK` to continue; anything else aborts the walk
+/// with `CORPROF_E_STACKSNAPSHOT_ABORTED` (R26). `clientData` is whatever the closure captures.
+pub type StackSnapshotCallback<'a> = dyn FnMut(&SnapshotFrame<'_>) -> HResult + 'a;
+
+/// `COR_PRF_CODE_INFO`: one region of a method's native code.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CodeInfo {
+    /// First byte of the region.
+    pub start_address: u64,
+    /// Size of the region in bytes.
+    pub size: u64,
+}
+
+/// What `GetFunctionInfo` / `GetFunctionInfo2` report about a function.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FunctionInfo {
+    /// The class, or 0 when it cannot be determined exactly (shared generics, R24).
+    pub class_id: ClassId,
+    /// The module.
+    pub module_id: ModuleId,
+    /// The `mdMethodDef` token.
+    pub token: MdToken,
+    /// Type arguments (`GetFunctionInfo2` only).
+    pub type_args: Vec<ClassId>,
+}
+
+/// The profiler→runtime API a stack walker needs (`ICorProfilerInfo` … `ICorProfilerInfo10`).
+#[cfg_attr(feature = "mock", mockall::automock)]
+pub trait ProfilerInfo: Send + Sync {
+    /// `ICorProfilerInfo2::DoStackSnapshot`: walks `thread` (0 = the caller) leaf first,
+    /// calling `callback` once per managed frame and once per run of native frames below a
+    /// managed frame. `context`/`context_size` are the optional seed (R12–R14, R31–R34).
+    fn do_stack_snapshot<'a>(
+        &self,
+        thread: ThreadId,
+        callback: Option<&'a mut StackSnapshotCallback<'a>>,
+        info_flags: u32,
+        context: Option<&'a Context>,
+        context_size: u32,
+    ) -> HResult;
+
+    /// `ICorProfilerInfo::GetFunctionFromIP`: the managed function containing `ip`.
+    /// A native IP or a method without metadata gives `E_FAIL`.
+    fn get_function_from_ip(&self, ip: u64) -> Result<FunctionId, HResult>;
+
+    /// `ICorProfilerInfo4::GetFunctionFromIP2`: like `GetFunctionFromIP`, plus the ReJIT id.
+    /// A SYNC entrypoint that may trigger a GC (R38).
+    fn get_function_from_ip2(&self, ip: u64) -> Result<(FunctionId, ReJitId), HResult>;
+
+    /// `ICorProfilerInfo8::GetFunctionFromIP3`: like `GetFunctionFromIP2`, but also maps
+    /// methods without metadata (IL stubs, dynamic methods).
+    fn get_function_from_ip3(&self, ip: u64) -> Result<(FunctionId, ReJitId), HResult>;
+
+    /// `ICorProfilerInfo2::GetCodeInfo2`: fills up to `requested` regions of `function`'s
+    /// native code into `code_infos` (NULL = `None`) and returns the total number of regions.
+    fn get_code_info2<'a>(
+        &self,
+        function: FunctionId,
+        requested: u32,
+        code_infos: Option<&'a mut [CodeInfo]>,
+    ) -> Result<u32, HResult>;
+
+    /// `ICorProfilerInfo::GetFunctionInfo`: class, module and token of `function`.
+    fn get_function_info(&self, function: FunctionId) -> Result<FunctionInfo, HResult>;
+
+    /// `ICorProfilerInfo2::GetFunctionInfo2`: like `GetFunctionInfo`, with type arguments,
+    /// exact only with frame info from an enter hook (R24).
+    fn get_function_info2<'a>(
+        &self,
+        function: FunctionId,
+        frame_info: Option<&'a FrameInfo>,
+    ) -> Result<FunctionInfo, HResult>;
+
+    /// `ICorProfilerInfo::GetCurrentThreadID`: the caller's managed thread; fails with
+    /// `CORPROF_E_NOT_MANAGED_THREAD` on a thread that never ran managed code.
+    fn get_current_thread_id(&self) -> Result<ThreadId, HResult>;
+
+    /// `ICorProfilerInfo::SetEventMask`.
+    fn set_event_mask(&self, mask: u32) -> HResult;
+
+    /// `ICorProfilerInfo::GetEventMask`.
+    fn get_event_mask(&self) -> Result<u32, HResult>;
+
+    /// `ICorProfilerInfo4::InitializeCurrentThread`: per-thread runtime setup, to be done
+    /// before this profiler suspends any thread (R39).
+    fn initialize_current_thread(&self) -> HResult;
+
+    /// `ICorProfilerInfo10::SuspendRuntime` (R41).
+    fn suspend_runtime(&self) -> HResult;
+
+    /// `ICorProfilerInfo10::ResumeRuntime` (R41).
+    fn resume_runtime(&self) -> HResult;
+
+    /// `ICorProfilerInfo4::EnumThreads`: every live managed thread.
+    fn enum_threads(&self) -> Result<Vec<ThreadId>, HResult>;
+}

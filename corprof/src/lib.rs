@@ -1,0 +1,30 @@
+//! The CoreCLR profiling API contract shared by a profiler and the runtime it profiles.
+//!
+//! `corprof` is what a real profiler and the simulator (`sim-clr`) have in common: the
+//! [`HResult`] values, the opaque ids, the flag words, the frame record, the byte-exact x64
+//! [`Context`], and the two traits — [`ProfilerInfo`] (profiler→runtime) and
+//! [`ProfilerCallback`] (runtime→profiler). Code written against these traits runs unchanged
+//! against the simulator in tests and against a COM shim in production.
+//!
+//! With the `mock` feature, `MockProfilerInfo` and `MockProfilerCallback` (mockall) are
+//! available for unit tests that need no runtime at all.
+
+pub mod callback;
+pub mod context;
+pub mod flags;
+pub mod frame_info;
+pub mod hresult;
+pub mod ids;
+pub mod info;
+
+pub use callback::ProfilerCallback;
+pub use context::{Context, Register};
+pub use frame_info::FrameInfo;
+pub use hresult::HResult;
+pub use ids::{ClassId, FunctionId, MdToken, ModuleId, ObjectId, ReJitId, ThreadId};
+pub use info::{CodeInfo, FunctionInfo, ProfilerInfo, SnapshotFrame, StackSnapshotCallback};
+
+#[cfg(feature = "mock")]
+pub use callback::MockProfilerCallback;
+#[cfg(feature = "mock")]
+pub use info::MockProfilerInfo;

@@ -1,0 +1,353 @@
+//! The code map: every function the simulated process can execute, with its address range.
+//!
+//! Managed code lives in the JIT heap (JIT'd methods, IL stubs, dynamic methods) or in a
+//! ReadyToRun image; native code lives in module images (the runtime's own helpers in
+//! `libcoreclr.so`); runtime stubs live in a stub heap the execution manager does not know.
+//! Only JIT-heap and ReadyToRun addresses are "managed code" to the runtime (R14).
+
+use corprof::{ClassId, FunctionId, MdToken, ModuleId};
+use std::collections::BTreeMap;
+
+/// What kind of code a function is; decides how the runtime treats an IP inside it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CodeKind {
+    /// A JIT-compiled method with metadata.
+    Jit,
+    /// A ReadyToRun (precompiled) method with metadata.
+    ReadyToRun,
+    /// An IL stub (P/Invoke marshalling, …): managed code without metadata (R20.2).
+    IlStub,
+    /// A dynamic method (LCG): managed code without metadata (R20.2).
+    Lcg,
+    /// Native code that belongs to the runtime (JIT, GC, allocation helpers).
+    Helper,
+    /// A runtime stub (precode, hijack stub) with no unwind info and not managed code.
+    Stub,
+    /// Native code of some other module (the host, the profiler, the application's own DLLs).
+    Native,
+}
+
+impl CodeKind {
+    /// Parses the scenario spelling (`"jit"`, `"r2r"`, `"il_stub"`, …).
+    pub fn parse(text: &str) -> Option<CodeKind> {
+        Some(match text {
+            "jit" => CodeKind::Jit,
+            "r2r" => CodeKind::ReadyToRun,
+            "il_stub" => CodeKind::IlStub,
+            "lcg" => CodeKind::Lcg,
+            "helper" => CodeKind::Helper,
+            "stub" => CodeKind::Stub,
+            "native" => CodeKind::Native,
+            _ => return None,
+        })
+    }
+
+    /// The scenario spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CodeKind::Jit => "jit",
+            CodeKind::ReadyToRun => "r2r",
+            CodeKind::IlStub => "il_stub",
+            CodeKind::Lcg => "lcg",
+            CodeKind::Helper => "helper",
+            CodeKind::Stub => "stub",
+            CodeKind::Native => "native",
+        }
+    }
+
+    /// True for code the execution manager knows (JIT heap or ReadyToRun image).
+    pub fn is_managed(self) -> bool {
+        matches!(
+            self,
+            CodeKind::Jit | CodeKind::ReadyToRun | CodeKind::IlStub | CodeKind::Lcg
+        )
+    }
+
+    /// True for managed code that has metadata and so is reported by `DoStackSnapshot`.
+    pub fn has_metadata(self) -> bool {
+        matches!(self, CodeKind::Jit | CodeKind::ReadyToRun)
+    }
+}
+
+/// One function of the simulated process.
+#[derive(Clone, Debug)]
+pub struct Function {
+    /// Its display name (`Program::Main`, `libcoreclr.so!JIT_New`).
+    pub name: String,
+    /// What kind of code it is.
+    pub kind: CodeKind,
+    /// The module (assembly or shared library) it belongs to.
+    pub module: String,
+    /// First byte of its (hot) code.
+    pub start: u64,
+    /// Size of its hot code in bytes.
+    pub size: u64,
+    /// A second, cold region (`start`, `size`) when the method is hot/cold split.
+    pub cold: Option<(u64, u64)>,
+    /// Bytes from the frame's RSP (in the body) to its CFA; the return address is at CFA − 8
+    /// and the saved RBP at CFA − 16.
+    pub frame_size: u64,
+    /// False for a method with no native code yet (never on a stack).
+    pub compiled: bool,
+    /// True for a typical generic method definition (`GetCodeInfo2` rejects it).
+    pub generic_definition: bool,
+    /// `FunctionID` (the MethodDesc) of a managed method; null for native code.
+    pub function_id: FunctionId,
+    /// `ClassID` of a managed method's class.
+    pub class_id: ClassId,
+    /// `ModuleID` of a managed method's module.
+    pub module_id: ModuleId,
+    /// The `mdMethodDef` token of a managed method.
+    pub token: MdToken,
+}
+
+impl Function {
+    /// True when `ip` is inside the function's hot or cold code.
+    pub fn contains(&self, ip: u64) -> bool {
+        let inside = |start: u64, size: u64| ip >= start && ip - start < size;
+        inside(self.start, self.size) || self.cold.is_some_and(|(s, n)| inside(s, n))
+    }
+}
+
+/// Index of a function in a [`CodeMap`].
+pub type FunctionIndex = usize;
+
+/// The declaration of a function, before addresses are assigned.
+#[derive(Clone, Debug)]
+pub struct FunctionSpec {
+    /// Display name, unique in the map.
+    pub name: String,
+    /// Kind of code.
+    pub kind: CodeKind,
+    /// Owning module; `None` picks the kind's default (`app.dll`, `libcoreclr.so`, …).
+    pub module: Option<String>,
+    /// Hot code size in bytes (≥ 16).
+    pub size: u64,
+    /// Frame size in bytes (≡ 8 mod 16, ≥ 24).
+    pub frame_size: u64,
+    /// Whether a cold region exists.
+    pub split: bool,
+    /// Whether native code exists.
+    pub compiled: bool,
+    /// Whether this is a typical generic method definition.
+    pub generic_definition: bool,
+}
+
+impl FunctionSpec {
+    /// A function of `kind` with default size (0x100) and frame size (0x48).
+    pub fn new(name: &str, kind: CodeKind) -> FunctionSpec {
+        FunctionSpec {
+            name: name.to_string(),
+            kind,
+            module: None,
+            size: 0x100,
+            frame_size: 0x48,
+            split: false,
+            compiled: true,
+            generic_definition: false,
+        }
+    }
+}
+
+const JIT_HEAP: u64 = 0x7f00_1000_0000;
+const STUB_HEAP: u64 = 0x7f00_2000_0000;
+const COLD_OFFSET: u64 = 0x0800_0000;
+const IMAGE_BASE: u64 = 0x7f10_0000_0000;
+const IMAGE_STRIDE: u64 = 0x0100_0000;
+const METHOD_DESC_BASE: u64 = 0x7f00_0800_0000;
+const CLASS_BASE: u64 = 0x7f00_0900_0000;
+const MODULE_BASE: u64 = 0x7f00_0a00_0000;
+
+/// Every function of the process, with deterministic addresses and ids, and a sorted index
+/// for IP lookups.
+#[derive(Clone, Debug, Default)]
+pub struct CodeMap {
+    functions: Vec<Function>,
+    /// (start, end, index) for every code region, sorted by start.
+    ranges: Vec<(u64, u64, FunctionIndex)>,
+    modules: Vec<String>,
+}
+
+impl CodeMap {
+    /// Lays out `specs` in declaration order: the same specs always give the same addresses.
+    pub fn build(specs: &[FunctionSpec]) -> CodeMap {
+        let mut map = CodeMap::default();
+        let mut cursors: Vec<(String, u64)> = Vec::new();
+        let mut classes: Vec<String> = Vec::new();
+        let mut tokens: BTreeMap<String, u32> = BTreeMap::new();
+        for spec in specs {
+            let module = spec.module.clone().unwrap_or_else(|| default_module(spec.kind).into());
+            let module_index = map.module_index(&module);
+            let heap = match spec.kind {
+                CodeKind::Jit | CodeKind::IlStub | CodeKind::Lcg => ("<jit>".to_string(), JIT_HEAP),
+                CodeKind::Stub => ("<stubs>".to_string(), STUB_HEAP),
+                _ => (module.clone(), IMAGE_BASE + IMAGE_STRIDE * module_index as u64 + 0x1000),
+            };
+            let cursor = match cursors.iter_mut().find(|(name, _)| *name == heap.0) {
+                Some((_, cursor)) => cursor,
+                None => {
+                    cursors.push((heap.0.clone(), heap.1));
+                    &mut cursors.last_mut().unwrap().1
+                }
+            };
+            let start = *cursor;
+            *cursor = align16(start + spec.size) + 0x10;
+            let cold = spec.split.then(|| (start + COLD_OFFSET, spec.size / 2 + 0x10));
+            let managed = spec.kind.is_managed();
+            let (function_id, class_id, module_id, token) = if managed {
+                let class = spec.name.rsplit_once("::").map_or("<Module>", |(c, _)| c);
+                let class_index = index_of(&mut classes, class);
+                let count = tokens.entry(module.clone()).or_insert(0);
+                *count += 1;
+                let token = 0x0600_0000 + *count;
+                (
+                    FunctionId(METHOD_DESC_BASE + 0x40 * map.functions.len() as u64),
+                    ClassId(CLASS_BASE + 0x100 * class_index as u64),
+                    ModuleId(MODULE_BASE + 0x1000 * module_index as u64),
+                    token,
+                )
+            } else {
+                Default::default()
+            };
+            let index = map.functions.len();
+            map.ranges.push((start, start + spec.size, index));
+            if let Some((s, n)) = cold {
+                map.ranges.push((s, s + n, index));
+            }
+            map.functions.push(Function {
+                name: spec.name.clone(),
+                kind: spec.kind,
+                module,
+                start,
+                size: spec.size,
+                cold,
+                frame_size: spec.frame_size,
+                compiled: spec.compiled,
+                generic_definition: spec.generic_definition,
+                function_id,
+                class_id,
+                module_id,
+                token,
+            });
+        }
+        map.ranges.sort_unstable();
+        map
+    }
+
+    fn module_index(&mut self, module: &str) -> usize {
+        index_of(&mut self.modules, module)
+    }
+
+    /// All functions, in declaration order.
+    pub fn functions(&self) -> &[Function] {
+        &self.functions
+    }
+
+    /// The function at `index`.
+    pub fn function(&self, index: FunctionIndex) -> &Function {
+        &self.functions[index]
+    }
+
+    /// The index of the function named `name`.
+    pub fn by_name(&self, name: &str) -> Option<FunctionIndex> {
+        self.functions.iter().position(|f| f.name == name)
+    }
+
+    /// The function containing `ip`, by binary search over the sorted ranges.
+    pub fn lookup(&self, ip: u64) -> Option<FunctionIndex> {
+        let i = self.ranges.partition_point(|&(start, _, _)| start <= ip);
+        let &(start, end, index) = self.ranges.get(i.checked_sub(1)?)?;
+        (ip >= start && ip < end).then_some(index)
+    }
+
+    /// The managed method whose `FunctionID` is `id`.
+    pub fn by_function_id(&self, id: FunctionId) -> Option<FunctionIndex> {
+        if id.is_null() {
+            return None;
+        }
+        self.functions.iter().position(|f| f.function_id == id)
+    }
+
+    /// True when `ip` is managed code to the execution manager (R14).
+    pub fn is_managed(&self, ip: u64) -> bool {
+        self.lookup(ip).is_some_and(|i| self.functions[i].kind.is_managed())
+    }
+}
+
+fn default_module(kind: CodeKind) -> &'static str {
+    match kind {
+        CodeKind::Jit | CodeKind::ReadyToRun | CodeKind::IlStub | CodeKind::Lcg => "app.dll",
+        CodeKind::Helper | CodeKind::Stub => "libcoreclr.so",
+        CodeKind::Native => "native.so",
+    }
+}
+
+fn index_of(names: &mut Vec<String>, name: &str) -> usize {
+    match names.iter().position(|n| n == name) {
+        Some(i) => i,
+        None => {
+            names.push(name.to_string());
+            names.len() - 1
+        }
+    }
+}
+
+fn align16(value: u64) -> u64 {
+    (value + 15) & !15
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map() -> CodeMap {
+        let mut split = FunctionSpec::new("Program::Hot", CodeKind::Jit);
+        split.split = true;
+        CodeMap::build(&[
+            FunctionSpec::new("Program::Main", CodeKind::Jit),
+            FunctionSpec::new("IL_STUB_PInvoke", CodeKind::IlStub),
+            FunctionSpec::new("host!main", CodeKind::Native),
+            FunctionSpec::new("JIT_New", CodeKind::Helper),
+            split,
+        ])
+    }
+
+    #[test]
+    fn lookup_finds_every_byte_and_nothing_else() {
+        let map = map();
+        for (i, f) in map.functions().iter().enumerate() {
+            assert_eq!(map.lookup(f.start), Some(i));
+            assert_eq!(map.lookup(f.start + f.size - 1), Some(i));
+            assert_ne!(map.lookup(f.start + f.size), Some(i));
+        }
+        let hot = map.by_name("Program::Hot").unwrap();
+        let (cold, _) = map.function(hot).cold.unwrap();
+        assert_eq!(map.lookup(cold + 4), Some(hot));
+        assert_eq!(map.lookup(0), None);
+        assert_eq!(map.lookup(u64::MAX), None);
+    }
+
+    #[test]
+    fn only_execution_manager_code_is_managed() {
+        let map = map();
+        let ip = |n: &str| map.function(map.by_name(n).unwrap()).start;
+        assert!(map.is_managed(ip("Program::Main")));
+        assert!(map.is_managed(ip("IL_STUB_PInvoke")));
+        assert!(!map.is_managed(ip("host!main")));
+        assert!(!map.is_managed(ip("JIT_New")));
+    }
+
+    #[test]
+    fn ids_are_deterministic_and_distinct() {
+        let (a, b) = (map(), map());
+        for (x, y) in a.functions().iter().zip(b.functions()) {
+            assert_eq!((x.start, x.function_id, x.token), (y.start, y.function_id, y.token));
+        }
+        let main = a.function(a.by_name("Program::Main").unwrap());
+        let hot = a.function(a.by_name("Program::Hot").unwrap());
+        assert_ne!(main.function_id, hot.function_id);
+        assert_eq!(main.class_id, hot.class_id);
+        assert_eq!((main.token, hot.token), (0x0600_0001, 0x0600_0003));
+        assert_eq!(a.by_function_id(main.function_id), a.by_name("Program::Main"));
+    }
+}

@@ -1,0 +1,22 @@
+//! A deterministic simulated CoreCLR for testing .NET profilers' stack walkers.
+//!
+//! [`Runtime`] models what `ICorProfilerInfo2::DoStackSnapshot` depends on — the runtime's
+//! global state, its code map, threads with their GC mode, explicit Frames, locks and
+//! suspension — and answers the [`corprof::ProfilerInfo`] API as CoreCLR does (rules R1–R44 of
+//! the project's specification, cited in the code). Thread stacks are materialized in a
+//! simulated address space, so the runtime's walk, and a profiler's own unwinder, read real
+//! return addresses from memory.
+//!
+//! Scenarios ([`scenario`]) describe a runtime and a sequence of calls in TOML; running one
+//! gives a [`scenario::Report`] that compares every walk with the thread's ground truth.
+
+pub mod code;
+pub mod memory;
+pub mod runtime;
+pub mod scenario;
+mod snapshot;
+pub mod thread;
+pub mod trace;
+
+pub use runtime::{CallContext, CallbackKind, Platform, Runtime, RuntimeConfig};
+pub use snapshot::MAX_WALK_FRAMES;

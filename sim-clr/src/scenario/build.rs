@@ -1,0 +1,824 @@
+//! Validation: turns a deserialized file into a [`Scenario`], or an error with file, line and
+//! field.
+
+use super::error::{ScenarioError, Source};
+use super::model::{CallModel, CodeModel, FileModel, FrameModel, ThreadModel};
+use crate::code::{CodeKind, CodeMap, FunctionSpec};
+use crate::runtime::{builtin, CallContext, CallbackKind, Platform, Runtime, RuntimeConfig};
+use crate::thread::{
+    ExceptionState, FrameKind, Lifecycle, Mode, OsContext, StackEntry, Thread, ThreadKind, STACK_SIZE,
+};
+use corprof::flags::{event, snapshot};
+use corprof::{Context, HResult, Register};
+use std::ops::Range;
+use toml::{Spanned, Value};
+
+/// A validated scenario, ready to run any number of times.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// Its name (the `name` field, or the file stem).
+    pub name: String,
+    /// Its description.
+    pub description: String,
+    /// The runtime's global state.
+    pub config: RuntimeConfig,
+    /// Declared functions followed by the runtime's built-in ones.
+    pub functions: Vec<FunctionSpec>,
+    /// Threads in their initial state.
+    pub threads: Vec<Thread>,
+    /// Number of calls each thread declares (its stack without runtime-pushed frames).
+    pub declared_calls: Vec<usize>,
+    /// The calls, in order.
+    pub calls: Vec<Call>,
+}
+
+/// One step of a scenario.
+#[derive(Clone, Debug)]
+pub struct Call {
+    /// Line of the `[[calls]]` table.
+    pub line: usize,
+    /// The calling thread (for events: the thread the event happens to).
+    pub caller: String,
+    /// How the caller reached the API.
+    pub context: CallContext,
+    /// What is done.
+    pub action: Action,
+    /// Expected HRESULT, if the file states one.
+    pub expect: Option<HResult>,
+    /// Expected number of snapshot callbacks, if the file states one.
+    pub expect_frames: Option<usize>,
+    /// Free text shown in reports.
+    pub note: Option<String>,
+}
+
+/// A profiler API call or a runtime event.
+#[derive(Clone, Debug)]
+pub enum Action {
+    /// A call through [`corprof::ProfilerInfo`].
+    Api(ApiCall),
+    /// The thread exits: `ThreadDestroyed` is raised on it, then it is dead.
+    ThreadExit,
+    /// The thread's `Thread` object is freed and its stack unmapped.
+    ThreadDelete,
+    /// An induced garbage collection on the thread.
+    Gc,
+}
+
+/// A profiler API call with its arguments.
+#[derive(Clone, Debug)]
+pub enum ApiCall {
+    /// `DoStackSnapshot`.
+    DoStackSnapshot {
+        /// The `thread` argument.
+        target: Target,
+        /// `infoFlags`.
+        flags: u32,
+        /// The seed context.
+        seed: Seed,
+        /// `contextSize`.
+        context_size: u32,
+        /// What the callback does.
+        callback: CallbackBehavior,
+        /// A call made from inside the callback at the given frame index.
+        nested: Option<(usize, Box<Call>)>,
+    },
+    /// `GetFunctionFromIP` (version 1), `GetFunctionFromIP2` or `GetFunctionFromIP3`.
+    GetFunctionFromIp {
+        /// 1, 2 or 3.
+        version: u8,
+        /// The IP.
+        ip: IpRef,
+    },
+    /// `GetCodeInfo2`.
+    GetCodeInfo2 {
+        /// The function.
+        function: FunctionRef,
+        /// `cCodeInfos`.
+        requested: u32,
+        /// Pass NULL as the buffer.
+        null_buffer: bool,
+    },
+    /// `GetFunctionInfo`.
+    GetFunctionInfo {
+        /// The function.
+        function: FunctionRef,
+    },
+    /// `GetFunctionInfo2`.
+    GetFunctionInfo2 {
+        /// The function.
+        function: FunctionRef,
+        /// Which frame info to pass.
+        frame_info: FrameInfoArg,
+    },
+    /// `GetCurrentThreadID`.
+    GetCurrentThreadId,
+    /// `SetEventMask`.
+    SetEventMask {
+        /// The new mask.
+        mask: u32,
+    },
+    /// `GetEventMask`.
+    GetEventMask,
+    /// `InitializeCurrentThread`.
+    InitializeCurrentThread,
+    /// `SuspendRuntime`.
+    SuspendRuntime,
+    /// `ResumeRuntime`.
+    ResumeRuntime,
+    /// `EnumThreads`.
+    EnumThreads,
+}
+
+/// `DoStackSnapshot`'s `thread` argument.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// 0: the caller.
+    Zero,
+    /// The `ThreadID` of a named thread (its own id for `"self"`).
+    Thread(String),
+    /// A raw value (`"bogus"` is 0x1).
+    Raw(u64),
+}
+
+/// A value for a seed register.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SeedValue {
+    /// A number.
+    Raw(u64),
+    /// An address inside a function.
+    Function(String, u64),
+}
+
+/// The seed context passed to `DoStackSnapshot`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Seed {
+    /// NULL.
+    None,
+    /// A CONTEXT: zeroed, or copied from a thread's declared call `frame`, then with some
+    /// registers overridden (`rip` is included as `None`).
+    Context {
+        /// The (thread, declared call index) whose registers to start from.
+        base: Option<(String, usize)>,
+        /// Register overrides; `None` stands for RIP.
+        overrides: Vec<(Option<Register>, SeedValue)>,
+    },
+}
+
+/// The behaviour of the snapshot callback.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CallbackBehavior {
+    /// Return `S_OK` every time.
+    Ok,
+    /// Pass a NULL callback.
+    Null,
+    /// Return `value` at callback index `at` (0-based), `S_OK` before.
+    Return {
+        /// Callback index.
+        at: usize,
+        /// The value returned there.
+        value: HResult,
+    },
+}
+
+/// An IP argument.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IpRef {
+    /// A number.
+    Raw(u64),
+    /// An offset inside a named function.
+    Function(String, u64),
+    /// The IP of the snapshot frame being reported (nested calls only).
+    CurrentFrame,
+}
+
+/// A `FunctionID` argument.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FunctionRef {
+    /// The id of a named function.
+    Name(String),
+    /// A raw value.
+    Raw(u64),
+    /// The `funcId` of the snapshot frame being reported (nested calls only).
+    CurrentFrame,
+}
+
+/// `GetFunctionInfo2`'s frame info argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameInfoArg {
+    /// NULL.
+    None,
+    /// The snapshot frame's own frame info (nested calls only).
+    CurrentFrame,
+    /// A frame info whose `funcID` differs from the function passed.
+    Mismatched,
+}
+
+impl Scenario {
+    /// Parses and validates scenario text; `file` is used in error messages only.
+    pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
+        let src = Source { file, text };
+        let model: FileModel = toml::from_str(text).map_err(|e| src.from_toml(&e))?;
+        Builder { src: &src }.scenario(model, file)
+    }
+
+    /// Reads, parses and validates a scenario file.
+    pub fn load(path: &std::path::Path) -> Result<Scenario, ScenarioError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            file: file.clone(),
+            line: 0,
+            field: "<file>".into(),
+            message: format!("cannot read: {e}"),
+        })?;
+        Scenario::parse(&file, &text)
+    }
+
+    /// A fresh runtime in the scenario's initial state.
+    pub fn runtime(&self) -> Runtime {
+        Runtime::new(self.config.clone(), CodeMap::build(&self.functions), self.threads.clone())
+    }
+}
+
+struct Builder<'a> {
+    src: &'a Source<'a>,
+}
+
+type Res<T> = Result<T, ScenarioError>;
+
+fn one_of<T: Clone>(text: &str, options: &[(&str, T)]) -> Option<T> {
+    options.iter().find(|(n, _)| *n == text).map(|(_, v)| v.clone())
+}
+
+fn names<T>(options: &[(&str, T)]) -> String {
+    options.iter().map(|(n, _)| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+}
+
+impl Builder<'_> {
+    fn err(&self, span: Range<usize>, field: &str, message: impl Into<String>) -> ScenarioError {
+        self.src.error(span, field, message)
+    }
+
+    fn choice<T: Clone>(&self, value: &Spanned<String>, field: &str, options: &[(&str, T)]) -> Res<T> {
+        one_of(value.get_ref(), options).ok_or_else(|| {
+            self.err(value.span(), field, format!("`{}` is not one of {}", value.get_ref(), names(options)))
+        })
+    }
+
+    fn scenario(&self, m: FileModel, file: &str) -> Res<Scenario> {
+        let platform = self.choice(&m.platform, "platform", &[("windows", Platform::Windows), ("unix", Platform::Unix)])?;
+        let mut config = RuntimeConfig { platform, ..RuntimeConfig::default() };
+        let r = &m.runtime;
+        config.started = r.started.unwrap_or(true);
+        config.gc_initialized = r.gc_initialized.unwrap_or(true);
+        config.detaching = r.detaching.unwrap_or(false);
+        config.suspend_in_progress = r.suspend_in_progress.unwrap_or(false);
+        if let Some(mask) = &r.event_mask {
+            config.event_mask = self.bits(mask, "event_mask", event::from_name)?;
+        }
+        if let Some(size) = &r.context_size {
+            if (*size.get_ref() as usize) < Context::SIZE {
+                return Err(self.err(size.span(), "context_size", format!("must be at least {}", Context::SIZE)));
+            }
+            config.context_size = *size.get_ref();
+        }
+        let functions = self.functions(&m.code)?;
+        let code = CodeMap::build(&functions);
+        let mut threads = Vec::new();
+        let mut declared_calls = Vec::new();
+        for (i, t) in m.threads.iter().enumerate() {
+            if m.threads[..i].iter().any(|o| o.get_ref().name.get_ref() == t.get_ref().name.get_ref()) {
+                let name = &t.get_ref().name;
+                return Err(self.err(name.span(), "name", format!("thread `{}` is declared twice", name.get_ref())));
+            }
+            let thread = self.thread(t.get_ref(), i, &code)?;
+            declared_calls.push(thread.stack.iter().filter(|e| matches!(e, StackEntry::Call { .. })).count());
+            threads.push(thread);
+        }
+        let ctx = CallCtx { threads: &threads, declared_calls: &declared_calls, code: &code };
+        let calls = m.calls.iter().map(|c| self.call(c, &ctx, None)).collect::<Res<Vec<_>>>()?;
+        let stem = std::path::Path::new(file).file_stem().map_or(file.to_string(), |s| s.to_string_lossy().into_owned());
+        Ok(Scenario {
+            name: m.name.unwrap_or(stem),
+            description: m.description.unwrap_or_default(),
+            config,
+            functions,
+            threads,
+            declared_calls,
+            calls,
+        })
+    }
+
+    /// A flag word given as a number, a name, or a list of names.
+    fn bits(&self, value: &Spanned<Value>, field: &str, lookup: impl Fn(&str) -> Option<u32>) -> Res<u32> {
+        let name_bits = |v: &Value| -> Res<u32> {
+            let s = v.as_str().ok_or_else(|| self.err(value.span(), field, "expected a flag name"))?;
+            lookup(s).ok_or_else(|| self.err(value.span(), field, format!("unknown flag `{s}`")))
+        };
+        match value.get_ref() {
+            Value::Integer(n) => u32::try_from(*n).map_err(|_| self.err(value.span(), field, format!("{n} does not fit in 32 bits"))),
+            Value::String(_) => name_bits(value.get_ref()),
+            Value::Array(items) => items.iter().try_fold(0, |acc, v| Ok(acc | name_bits(v)?)),
+            _ => Err(self.err(value.span(), field, "expected a number, a flag name or a list of flag names")),
+        }
+    }
+
+    fn functions(&self, code: &[Spanned<CodeModel>]) -> Res<Vec<FunctionSpec>> {
+        let mut out: Vec<FunctionSpec> = Vec::new();
+        for c in code {
+            let c = c.get_ref();
+            let name = c.name.get_ref();
+            if name.trim().is_empty() {
+                return Err(self.err(c.name.span(), "name", "a function needs a name"));
+            }
+            if out.iter().any(|f| &f.name == name) || builtins().iter().any(|f| &f.name == name) {
+                return Err(self.err(c.name.span(), "name", format!("function `{name}` is declared twice (or is a built-in)")));
+            }
+            let kind = self.choice(&c.kind, "kind", &KINDS)?;
+            let mut spec = FunctionSpec::new(name, kind);
+            spec.module = c.module.clone();
+            if let Some(size) = &c.size {
+                if !(16..=0x10_0000).contains(size.get_ref()) {
+                    return Err(self.err(size.span(), "size", "must be between 16 and 0x100000 bytes"));
+                }
+                spec.size = *size.get_ref();
+            }
+            if let Some(fs) = &c.frame_size {
+                let v = *fs.get_ref();
+                if v < 24 || v % 16 != 8 || v > 0x1_0000 {
+                    return Err(self.err(fs.span(), "frame_size", "must be at least 24, at most 0x10000, and 8 more than a multiple of 16 (the x64 ABI keeps RSP 16-aligned at calls)"));
+                }
+                spec.frame_size = v;
+            }
+            spec.split = c.split;
+            spec.compiled = c.compiled.unwrap_or(true);
+            spec.generic_definition = c.generic_definition;
+            out.push(spec);
+        }
+        out.extend(builtins());
+        Ok(out)
+    }
+
+    fn thread(&self, m: &ThreadModel, index: usize, code: &CodeMap) -> Res<Thread> {
+        let kind = match &m.kind {
+            Some(k) => self.choice(k, "kind", &[("managed", ThreadKind::Managed), ("native", ThreadKind::Native)])?,
+            None => ThreadKind::Managed,
+        };
+        let mut t = Thread::new(m.name.get_ref(), kind, index);
+        for f in &m.frames {
+            self.frame(f, &mut t, code)?;
+        }
+        if let Some(last) = m.frames.last() {
+            if matches!(t.stack.last(), Some(StackEntry::Frame(_))) {
+                return Err(self.err(last.span(), "frame", "an explicit Frame lives in the call below it: the last entry must be a call"));
+            }
+        }
+        let depth: u64 = t
+            .stack
+            .iter()
+            .filter_map(|e| match e {
+                StackEntry::Call { function, .. } => Some(code.function(*function).frame_size),
+                StackEntry::Frame(_) => None,
+            })
+            .sum();
+        if depth > STACK_SIZE / 2 {
+            return Err(self.err(m.name.span(), "frames", format!("the frames need {depth:#x} bytes of stack; at most {:#x} fit", STACK_SIZE / 2)));
+        }
+        let leaf_managed = t.stack.iter().find_map(|e| match e {
+            StackEntry::Call { function, .. } => Some(code.function(*function).kind.is_managed()),
+            StackEntry::Frame(_) => None,
+        });
+        t.mode = match &m.mode {
+            Some(mode) => self.choice(mode, "mode", &[("cooperative", Mode::Cooperative), ("preemptive", Mode::Preemptive)])?,
+            None if leaf_managed == Some(true) => Mode::Cooperative,
+            None => Mode::Preemptive,
+        };
+        if let Some(state) = &m.state {
+            t.lifecycle = self.choice(state, "state", &[
+                ("alive", Lifecycle::Alive),
+                ("destroying", Lifecycle::Destroying),
+                ("dead", Lifecycle::Dead),
+                ("deleted", Lifecycle::Deleted),
+            ])?;
+        }
+        if let Some(e) = &m.exception {
+            t.exception = self.choice(e, "exception", &[
+                ("none", ExceptionState::None),
+                ("first_pass", ExceptionState::FirstPass),
+                ("unwinding", ExceptionState::Unwinding),
+                ("unwinding_in_managed", ExceptionState::UnwindingInManaged),
+                ("inconsistent", ExceptionState::Inconsistent),
+            ])?;
+        }
+        if let Some(o) = &m.os_context {
+            t.os_context = self.choice(o, "os_context", &[
+                ("ok", OsContext::Ok),
+                ("debugger_filter", OsContext::DebuggerFilter),
+                ("get_context_fails", OsContext::GetContextFails),
+                ("in_kernel", OsContext::InKernel),
+                ("exception_active", OsContext::ExceptionActive),
+                ("no_exception_reporting", OsContext::NoExceptionReporting),
+                ("stale", OsContext::Stale),
+            ])?;
+        }
+        t.gc_special = m.gc_special;
+        t.forbid_suspend = m.forbid_suspend;
+        t.hijack_lock_held = m.hijack_lock_held;
+        t.hijacked = m.hijacked;
+        t.mode_race = m.mode_race;
+        t.suspend_fails = m.suspend_fails;
+        t.holds_writer_lock = m.holds_code_manager_lock;
+        if kind == ThreadKind::Native {
+            let managed = t.stack.iter().any(|e| match e {
+                StackEntry::Call { function, .. } => code.function(*function).kind.is_managed(),
+                StackEntry::Frame(_) => true,
+            });
+            if managed || m.mode.is_some() || m.hijacked {
+                return Err(self.err(m.name.span(), "kind", format!(
+                    "native thread `{}` never ran managed code: it can have no managed frames, explicit Frames, GC mode or hijack",
+                    m.name.get_ref()
+                )));
+            }
+        }
+        Ok(t)
+    }
+
+    fn frame(&self, f: &Spanned<FrameModel>, t: &mut Thread, code: &CodeMap) -> Res<()> {
+        let m = f.get_ref();
+        let repeat = match &m.repeat {
+            Some(r) if !(1..=10_000).contains(r.get_ref()) => {
+                return Err(self.err(r.span(), "repeat", "must be between 1 and 10000"))
+            }
+            Some(r) => *r.get_ref() as usize,
+            None => 1,
+        };
+        let entry = match (&m.function, &m.frame) {
+            (Some(name), None) => {
+                let function = code
+                    .by_name(name.get_ref())
+                    .ok_or_else(|| self.err(name.span(), "fn", format!("no function named `{}` in [[code]]", name.get_ref())))?;
+                let func = code.function(function);
+                if !func.compiled {
+                    return Err(self.err(name.span(), "fn", format!("`{}` has no native code (compiled = false), so it cannot be on a stack", func.name)));
+                }
+                if let Some(o) = &m.offset {
+                    if *o.get_ref() >= func.size {
+                        return Err(self.err(o.span(), "offset", format!("{:#x} is outside `{}` ({:#x} bytes)", o.get_ref(), func.name, func.size)));
+                    }
+                }
+                StackEntry::Call { function, offset: m.offset.as_ref().map(|o| *o.get_ref()) }
+            }
+            (None, Some(kind)) => {
+                if m.offset.is_some() {
+                    return Err(self.err(f.span(), "offset", "an explicit Frame has no offset"));
+                }
+                let known: Vec<(&str, FrameKind)> = FrameKind::ALL.iter().map(|k| (k.as_str(), *k)).collect();
+                StackEntry::Frame(self.choice(kind, "frame", &known)?)
+            }
+            _ => return Err(self.err(f.span(), "fn", "each frame needs exactly one of `fn` (a call) or `frame` (an explicit Frame)")),
+        };
+        t.stack.extend(std::iter::repeat_n(entry, repeat));
+        Ok(())
+    }
+}
+
+/// What a call may refer to while being validated.
+struct CallCtx<'a> {
+    threads: &'a [Thread],
+    declared_calls: &'a [usize],
+    code: &'a CodeMap,
+}
+
+const KINDS: [(&str, CodeKind); 7] = [
+    ("jit", CodeKind::Jit),
+    ("r2r", CodeKind::ReadyToRun),
+    ("il_stub", CodeKind::IlStub),
+    ("lcg", CodeKind::Lcg),
+    ("helper", CodeKind::Helper),
+    ("stub", CodeKind::Stub),
+    ("native", CodeKind::Native),
+];
+
+const APIS: [&str; 14] = [
+    "DoStackSnapshot",
+    "GetFunctionFromIP",
+    "GetFunctionFromIP2",
+    "GetFunctionFromIP3",
+    "GetCodeInfo2",
+    "GetFunctionInfo",
+    "GetFunctionInfo2",
+    "GetCurrentThreadID",
+    "SetEventMask",
+    "GetEventMask",
+    "InitializeCurrentThread",
+    "SuspendRuntime",
+    "ResumeRuntime",
+    "EnumThreads",
+];
+
+/// The functions the runtime itself contributes to every code map.
+fn builtins() -> Vec<FunctionSpec> {
+    let mut out = Vec::new();
+    for name in [builtin::PINVOKE_ENTRY, builtin::PROFILER_CALLBACK] {
+        let mut f = FunctionSpec::new(name, CodeKind::Native);
+        f.module = Some("libprofiler.so".into());
+        out.push(f);
+    }
+    for cb in CallbackKind::ALL {
+        out.push(FunctionSpec::new(cb.raiser(), CodeKind::Helper));
+    }
+    out.push(FunctionSpec::new(builtin::HIJACK_STUB, CodeKind::Stub));
+    out
+}
+
+impl Builder<'_> {
+    fn call(&self, c: &Spanned<CallModel>, ctx: &CallCtx, parent: Option<&Call>) -> Res<Call> {
+        let span = c.span();
+        let m = c.get_ref();
+        let line = self.src.line(span.start);
+        let thread_named = |name: &Spanned<String>, field: &str| -> Res<usize> {
+            ctx.threads
+                .iter()
+                .position(|t| &t.name == name.get_ref())
+                .ok_or_else(|| self.err(name.span(), field, format!("no thread named `{}`", name.get_ref())))
+        };
+        let (caller, context) = match parent {
+            Some(p) => {
+                if let Some(x) = m.caller.as_ref().map(|x| x.span()).or(m.from.as_ref().map(|x| x.span())) {
+                    return Err(self.err(x, "caller", "a nested call runs on its parent's thread and context"));
+                }
+                (p.caller.clone(), p.context)
+            }
+            None if m.event.is_some() => {
+                let t = m.thread.as_ref().ok_or_else(|| self.err(span.clone(), "thread", "an event needs `thread`"))?;
+                (ctx.threads[thread_named(t, "thread")?].name.clone(), CallContext::Thread)
+            }
+            None => {
+                let c = m.caller.as_ref().ok_or_else(|| self.err(span.clone(), "caller", "a call needs `caller` (a thread name)"))?;
+                let index = thread_named(c, "caller")?;
+                let context = match &m.from {
+                    None => CallContext::Thread,
+                    Some(f) => match f.get_ref().as_str() {
+                        "thread" => CallContext::Thread,
+                        "pinvoke" => CallContext::PInvoke,
+                        other => CallContext::Callback(CallbackKind::parse(other).ok_or_else(|| {
+                            let all: Vec<&str> = CallbackKind::ALL.iter().map(|k| k.as_str()).collect();
+                            self.err(f.span(), "from", format!("`{other}` is not `thread`, `pinvoke` or one of {}", all.join(", ")))
+                        })?),
+                    },
+                };
+                if context != CallContext::Thread && !ctx.threads[index].is_managed() {
+                    let f = m.from.as_ref().unwrap();
+                    return Err(self.err(f.span(), "from", "only a managed thread can be in a P/Invoke or a profiler callback"));
+                }
+                (ctx.threads[index].name.clone(), context)
+            }
+        };
+        let action = match (&m.api, &m.event) {
+            (Some(api), None) => Action::Api(self.api(api, m, ctx, &caller)?),
+            (None, Some(ev)) => {
+                if let Some(x) = m.caller.as_ref().or(m.from.as_ref()) {
+                    return Err(self.err(x.span(), "caller", "an event names its `thread`; `caller` and `from` do not apply"));
+                }
+                self.only(m, &["thread"], ev.get_ref())?;
+                self.choice(ev, "event", &[("thread_exit", Action::ThreadExit), ("thread_delete", Action::ThreadDelete), ("gc", Action::Gc)])?
+            }
+            _ => return Err(self.err(span, "api", "each call needs exactly one of `api` or `event`")),
+        };
+        let expect = match &m.expect {
+            Some(e) => Some(HResult::parse(e.get_ref()).ok_or_else(|| self.err(e.span(), "expect", format!("`{}` is not an HRESULT", e.get_ref())))?),
+            None => None,
+        };
+        let mut call = Call { line, caller, context, action, expect, expect_frames: m.expect_frames.as_ref().map(|v| *v.get_ref()), note: m.note.clone() };
+        let parent = call_shell(&call);
+        if let (Some(nested), Action::Api(ApiCall::DoStackSnapshot { nested: slot, .. })) = (&m.nested, &mut call.action) {
+            let at = m.nested_at.unwrap_or(0);
+            *slot = Some((at, Box::new(self.call(nested, ctx, Some(&parent))?)));
+        } else if m.nested.is_some() || m.nested_at.is_some() {
+            return Err(self.err(span, "nested", "only DoStackSnapshot can make a nested call (from its callback)"));
+        }
+        Ok(call)
+    }
+
+    /// Rejects fields that do not apply to this kind of call.
+    fn only(&self, m: &CallModel, allowed: &[&str], what: &str) -> Res<()> {
+        let given: [(&str, Option<Range<usize>>); 12] = [
+            ("target", m.target.as_ref().map(|v| v.span())),
+            ("flags", m.flags.as_ref().map(|v| v.span())),
+            ("seed", m.seed.as_ref().map(|v| v.span())),
+            ("callback", m.callback.as_ref().map(|v| v.span())),
+            ("ip", m.ip.as_ref().map(|v| v.span())),
+            ("function", m.function.as_ref().map(|v| v.span())),
+            ("frame_info", m.frame_info.as_ref().map(|v| v.span())),
+            ("mask", m.mask.as_ref().map(|v| v.span())),
+            ("thread", m.thread.as_ref().map(|v| v.span())),
+            ("context_size", m.context_size.as_ref().map(|v| v.span())),
+            ("requested", m.requested.as_ref().map(|v| v.span())),
+            ("expect_frames", m.expect_frames.as_ref().map(|v| v.span())),
+        ];
+        match given.into_iter().find(|(name, span)| span.is_some() && !allowed.contains(name)) {
+            Some((name, Some(span))) => Err(self.err(span, name, format!("does not apply to {what}"))),
+            _ => Ok(()),
+        }
+    }
+
+    fn api(&self, api: &Spanned<String>, m: &CallModel, ctx: &CallCtx, caller: &str) -> Res<ApiCall> {
+        let name = api.get_ref().as_str();
+        if !APIS.contains(&name) {
+            return Err(self.err(api.span(), "api", format!("unknown API `{name}`; known: {}", APIS.join(", "))));
+        }
+        let allowed: &[&str] = match name {
+            "DoStackSnapshot" => &["target", "flags", "seed", "callback", "context_size", "expect_frames"],
+            "GetFunctionFromIP" | "GetFunctionFromIP2" | "GetFunctionFromIP3" => &["ip"],
+            "GetCodeInfo2" => &["function", "requested"],
+            "GetFunctionInfo" => &["function"],
+            "GetFunctionInfo2" => &["function", "frame_info"],
+            "SetEventMask" => &["mask"],
+            _ => &[],
+        };
+        self.only(m, allowed, name)?;
+        Ok(match name {
+            "DoStackSnapshot" => ApiCall::DoStackSnapshot {
+                target: self.target(m.target.as_ref(), ctx, caller)?,
+                flags: match &m.flags {
+                    Some(f) => self.bits(f, "flags", |n| {
+                        one_of(n.strip_prefix("COR_PRF_SNAPSHOT_").unwrap_or(n), &[
+                            ("DEFAULT", snapshot::DEFAULT),
+                            ("REGISTER_CONTEXT", snapshot::REGISTER_CONTEXT),
+                            ("X86_OPTIMIZED", snapshot::X86_OPTIMIZED),
+                        ])
+                    })?,
+                    None => 0,
+                },
+                seed: self.seed(m.seed.as_ref(), ctx)?,
+                context_size: m.context_size.as_ref().map(|v| *v.get_ref()).unwrap_or(if m.seed.as_ref().is_some_and(|s| s.get_ref().as_str() != Some("none")) { Context::SIZE as u32 } else { 0 }),
+                callback: self.callback(m.callback.as_ref())?,
+                nested: None,
+            },
+            "GetFunctionFromIP" | "GetFunctionFromIP2" | "GetFunctionFromIP3" => ApiCall::GetFunctionFromIp {
+                version: match name { "GetFunctionFromIP" => 1, "GetFunctionFromIP2" => 2, _ => 3 },
+                ip: self.ip(m.ip.as_ref().ok_or_else(|| self.err(api.span(), "ip", format!("{name} needs `ip`")))?, ctx)?,
+            },
+            "GetCodeInfo2" => ApiCall::GetCodeInfo2 {
+                function: self.function(m.function.as_ref(), api, ctx)?,
+                requested: m.requested.as_ref().map_or(2, |v| *v.get_ref()),
+                null_buffer: m.null_buffer,
+            },
+            "GetFunctionInfo" => ApiCall::GetFunctionInfo { function: self.function(m.function.as_ref(), api, ctx)? },
+            "GetFunctionInfo2" => ApiCall::GetFunctionInfo2 {
+                function: self.function(m.function.as_ref(), api, ctx)?,
+                frame_info: match &m.frame_info {
+                    None => FrameInfoArg::None,
+                    Some(f) => self.choice(f, "frame_info", &[("none", FrameInfoArg::None), ("frame", FrameInfoArg::CurrentFrame), ("mismatched", FrameInfoArg::Mismatched)])?,
+                },
+            },
+            "GetCurrentThreadID" => ApiCall::GetCurrentThreadId,
+            "SetEventMask" => ApiCall::SetEventMask {
+                mask: self.bits(m.mask.as_ref().ok_or_else(|| self.err(api.span(), "mask", "SetEventMask needs `mask`"))?, "mask", event::from_name)?,
+            },
+            "GetEventMask" => ApiCall::GetEventMask,
+            "InitializeCurrentThread" => ApiCall::InitializeCurrentThread,
+            "SuspendRuntime" => ApiCall::SuspendRuntime,
+            "ResumeRuntime" => ApiCall::ResumeRuntime,
+            _ => ApiCall::EnumThreads,
+        })
+    }
+
+    fn target(&self, v: Option<&Spanned<Value>>, ctx: &CallCtx, caller: &str) -> Res<Target> {
+        let Some(v) = v else { return Ok(Target::Zero) };
+        match v.get_ref() {
+            Value::Integer(0) => Ok(Target::Zero),
+            Value::Integer(n) => Ok(Target::Raw(*n as u64)),
+            Value::String(s) => match s.as_str() {
+                "0" => Ok(Target::Zero),
+                "self" => Ok(Target::Thread(caller.to_string())),
+                "bogus" => Ok(Target::Raw(1)),
+                name if ctx.threads.iter().any(|t| t.name == name) => {
+                    let t = ctx.threads.iter().find(|t| t.name == name).unwrap();
+                    if !t.is_managed() {
+                        return Err(self.err(v.span(), "target", format!("`{name}` is a native thread: it has no ThreadID")));
+                    }
+                    Ok(Target::Thread(name.to_string()))
+                }
+                other => Err(self.err(v.span(), "target", format!("`{other}` is not 0, `self`, `bogus`, a number or a thread name"))),
+            },
+            _ => Err(self.err(v.span(), "target", "expected 0, `self`, `bogus`, a number or a thread name")),
+        }
+    }
+
+    fn seed(&self, v: Option<&Spanned<Value>>, ctx: &CallCtx) -> Res<Seed> {
+        let Some(v) = v else { return Ok(Seed::None) };
+        let span = v.span();
+        match v.get_ref() {
+            Value::String(s) if s == "none" => Ok(Seed::None),
+            Value::String(s) if s == "zero" => Ok(Seed::Context { base: None, overrides: Vec::new() }),
+            Value::Table(table) => {
+                let mut base_thread = None;
+                let mut frame = None;
+                let mut overrides = Vec::new();
+                for (key, value) in table {
+                    match key.as_str() {
+                        "thread" => base_thread = Some(value.as_str().ok_or_else(|| self.err(span.clone(), "seed.thread", "expected a thread name"))?.to_string()),
+                        "frame" => frame = Some(value.as_integer().filter(|n| *n >= 0).ok_or_else(|| self.err(span.clone(), "seed.frame", "expected a call index (0 = the leaf declared call)"))? as usize),
+                        reg => {
+                            let register = if reg == "rip" { None } else {
+                                Some(Register::from_name(reg).ok_or_else(|| self.err(span.clone(), &format!("seed.{reg}"), "not `thread`, `frame` or a register name (rip, rsp, rbp, rax, …)"))?)
+                            };
+                            overrides.push((register, self.seed_value(value, span.clone(), reg, ctx)?));
+                        }
+                    }
+                }
+                let base = match (base_thread, frame) {
+                    (None, None) => None,
+                    (Some(t), Some(k)) => {
+                        let i = ctx.threads.iter().position(|x| x.name == t).ok_or_else(|| self.err(span.clone(), "seed.thread", format!("no thread named `{t}`")))?;
+                        if k >= ctx.declared_calls[i] {
+                            return Err(self.err(span, "seed.frame", format!("thread `{t}` declares {} calls; frame {k} does not exist", ctx.declared_calls[i])));
+                        }
+                        Some((t, k))
+                    }
+                    _ => return Err(self.err(span, "seed", "`thread` and `frame` go together")),
+                };
+                Ok(Seed::Context { base, overrides })
+            }
+            _ => Err(self.err(span, "seed", "expected \"none\", \"zero\" or a table { thread, frame, <register> = value }")),
+        }
+    }
+
+    fn seed_value(&self, v: &Value, span: Range<usize>, reg: &str, ctx: &CallCtx) -> Res<SeedValue> {
+        match v {
+            Value::Integer(n) => Ok(SeedValue::Raw(*n as u64)),
+            Value::Table(t) => {
+                let name = t.get("fn").and_then(Value::as_str).ok_or_else(|| self.err(span.clone(), &format!("seed.{reg}"), "expected { fn = \"name\", offset = n }"))?;
+                self.known_function(name, span.clone(), &format!("seed.{reg}"), ctx)?;
+                Ok(SeedValue::Function(name.to_string(), t.get("offset").and_then(Value::as_integer).unwrap_or(0) as u64))
+            }
+            _ => Err(self.err(span, &format!("seed.{reg}"), "expected a number or { fn = \"name\", offset = n }")),
+        }
+    }
+
+    fn known_function(&self, name: &str, span: Range<usize>, field: &str, ctx: &CallCtx) -> Res<()> {
+        match ctx.code.by_name(name) {
+            Some(_) => Ok(()),
+            None => Err(self.err(span, field, format!("no function named `{name}` in [[code]]"))),
+        }
+    }
+
+    fn callback(&self, v: Option<&Spanned<Value>>) -> Res<CallbackBehavior> {
+        let Some(v) = v else { return Ok(CallbackBehavior::Ok) };
+        let span = v.span();
+        match v.get_ref() {
+            Value::String(s) if s == "ok" => Ok(CallbackBehavior::Ok),
+            Value::String(s) if s == "null" => Ok(CallbackBehavior::Null),
+            Value::Table(t) => {
+                for key in t.keys() {
+                    if key != "return" && key != "at" {
+                        return Err(self.err(span, &format!("callback.{key}"), "expected `return` and `at`"));
+                    }
+                }
+                let text = t.get("return").and_then(Value::as_str).ok_or_else(|| self.err(span.clone(), "callback.return", "expected an HRESULT such as \"S_FALSE\" or \"0x80004005\""))?;
+                let value = HResult::parse(text).ok_or_else(|| self.err(span.clone(), "callback.return", format!("`{text}` is not an HRESULT")))?;
+                let at = t.get("at").map_or(Some(0), Value::as_integer).filter(|n| *n >= 0).ok_or_else(|| self.err(span, "callback.at", "expected a callback index (0-based)"))?;
+                Ok(CallbackBehavior::Return { at: at as usize, value })
+            }
+            _ => Err(self.err(span, "callback", "expected \"ok\", \"null\" or { return = \"S_FALSE\", at = n }")),
+        }
+    }
+
+    fn ip(&self, v: &Spanned<Value>, ctx: &CallCtx) -> Res<IpRef> {
+        match v.get_ref() {
+            Value::Integer(n) => Ok(IpRef::Raw(*n as u64)),
+            Value::String(s) if s == "frame" => Ok(IpRef::CurrentFrame),
+            Value::Table(t) => {
+                let name = t.get("fn").and_then(Value::as_str).ok_or_else(|| self.err(v.span(), "ip", "expected { fn = \"name\", offset = n }"))?;
+                self.known_function(name, v.span(), "ip", ctx)?;
+                Ok(IpRef::Function(name.into(), t.get("offset").and_then(Value::as_integer).unwrap_or(0) as u64))
+            }
+            _ => Err(self.err(v.span(), "ip", "expected a number, \"frame\" or { fn = \"name\", offset = n }")),
+        }
+    }
+
+    fn function(&self, v: Option<&Spanned<Value>>, api: &Spanned<String>, ctx: &CallCtx) -> Res<FunctionRef> {
+        let v = v.ok_or_else(|| self.err(api.span(), "function", format!("{} needs `function`", api.get_ref())))?;
+        match v.get_ref() {
+            Value::Integer(n) => Ok(FunctionRef::Raw(*n as u64)),
+            Value::String(s) if s == "frame" => Ok(FunctionRef::CurrentFrame),
+            Value::String(s) => {
+                self.known_function(s, v.span(), "function", ctx)?;
+                Ok(FunctionRef::Name(s.clone()))
+            }
+            _ => Err(self.err(v.span(), "function", "expected a function name, a number or \"frame\"")),
+        }
+    }
+}
+
+fn call_shell(call: &Call) -> Call {
+    Call {
+        line: call.line,
+        caller: call.caller.clone(),
+        context: call.context,
+        action: Action::Gc,
+        expect: None,
+        expect_frames: None,
+        note: None,
+    }
+}

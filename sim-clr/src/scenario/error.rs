@@ -1,0 +1,65 @@
+//! Errors in scenario files: always the file, the line and the field at fault.
+
+use std::fmt;
+use std::ops::Range;
+
+/// A malformed or inconsistent scenario.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScenarioError {
+    /// The file (as given to the parser).
+    pub file: String,
+    /// 1-based line of the offending text.
+    pub line: usize,
+    /// The field (key) at fault.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: field `{}`: {}", self.file, self.line, self.field, self.message)
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// Maps byte offsets of one source text to lines, and builds errors for it.
+pub(crate) struct Source<'a> {
+    pub file: &'a str,
+    pub text: &'a str,
+}
+
+impl Source<'_> {
+    /// The 1-based line of byte offset `at`.
+    pub fn line(&self, at: usize) -> usize {
+        let at = at.min(self.text.len());
+        self.text[..at].bytes().filter(|&b| b == b'\n').count() + 1
+    }
+
+    /// An error at `span` about `field`.
+    pub fn error(&self, span: Range<usize>, field: &str, message: impl Into<String>) -> ScenarioError {
+        ScenarioError {
+            file: self.file.to_string(),
+            line: self.line(span.start),
+            field: field.to_string(),
+            message: message.into(),
+        }
+    }
+
+    /// Converts a TOML syntax or shape error, recovering the field name from serde's message
+    /// or from the text at the error's position.
+    pub fn from_toml(&self, err: &toml::de::Error) -> ScenarioError {
+        let message = err.message().trim().to_string();
+        let span = err.span().unwrap_or(0..0);
+        let quoted = ["unknown field `", "missing field `", "duplicate key `"]
+            .iter()
+            .find_map(|p| message.split_once(p).and_then(|(_, rest)| rest.split_once('`')).map(|(f, _)| f.to_string()));
+        let field = quoted.unwrap_or_else(|| {
+            let snippet = self.text.get(span.clone()).unwrap_or("");
+            let key = snippet.split(['=', '\n']).next().unwrap_or("").trim();
+            if key.is_empty() { "<document>".to_string() } else { key.chars().take(40).collect() }
+        });
+        self.error(span, &field, message)
+    }
+}

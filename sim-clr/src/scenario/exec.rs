@@ -1,0 +1,339 @@
+//! Runs a scenario: a fresh runtime, each call performed through [`corprof::ProfilerInfo`] on
+//! its simulated thread, and a [`Report`] of what happened.
+
+use super::build::{Action, ApiCall, Call, CallbackBehavior, FrameInfoArg, FunctionRef, IpRef, Scenario, Seed, SeedValue, Target};
+use super::report::{CallReport, EventReport, Expectations, FaultReport, FrameReport, Report, TruthEntry};
+use crate::runtime::{CallContext, CallbackKind, Runtime};
+use crate::thread::StackEntry;
+use corprof::{CodeInfo, Context, FrameInfo, FunctionId, HResult, ProfilerInfo, SnapshotFrame, ThreadId};
+
+impl Scenario {
+    /// Runs the scenario on a fresh runtime. The same scenario always gives the same report.
+    pub fn run(&self) -> Report {
+        let runtime = self.runtime();
+        let mut report = Report {
+            scenario: self.name.clone(),
+            description: self.description.clone(),
+            platform: self.config.platform.as_str().to_string(),
+            calls: Vec::new(),
+            faults: Vec::new(),
+            expectations: Expectations::default(),
+        };
+        for (i, call) in self.calls.iter().enumerate() {
+            let record = if runtime.is_terminated() {
+                let mut r = blank(call, i + 1);
+                r.skipped = Some("the process was terminated (or hung) by an earlier fatal fault".into());
+                r
+            } else {
+                self.execute(&runtime, call, i + 1)
+            };
+            for f in runtime.take_faults() {
+                report.faults.push(FaultReport { kind: f.kind.as_str().into(), message: f.message, fatal: f.fatal, call: i + 1 });
+            }
+            check(&mut report.expectations, call, &record);
+            report.calls.push(record);
+        }
+        report
+    }
+
+    fn execute(&self, runtime: &Runtime, call: &Call, index: usize) -> CallReport {
+        let mut record = blank(call, index);
+        if let CallContext::Callback(cb) = call.context {
+            let mask = runtime.event_mask();
+            if mask & cb.required_mask() != cb.required_mask() {
+                record.skipped = Some(format!(
+                    "the runtime does not raise {} with event mask 0x{mask:08x} (needs 0x{:08x})",
+                    cb.as_str(),
+                    cb.required_mask()
+                ));
+                return record;
+            }
+        }
+        match &call.action {
+            Action::Api(api) => {
+                let done = runtime.on_thread(&call.caller, call.context, |rt| self.perform(rt, api, None, &mut record));
+                debug_assert!(done.is_some(), "callers are validated");
+            }
+            Action::ThreadExit => {
+                let cb = CallContext::Callback(CallbackKind::ThreadDestroyed);
+                runtime.on_thread(&call.caller, cb, |_| ());
+                if runtime.event_mask() & CallbackKind::ThreadDestroyed.required_mask() != 0 {
+                    record.events.push(EventReport { kind: "ThreadDestroyed".into(), on: call.caller.clone(), detail: None });
+                }
+            }
+            Action::ThreadDelete => {
+                runtime.delete_thread(&call.caller);
+            }
+            Action::Gc => {
+                runtime.collect_garbage(&call.caller);
+            }
+        }
+        record.events.extend(runtime.take_events().into_iter().map(|e| EventReport { kind: e.kind, on: e.on, detail: e.detail }));
+        record
+    }
+
+    /// Performs one API call on the current thread; `frame` is the snapshot frame being
+    /// reported when the call is nested in a callback.
+    fn perform(&self, rt: &Runtime, api: &ApiCall, frame: Option<&SnapshotFrame<'_>>, record: &mut CallReport) {
+        let hr = match api {
+            ApiCall::DoStackSnapshot { target, flags, seed, context_size, callback, nested } => {
+                let caller = record.caller.clone();
+                let (id, truth_thread) = match target {
+                    Target::Zero => (ThreadId::NULL, rt.thread(&caller).filter(|t| t.is_managed())),
+                    Target::Thread(name) => {
+                        let t = rt.thread(name);
+                        (t.as_ref().map_or(ThreadId::NULL, |t| t.id), t)
+                    }
+                    Target::Raw(v) => (ThreadId(*v), None),
+                };
+                record.target = Some(match target {
+                    Target::Zero => "0".into(),
+                    Target::Thread(name) => name.clone(),
+                    Target::Raw(v) => format!("0x{v:x}"),
+                });
+                record.ground_truth = truth_thread.map(|t| {
+                    rt.with_code(|code| {
+                        t.stack
+                            .iter()
+                            .enumerate()
+                            .map(|(entry, e)| match *e {
+                                StackEntry::Call { function, .. } => {
+                                    let f = code.function(function);
+                                    let ip = t.call_at_entry(entry).map_or(0, |i| t.layout.calls[i].rip);
+                                    TruthEntry { kind: "call".into(), name: f.name.clone(), code: Some(f.kind.as_str().into()), address: format!("0x{ip:x}") }
+                                }
+                                StackEntry::Frame(kind) => {
+                                    let at = t.layout.frames.iter().find(|f| f.entry == entry).map_or(0, |f| f.address);
+                                    TruthEntry { kind: "frame".into(), name: kind.as_str().into(), code: None, address: format!("0x{at:x}") }
+                                }
+                            })
+                            .collect()
+                    })
+                });
+                let seed = self.seed_context(rt, seed);
+                let mut frames = Vec::new();
+                let mut nested_records = Vec::new();
+                let mut index = 0;
+                let mut cb = |f: &SnapshotFrame<'_>| -> HResult {
+                    frames.push(FrameReport {
+                        function: (!f.func_id.is_null()).then(|| function_name(rt, f.func_id)),
+                        func_id: format!("0x{:x}", f.func_id.0),
+                        ip: format!("0x{:x}", f.ip),
+                        context_size: f.context_size(),
+                    });
+                    if let Some((at, call)) = nested {
+                        if *at == index {
+                            let mut inner = blank(call, record.index);
+                            if let Action::Api(api) = &call.action {
+                                self.perform(rt, api, Some(f), &mut inner);
+                            }
+                            nested_records.push(inner);
+                        }
+                    }
+                    let hr = match callback {
+                        CallbackBehavior::Return { at, value } if *at == index => *value,
+                        _ => HResult::S_OK,
+                    };
+                    index += 1;
+                    hr
+                };
+                let callback_arg: Option<&mut corprof::StackSnapshotCallback<'_>> =
+                    if *callback == CallbackBehavior::Null { None } else { Some(&mut cb) };
+                let hr = rt.do_stack_snapshot(id, callback_arg, *flags, seed.as_ref(), *context_size);
+                record.frames = Some(frames);
+                record.nested = nested_records;
+                hr
+            }
+            ApiCall::GetFunctionFromIp { version, ip } => {
+                let ip = match ip {
+                    IpRef::Raw(v) => *v,
+                    IpRef::Function(name, off) => address_of(rt, name) + off,
+                    IpRef::CurrentFrame => frame.map_or(0, |f| f.ip),
+                };
+                let result = match version {
+                    1 => rt.get_function_from_ip(ip).map(|f| (f, None)),
+                    2 => rt.get_function_from_ip2(ip).map(|(f, r)| (f, Some(r))),
+                    _ => rt.get_function_from_ip3(ip).map(|(f, r)| (f, Some(r))),
+                };
+                settle(record, result.map(|(f, rejit)| {
+                    let rejit = rejit.map(|r| format!(", ReJITID {}", r.0)).unwrap_or_default();
+                    format!("FunctionID 0x{:x} ({}){rejit} for ip 0x{ip:x}", f.0, function_name(rt, f))
+                }))
+            }
+            ApiCall::GetCodeInfo2 { function, requested, null_buffer } => {
+                let id = resolve_function(rt, function, frame);
+                let mut buffer = vec![CodeInfo::default(); *requested as usize];
+                let out = if *null_buffer { None } else { Some(&mut buffer[..]) };
+                let result = rt.get_code_info2(id, *requested, out);
+                settle(record, result.map(|total| {
+                    let shown: Vec<String> = buffer.iter().take(total as usize).map(|c| format!("0x{:x}+0x{:x}", c.start_address, c.size)).collect();
+                    format!("{total} region(s): [{}]", shown.join(", "))
+                }))
+            }
+            ApiCall::GetFunctionInfo { function } => {
+                let id = resolve_function(rt, function, frame);
+                settle(record, rt.get_function_info(id).map(|i| describe_info(&i)))
+            }
+            ApiCall::GetFunctionInfo2 { function, frame_info } => {
+                let id = resolve_function(rt, function, frame);
+                let mismatched = FrameInfo::for_snapshot(FunctionId(id.0 ^ 0x40), 0);
+                let info = match frame_info {
+                    FrameInfoArg::None => None,
+                    FrameInfoArg::CurrentFrame => frame.map(|f| f.frame_info),
+                    FrameInfoArg::Mismatched => Some(&mismatched),
+                };
+                settle(record, rt.get_function_info2(id, info).map(|i| describe_info(&i)))
+            }
+            ApiCall::GetCurrentThreadId => {
+                settle(record, rt.get_current_thread_id().map(|t| format!("ThreadID 0x{:x} ({})", t.0, thread_name(rt, t))))
+            }
+            ApiCall::SetEventMask { mask } => rt.set_event_mask(*mask),
+            ApiCall::GetEventMask => settle(record, rt.get_event_mask().map(|m| format!("0x{m:08x}"))),
+            ApiCall::InitializeCurrentThread => rt.initialize_current_thread(),
+            ApiCall::SuspendRuntime => rt.suspend_runtime(),
+            ApiCall::ResumeRuntime => rt.resume_runtime(),
+            ApiCall::EnumThreads => settle(record, rt.enum_threads().map(|ids| {
+                let names: Vec<String> = ids.iter().map(|t| thread_name(rt, *t)).collect();
+                format!("[{}]", names.join(", "))
+            })),
+        };
+        record.hresult = Some(format!("0x{:08X}", hr.0));
+        record.hresult_name = hr.name().map(str::to_string);
+    }
+
+    /// Builds the seed CONTEXT: from a declared call of a thread (as laid out now), or zeroed,
+    /// then with the scenario's register overrides.
+    fn seed_context(&self, rt: &Runtime, seed: &Seed) -> Option<Context> {
+        let Seed::Context { base, overrides } = seed else { return None };
+        let mut context = match base {
+            None => Context::zeroed(),
+            Some((name, k)) => {
+                let t = rt.thread(name)?;
+                let index = self.threads.iter().position(|x| &x.name == name)?;
+                let calls = t.layout.calls.len();
+                let call = (calls + k).checked_sub(self.declared_calls[index]);
+                match call.filter(|&c| c < calls) {
+                    Some(c) => t.call_context(c),
+                    None => Context::zeroed(),
+                }
+            }
+        };
+        for (register, value) in overrides {
+            let v = match value {
+                SeedValue::Raw(v) => *v,
+                SeedValue::Function(name, off) => address_of(rt, name) + off,
+            };
+            match register {
+                Some(r) => context.set(*r, v),
+                None => context.rip = v,
+            }
+        }
+        Some(context)
+    }
+}
+
+fn blank(call: &Call, index: usize) -> CallReport {
+    CallReport {
+        index,
+        line: call.line,
+        api: match &call.action {
+            Action::Api(api) => api_name(api).into(),
+            Action::ThreadExit => "event:thread_exit".into(),
+            Action::ThreadDelete => "event:thread_delete".into(),
+            Action::Gc => "event:gc".into(),
+        },
+        caller: call.caller.clone(),
+        from: match call.context {
+            CallContext::Thread => "thread".into(),
+            CallContext::PInvoke => "pinvoke".into(),
+            CallContext::Callback(cb) => cb.as_str().into(),
+        },
+        target: None,
+        hresult: None,
+        hresult_name: None,
+        result: None,
+        frames: None,
+        ground_truth: None,
+        events: Vec::new(),
+        nested: Vec::new(),
+        skipped: None,
+        note: call.note.clone(),
+    }
+}
+
+fn api_name(api: &ApiCall) -> &'static str {
+    match api {
+        ApiCall::DoStackSnapshot { .. } => "DoStackSnapshot",
+        ApiCall::GetFunctionFromIp { version: 1, .. } => "GetFunctionFromIP",
+        ApiCall::GetFunctionFromIp { version: 2, .. } => "GetFunctionFromIP2",
+        ApiCall::GetFunctionFromIp { .. } => "GetFunctionFromIP3",
+        ApiCall::GetCodeInfo2 { .. } => "GetCodeInfo2",
+        ApiCall::GetFunctionInfo { .. } => "GetFunctionInfo",
+        ApiCall::GetFunctionInfo2 { .. } => "GetFunctionInfo2",
+        ApiCall::GetCurrentThreadId => "GetCurrentThreadID",
+        ApiCall::SetEventMask { .. } => "SetEventMask",
+        ApiCall::GetEventMask => "GetEventMask",
+        ApiCall::InitializeCurrentThread => "InitializeCurrentThread",
+        ApiCall::SuspendRuntime => "SuspendRuntime",
+        ApiCall::ResumeRuntime => "ResumeRuntime",
+        ApiCall::EnumThreads => "EnumThreads",
+    }
+}
+
+/// Records a successful result and returns the HRESULT of a `Result`-returning API.
+fn settle(record: &mut CallReport, result: Result<String, HResult>) -> HResult {
+    match result {
+        Ok(text) => {
+            record.result = Some(text);
+            HResult::S_OK
+        }
+        Err(hr) => hr,
+    }
+}
+
+/// Checks a call's `expect` and `expect_frames`, and those of its nested call.
+fn check(expectations: &mut Expectations, call: &Call, record: &CallReport) {
+    if let (Action::Api(ApiCall::DoStackSnapshot { nested: Some((_, inner)), .. }), Some(inner_record)) =
+        (&call.action, record.nested.first())
+    {
+        check(expectations, inner, inner_record);
+    }
+    if let Some(expected) = call.expect {
+        expectations.checked += 1;
+        let got = record.hresult.clone().unwrap_or_else(|| "nothing".into());
+        if record.hresult.as_deref() != Some(&format!("0x{:08X}", expected.0)) {
+            expectations.failed.push(format!("call #{} (line {}): expected {expected}, got {got}", record.index, call.line));
+        }
+    }
+    if let Some(expected) = call.expect_frames {
+        expectations.checked += 1;
+        let got = record.frames.as_ref().map_or(0, Vec::len);
+        if got != expected {
+            expectations.failed.push(format!("call #{} (line {}): expected {expected} frames, got {got}", record.index, call.line));
+        }
+    }
+}
+
+fn address_of(rt: &Runtime, name: &str) -> u64 {
+    rt.with_code(|code| code.by_name(name).map_or(0, |i| code.function(i).start))
+}
+
+fn resolve_function(rt: &Runtime, function: &FunctionRef, frame: Option<&SnapshotFrame<'_>>) -> FunctionId {
+    match function {
+        FunctionRef::Name(name) => rt.with_code(|code| code.by_name(name).map_or(FunctionId::NULL, |i| code.function(i).function_id)),
+        FunctionRef::Raw(v) => FunctionId(*v),
+        FunctionRef::CurrentFrame => frame.map_or(FunctionId::NULL, |f| f.func_id),
+    }
+}
+
+fn function_name(rt: &Runtime, id: FunctionId) -> String {
+    rt.with_code(|code| code.by_function_id(id).map_or_else(|| format!("<unknown 0x{:x}>", id.0), |i| code.function(i).name.clone()))
+}
+
+fn thread_name(rt: &Runtime, id: ThreadId) -> String {
+    rt.threads().into_iter().find(|t| t.id == id && t.is_managed()).map_or_else(|| id.to_string(), |t| t.name)
+}
+
+fn describe_info(info: &corprof::FunctionInfo) -> String {
+    format!("class 0x{:x}, module 0x{:x}, token 0x{:08x}", info.class_id.0, info.module_id.0, info.token)
+}

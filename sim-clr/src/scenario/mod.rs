@@ -1,0 +1,18 @@
+//! Scenario files: a runtime, its threads and a sequence of profiler calls, in TOML.
+//!
+//! [`Scenario::parse`] reads and validates a file (every error names the file, line and
+//! field); [`Scenario::run`] builds a fresh [`crate::Runtime`], performs the calls through the
+//! [`corprof::ProfilerInfo`] trait and returns a [`Report`]. The format is documented field by
+//! field in `docs/scenario-format.md`.
+
+mod build;
+mod error;
+mod exec;
+mod model;
+mod report;
+
+pub use build::{Action, ApiCall, Call, CallbackBehavior, FunctionRef, IpRef, Scenario, Seed, Target};
+pub use error::ScenarioError;
+pub use report::{
+    CallReport, EventReport, Expectations, FaultReport, FrameReport, Report, TruthEntry,
+};

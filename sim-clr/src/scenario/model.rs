@@ -1,0 +1,114 @@
+//! The TOML shape of a scenario file, as deserialized (before validation).
+//!
+//! Fields whose value may take several forms (a mask as bits or names, a seed as a word or a
+//! table) are kept as spanned [`toml::Value`]s and interpreted by the builder, so that every
+//! error can point at its line.
+
+use serde::Deserialize;
+use toml::{Spanned, Value};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileModel {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub platform: Spanned<String>,
+    #[serde(default)]
+    pub runtime: RuntimeModel,
+    #[serde(default)]
+    pub code: Vec<Spanned<CodeModel>>,
+    #[serde(default)]
+    pub threads: Vec<Spanned<ThreadModel>>,
+    #[serde(default)]
+    pub calls: Vec<Spanned<CallModel>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RuntimeModel {
+    pub started: Option<bool>,
+    pub gc_initialized: Option<bool>,
+    pub detaching: Option<bool>,
+    pub suspend_in_progress: Option<bool>,
+    pub event_mask: Option<Spanned<Value>>,
+    pub context_size: Option<Spanned<u32>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CodeModel {
+    pub name: Spanned<String>,
+    pub kind: Spanned<String>,
+    pub module: Option<String>,
+    pub size: Option<Spanned<u64>>,
+    pub frame_size: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub split: bool,
+    pub compiled: Option<bool>,
+    #[serde(default)]
+    pub generic_definition: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ThreadModel {
+    pub name: Spanned<String>,
+    pub kind: Option<Spanned<String>>,
+    pub mode: Option<Spanned<String>>,
+    #[serde(default)]
+    pub frames: Vec<Spanned<FrameModel>>,
+    pub state: Option<Spanned<String>>,
+    #[serde(default)]
+    pub gc_special: bool,
+    #[serde(default)]
+    pub forbid_suspend: u32,
+    #[serde(default)]
+    pub hijack_lock_held: bool,
+    #[serde(default)]
+    pub hijacked: bool,
+    pub exception: Option<Spanned<String>>,
+    pub os_context: Option<Spanned<String>>,
+    #[serde(default)]
+    pub mode_race: bool,
+    #[serde(default)]
+    pub suspend_fails: bool,
+    #[serde(default)]
+    pub holds_code_manager_lock: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FrameModel {
+    #[serde(rename = "fn")]
+    pub function: Option<Spanned<String>>,
+    pub frame: Option<Spanned<String>>,
+    pub repeat: Option<Spanned<u32>>,
+    pub offset: Option<Spanned<u64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CallModel {
+    pub caller: Option<Spanned<String>>,
+    pub from: Option<Spanned<String>>,
+    pub api: Option<Spanned<String>>,
+    pub event: Option<Spanned<String>>,
+    pub thread: Option<Spanned<String>>,
+    pub target: Option<Spanned<Value>>,
+    pub flags: Option<Spanned<Value>>,
+    pub seed: Option<Spanned<Value>>,
+    pub context_size: Option<Spanned<u32>>,
+    pub callback: Option<Spanned<Value>>,
+    pub nested: Option<Box<Spanned<CallModel>>>,
+    pub nested_at: Option<usize>,
+    pub ip: Option<Spanned<Value>>,
+    pub function: Option<Spanned<Value>>,
+    pub requested: Option<Spanned<u32>>,
+    #[serde(default)]
+    pub null_buffer: bool,
+    pub frame_info: Option<Spanned<String>>,
+    pub mask: Option<Spanned<Value>>,
+    pub expect: Option<Spanned<String>>,
+    pub expect_frames: Option<Spanned<usize>>,
+    pub note: Option<String>,
+}

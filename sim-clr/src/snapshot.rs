@@ -1,0 +1,383 @@
+//! `ICorProfilerInfo2::DoStackSnapshot`: the decision table R1–R18 in the runtime's order,
+//! then the walk and its reporting rules R19–R35.
+//!
+//! The walk is a model of CoreCLR's `StackFrameIterator` as a profiler sees it: it unwinds
+//! managed frames by reading the target's stack memory, reports a `funcId == 0` marker when a
+//! managed frame returns into native code, and hops over native code with the explicit Frame
+//! chain. It is computed with the runtime lock held (the target cannot change meanwhile) and
+//! delivered to the callback with the lock released, so the callback may call back in.
+
+use crate::runtime::{Notification, Platform, Runtime, State};
+use crate::thread::{Lifecycle, Mode, OsContext, Thread};
+use crate::trace::FaultKind;
+use corprof::flags::{event, snapshot};
+use corprof::{Context, FrameInfo, FunctionId, HResult, SnapshotFrame, StackSnapshotCallback, ThreadId};
+
+/// The most frames one walk reports; a bound on corrupt or cyclic stacks.
+pub const MAX_WALK_FRAMES: usize = 1 << 16;
+
+/// One frame the iterator stops at.
+#[derive(Clone, Debug)]
+struct WalkFrame {
+    func_id: FunctionId,
+    ip: u64,
+    context: Context,
+    /// False for managed frames without metadata: the iterator stops there but the profiler
+    /// is not called (R20.2).
+    reported: bool,
+}
+
+/// How the iterator ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WalkEnd {
+    /// The Frame chain or the stack ended normally (`SWA_DONE`).
+    Done,
+    /// Unwinding left the target's stack or stopped making progress (`SWA_FAILED`, R17).
+    Failed,
+    /// Unwinding read unmapped memory (R17, R34).
+    AccessViolation(u64),
+}
+
+struct Walk {
+    frames: Vec<WalkFrame>,
+    end: WalkEnd,
+}
+
+/// What is left to do after the decision table, with the state lock released.
+struct Plan {
+    walk: Walk,
+    target: usize,
+    suspended: bool,
+}
+
+pub(crate) fn do_stack_snapshot(
+    runtime: &Runtime,
+    thread: ThreadId,
+    callback: Option<&mut StackSnapshotCallback<'_>>,
+    info_flags: u32,
+    seed: Option<&Context>,
+    _context_size: u32, // R7: only logged; a seed is always read as a full CONTEXT (R31).
+) -> HResult {
+    let plan = {
+        let mut st = runtime.lock();
+        match decide(&mut st, thread, info_flags, seed) {
+            Ok(plan) => plan,
+            Err(hr) => return hr,
+        }
+    };
+    runtime.flush();
+    let hr = deliver(runtime, plan.walk, callback, info_flags);
+    {
+        // R18: resume the target if this walk suspended it, release the hijack lock.
+        let mut st = runtime.lock();
+        if plan.suspended {
+            st.threads[plan.target].os_suspend_count -= 1;
+            let id = st.threads[plan.target].id;
+            st.notify(Notification::ThreadResumed(id));
+        }
+        st.threads[plan.target].hijack_lock_held = false;
+    }
+    runtime.flush();
+    hr
+}
+
+/// R1–R16, in order. On success the target's hijack lock is held and the walk computed.
+fn decide(st: &mut State, thread: ThreadId, flags: u32, seed: Option<&Context>) -> Result<Plan, HResult> {
+    if st.terminated() {
+        return Err(HResult::E_UNEXPECTED);
+    }
+    // R1: an asynchronous entrypoint; only detaching is refused.
+    if st.config.detaching {
+        return Err(HResult::CORPROF_E_PROFILER_DETACHING);
+    }
+    // R2
+    if !st.config.started {
+        return Err(HResult::CORPROF_E_STACKSNAPSHOT_UNSAFE);
+    }
+    // R3
+    if !st.monitors(event::ENABLE_STACK_SNAPSHOT) {
+        return Err(HResult::CORPROF_E_INCONSISTENT_WITH_FLAGS);
+    }
+    // R4: 0 means the caller's Thread; anything else is reinterpreted without validation.
+    let caller = st.caller_ee();
+    let target = if thread.is_null() { caller.map(Ok) } else { Some(st.resolve(thread).ok_or(thread)) };
+    // R5
+    if flags & !snapshot::VALID_X64 != 0 {
+        return Err(HResult::E_INVALIDARG);
+    }
+    // R6: nothing to walk. Checking "GC special" dereferences the Thread.
+    let t = match target {
+        None => return Err(HResult::S_OK),
+        Some(Err(bogus)) => {
+            let message = format!("DoStackSnapshot dereferenced ThreadID {bogus}, which is no Thread: the process crashes");
+            st.fault(FaultKind::BogusThreadId, true, message);
+            return Err(HResult::E_UNEXPECTED);
+        }
+        Some(Ok(t)) => t,
+    };
+    if st.threads[t].lifecycle == Lifecycle::Deleted {
+        let message = format!(
+            "DoStackSnapshot dereferenced ThreadID {} of {}, freed after ThreadDestroyed (block in ThreadDestroyed until walks end, R37)",
+            st.threads[t].id, st.threads[t].name
+        );
+        st.fault(FaultKind::ThreadUseAfterFree, true, message);
+        return Err(HResult::E_UNEXPECTED);
+    }
+    if st.threads[t].gc_special || !st.config.gc_initialized {
+        return Err(HResult::S_OK);
+    }
+    let cross = Some(t) != caller;
+    // R8: the per-thread hijack lock, never blocking.
+    if st.threads[t].hijack_lock_held {
+        return Err(HResult::CORPROF_E_STACKSNAPSHOT_UNSAFE);
+    }
+    st.threads[t].hijack_lock_held = true;
+    let mut suspended = false;
+    let result = decide_locked(st, t, cross, seed, &mut suspended);
+    match result {
+        Ok(walk) => Ok(Plan { walk, target: t, suspended }),
+        Err(hr) => {
+            // R18 on the failure paths.
+            if suspended {
+                st.threads[t].os_suspend_count -= 1;
+                let id = st.threads[t].id;
+                st.notify(Notification::ThreadResumed(id));
+            }
+            st.threads[t].hijack_lock_held = false;
+            Err(hr)
+        }
+    }
+}
+
+/// R9–R17 with the target's hijack lock held.
+fn decide_locked(st: &mut State, t: usize, cross: bool, seed: Option<&Context>, suspended: &mut bool) -> Result<Walk, HResult> {
+    let unix = st.config.platform == Platform::Unix;
+    // R9: only for callers with a Thread; native callers are exempt.
+    if cross && st.caller_ee().is_some() && st.config.suspend_in_progress {
+        return Err(HResult::CORPROF_E_STACKSNAPSHOT_UNSAFE);
+    }
+    // R10
+    if st.threads[t].forbid_suspend != 0 {
+        return Err(HResult::CORPROF_E_STACKSNAPSHOT_UNSAFE);
+    }
+    // R11: a cross-thread walk of a running runtime suspends the target itself (Windows only).
+    if cross && st.profiler_suspension.is_none() {
+        if unix {
+            return Err(HResult::E_NOTIMPL);
+        }
+        if st.threads[t].lifecycle == Lifecycle::Dead {
+            let message = format!(
+                "cross-thread DoStackSnapshot of {} after its ThreadDestroyed: fatal error CORPROF_E_STACKSNAPSHOT_INVALID_TGT_THREAD, the process is terminated",
+                st.threads[t].name
+            );
+            st.fault(FaultKind::WalkOfDestroyedThread, true, message);
+            return Err(HResult::E_UNEXPECTED);
+        }
+        if st.threads[t].suspend_fails {
+            return Err(HResult::CORPROF_E_STACKSNAPSHOT_UNSAFE);
+        }
+        st.threads[t].os_suspend_count += 1;
+        *suspended = true;
+        let id = st.threads[t].id;
+        st.notify(Notification::ThreadSuspended(id));
+    }
+    // R12: a preemptive target's seed is discarded before any validation.
+    let mut seed = seed.cloned();
+    if st.threads[t].mode == Mode::Preemptive && seed.take().is_some() {
+        st.note("SeedDiscarded", "target is in preemptive mode; the walk starts from its Frame chain (R12)");
+    }
+    // R13: cross-thread, cooperative target: check the target's own context.
+    if st.threads[t].mode == Mode::Cooperative && cross {
+        if unix {
+            return Err(HResult::E_NOTIMPL);
+        }
+        let thread = &st.threads[t];
+        if matches!(
+            thread.os_context,
+            OsContext::DebuggerFilter
+                | OsContext::GetContextFails
+                | OsContext::InKernel
+                | OsContext::ExceptionActive
+                | OsContext::NoExceptionReporting
+        ) {
+            return Err(HResult::CORPROF_E_STACKSNAPSHOT_UNSAFE);
+        }
+        let current = current_context(thread);
+        st.reader_lock()?;
+        let thread = &st.threads[t];
+        let ip_managed = current.as_ref().is_some_and(|c| st.code.is_managed(c.rip));
+        if ip_managed && thread.mode_race {
+            return Err(HResult::CORPROF_E_STACKSNAPSHOT_UNSAFE);
+        }
+        let frame_above_sp = match (&current, thread.layout.frames.first()) {
+            (Some(c), Some(f)) => f.address < c.rsp,
+            _ => false,
+        };
+        if frame_above_sp {
+            return Err(HResult::CORPROF_E_STACKSNAPSHOT_UNSAFE);
+        }
+        if seed.is_none() {
+            seed = current;
+            st.note("SelfSeeded", "no seed given: the target's current context seeds the walk (R13.5)");
+        }
+    }
+    // R14: only the seed's IP is checked.
+    if let Some(s) = &seed {
+        st.reader_lock()?;
+        if !st.code.is_managed(s.rip) {
+            return Err(HResult::CORPROF_E_STACKSNAPSHOT_UNMANAGED_CTX);
+        }
+    }
+    let thread = &st.threads[t];
+    // R15
+    if seed.is_none() && thread.exception == crate::thread::ExceptionState::Unwinding {
+        return Err(HResult::CORPROF_E_STACKSNAPSHOT_UNMANAGED_CTX);
+    }
+    // R16
+    if thread.exception == crate::thread::ExceptionState::Inconsistent {
+        return Err(HResult::CORPROF_E_STACKSNAPSHOT_UNSAFE);
+    }
+    // R29: the iterator removes a pending return-address hijack before walking.
+    if let Some((slot, original)) = st.threads[t].layout.hijacked_slot.take() {
+        st.memory.write_u64(slot, original);
+        st.threads[t].hijacked = false;
+        let name = st.threads[t].name.clone();
+        st.note("UnhijackThread", format!("removed the GC's return-address hijack from {name} (R29)"));
+    }
+    // R17
+    Ok(walk(st, t, seed))
+}
+
+/// The context `GetThreadContext` gives for the target (R13): its leaf registers, or for a
+/// stale context an RSP above the most recent explicit Frame.
+fn current_context(thread: &Thread) -> Option<Context> {
+    let mut context = thread.leaf_context()?;
+    if thread.os_context == OsContext::Stale {
+        if let Some(frame) = thread.layout.frames.first() {
+            context.rsp = frame.address + 8;
+        }
+    }
+    Some(context)
+}
+
+/// The iterator (R19–R23, R31–R34): from the seed, or else from the first Frame of the chain
+/// that returns into managed code; managed frames are unwound through memory; a return into
+/// native code yields a marker and a hop to the next usable Frame.
+fn walk(st: &State, t: usize, seed: Option<Context>) -> Walk {
+    let thread = &st.threads[t];
+    let chain = &thread.layout.frames;
+    let mut next_frame = 0;
+    let mut frames = Vec::new();
+    // A Frame is usable when it returns into a managed call at or above `sp`.
+    let hop = |next_frame: &mut usize, sp: u64| -> Option<Context> {
+        while let Some(frame) = chain.get(*next_frame) {
+            *next_frame += 1;
+            if frame.address < sp {
+                continue;
+            }
+            if let Some(call) = frame.returns_to {
+                if st.code.function(thread.layout.calls[call].function).kind.is_managed() {
+                    return Some(thread.call_context(call));
+                }
+            }
+        }
+        None
+    };
+    let mut context = match seed {
+        Some(seed) => seed,
+        None => match hop(&mut next_frame, 0) {
+            Some(c) => c,
+            None => return Walk { frames, end: WalkEnd::Done },
+        },
+    };
+    loop {
+        if frames.len() >= MAX_WALK_FRAMES {
+            return Walk { frames, end: WalkEnd::Failed };
+        }
+        let Some(index) = st.code.lookup(context.rip) else {
+            return Walk { frames, end: WalkEnd::Failed };
+        };
+        let function = st.code.function(index);
+        frames.push(WalkFrame {
+            func_id: function.function_id,
+            ip: context.rip,
+            context: context.clone(),
+            reported: function.kind.has_metadata(),
+        });
+        // Unwind the managed frame: its CFA is RSP + frame size.
+        let Some(cfa) = context.rsp.checked_add(function.frame_size) else {
+            return Walk { frames, end: WalkEnd::Failed };
+        };
+        if cfa > thread.stack_base || cfa <= context.rsp || context.rsp < thread.stack_limit {
+            return Walk { frames, end: WalkEnd::Failed };
+        }
+        let (ret, saved_rbp) = match (st.memory.read_u64(cfa - 8), st.memory.read_u64(cfa - 16)) {
+            (Ok(r), Ok(b)) => (r, b),
+            (Err(av), _) | (_, Err(av)) => return Walk { frames, end: WalkEnd::AccessViolation(av.address) },
+        };
+        context.rip = ret;
+        context.rsp = cfa;
+        context.rbp = saved_rbp;
+        if ret == 0 {
+            return Walk { frames, end: WalkEnd::Done };
+        }
+        if st.code.is_managed(ret) {
+            continue;
+        }
+        // R21: a managed frame returned into native code: one marker for the whole run.
+        frames.push(WalkFrame { func_id: FunctionId::NULL, ip: ret, context: context.clone(), reported: true });
+        match hop(&mut next_frame, context.rsp) {
+            Some(c) => context = c,
+            None => return Walk { frames, end: WalkEnd::Done },
+        }
+    }
+}
+
+/// Calls the profiler once per reported frame (R22–R26) and maps the outcome (R17).
+fn deliver(runtime: &Runtime, walk: Walk, mut callback: Option<&mut StackSnapshotCallback<'_>>, flags: u32) -> HResult {
+    let (unix, context_size, caller) = {
+        let st = runtime.lock();
+        (st.config.platform == Platform::Unix, st.config.context_size as usize, st.caller_name())
+    };
+    // SWA_FAILED is the iterator's initial result: a walk that stops nowhere is E_FAIL.
+    if walk.frames.is_empty() {
+        return HResult::E_FAIL;
+    }
+    let mut bytes = vec![0u8; context_size.max(Context::SIZE)];
+    for frame in walk.frames.iter().filter(|f| f.reported) {
+        let Some(cb) = callback.as_deref_mut() else {
+            let mut st = runtime.lock();
+            let survived = !unix;
+            let message = format!(
+                "{caller} called DoStackSnapshot with a NULL callback and the walk reached a frame: {}",
+                if survived { "the access violation is caught, E_UNEXPECTED (R7, R17)" } else { "SIGSEGV, the process dies (R7)" }
+            );
+            st.fault(FaultKind::NullCallback, !survived, message);
+            return HResult::E_UNEXPECTED;
+        };
+        let frame_info = FrameInfo::for_snapshot(frame.func_id, frame.ip);
+        let context = if flags & snapshot::REGISTER_CONTEXT != 0 {
+            bytes[..Context::SIZE].copy_from_slice(&frame.context.to_bytes());
+            Some(&bytes[..context_size])
+        } else {
+            None
+        };
+        let hr = cb(&SnapshotFrame { func_id: frame.func_id, ip: frame.ip, frame_info: &frame_info, context });
+        if hr != HResult::S_OK {
+            return HResult::CORPROF_E_STACKSNAPSHOT_ABORTED;
+        }
+    }
+    match walk.end {
+        WalkEnd::Done => HResult::S_OK,
+        WalkEnd::Failed => HResult::E_FAIL,
+        WalkEnd::AccessViolation(address) => {
+            let mut st = runtime.lock();
+            let message = format!(
+                "the walk read unmapped address 0x{address:x} (a bogus seed?): {}",
+                if unix { "SIGSEGV, the process dies" } else { "caught, E_UNEXPECTED (R17, R34)" }
+            );
+            st.fault(FaultKind::AccessViolation, unix, message);
+            HResult::E_UNEXPECTED
+        }
+    }
+}

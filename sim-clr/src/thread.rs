@@ -1,0 +1,445 @@
+//! Simulated threads: their runtime state and their ground-truth stack, leaf first.
+//!
+//! A thread's stack is a list of [`StackEntry`]s: calls (one per function activation) and the
+//! runtime's explicit Frames (InlinedCallFrame, HelperMethodFrame, …) that sit between them.
+//! [`Thread::materialize`] lays the calls out in the thread's stack memory — return addresses
+//! and a saved-RBP chain, as real code leaves them — so that the runtime's walk (and later a
+//! profiler's own unwinder) reads the stack from memory rather than from the list.
+
+use crate::code::{CodeKind, CodeMap, FunctionIndex};
+use crate::memory::AddressSpace;
+use corprof::context::{CONTEXT_CONTROL, CONTEXT_INTEGER};
+use corprof::{Context, Register, ThreadId};
+
+/// A runtime explicit Frame: a record the runtime links into a per-thread chain so that a walk
+/// can hop over native code (R20.4, R21, R32). Frames never produce a callback themselves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FrameKind {
+    /// Pushed by a managed method calling native code through P/Invoke; returns into it.
+    InlinedCall,
+    /// Pushed by a runtime helper (FCALL) called from managed code; returns into the caller.
+    HelperMethod,
+    /// Pushed when a runtime suspension parks a thread that was running managed code; returns
+    /// into the interrupted method (a resumable frame).
+    Redirected,
+    /// Pushed where native code called into managed code (reverse P/Invoke); it returns into
+    /// native code, so a walk crossing native code skips it.
+    ReversePInvoke,
+    /// A frame that protects GC references and points at no function (skipped, R32).
+    Gc,
+}
+
+impl FrameKind {
+    /// Every kind, for parsing and documentation.
+    pub const ALL: [FrameKind; 5] = [
+        FrameKind::InlinedCall,
+        FrameKind::HelperMethod,
+        FrameKind::Redirected,
+        FrameKind::ReversePInvoke,
+        FrameKind::Gc,
+    ];
+
+    /// The runtime's class name (`"InlinedCallFrame"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FrameKind::InlinedCall => "InlinedCallFrame",
+            FrameKind::HelperMethod => "HelperMethodFrame",
+            FrameKind::Redirected => "RedirectedThreadFrame",
+            FrameKind::ReversePInvoke => "UMThkCallFrame",
+            FrameKind::Gc => "GCFrame",
+        }
+    }
+
+    /// Parses the class name.
+    pub fn parse(text: &str) -> Option<FrameKind> {
+        FrameKind::ALL.into_iter().find(|k| k.as_str() == text)
+    }
+
+    /// True when the Frame records a return address into the call below it, so that a walk
+    /// can resume there.
+    pub fn returns_into_caller(self) -> bool {
+        matches!(
+            self,
+            FrameKind::InlinedCall | FrameKind::HelperMethod | FrameKind::Redirected
+        )
+    }
+}
+
+/// One element of a thread's ground-truth stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StackEntry {
+    /// An activation of `function`; `offset` is the IP's offset inside it (the current IP for
+    /// the leaf, the return address for the others), `None` for the default.
+    Call {
+        /// The function executing.
+        function: FunctionIndex,
+        /// IP offset from the function's start.
+        offset: Option<u64>,
+    },
+    /// A runtime explicit Frame, living in the memory of the next call below it.
+    Frame(FrameKind),
+}
+
+/// Default IP offset of the leaf call (the instruction being executed).
+pub const LEAF_OFFSET: u64 = 0x10;
+/// Default IP offset of a non-leaf call (the return address after its call instruction).
+pub const RETURN_OFFSET: u64 = 0x25;
+
+/// Whether a thread has a runtime `Thread` object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThreadKind {
+    /// A thread the runtime knows (it has run managed code): it has a `ThreadID`.
+    Managed,
+    /// A thread that never ran managed code (e.g. a profiler's sampler thread).
+    Native,
+}
+
+/// The GC mode of a managed thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Running managed code (or runtime code with GC disabled): the GC must wait for it.
+    Cooperative,
+    /// In native code, blocked, or parked: the GC may run.
+    Preemptive,
+}
+
+/// Where a thread is in its life (R11.1, R37).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lifecycle {
+    /// Running.
+    Alive,
+    /// Inside `ThreadDestroyed`: still fully valid.
+    Destroying,
+    /// `ThreadDestroyed` returned: OS handle invalid, external count dropped, memory not yet
+    /// freed. A Windows cross-thread walk of it is a fatal error (R11.1).
+    Dead,
+    /// The `Thread` object is freed and its stack unmapped: any use is a use-after-free.
+    Deleted,
+}
+
+/// Exception-handling state relevant to R15/R16.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExceptionState {
+    /// No exception in flight.
+    None,
+    /// First pass (search for a handler); frames are intact.
+    FirstPass,
+    /// Second pass started and managed code not yet re-entered (R15).
+    Unwinding,
+    /// Second pass, a managed handler (funclet) running.
+    UnwindingInManaged,
+    /// `TEF_InconsistentExceptionState` (R16).
+    Inconsistent,
+}
+
+/// What `GetThreadContext` on the thread would show (R13.1, R13.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OsContext {
+    /// A normal, safe context.
+    Ok,
+    /// A debugger filter context is set.
+    DebuggerFilter,
+    /// `GetThreadContext` fails.
+    GetContextFails,
+    /// The thread is in a system service (`CONTEXT_SERVICE_ACTIVE`).
+    InKernel,
+    /// The thread is in exception dispatch (`CONTEXT_EXCEPTION_ACTIVE`).
+    ExceptionActive,
+    /// The OS does not report exception state (`CONTEXT_EXCEPTION_REPORTING` absent).
+    NoExceptionReporting,
+    /// A stale context whose RSP lies above the most recent explicit Frame (R13.4).
+    Stale,
+}
+
+/// A call laid out in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaidCall {
+    /// Position in [`Thread::stack`].
+    pub entry: usize,
+    /// The function executing.
+    pub function: FunctionIndex,
+    /// The IP in this frame (current IP for the leaf, return address otherwise).
+    pub rip: u64,
+    /// RSP while this frame runs (at its call site for non-leaf frames).
+    pub rsp: u64,
+    /// The canonical frame address: RSP before the call that created this frame.
+    pub cfa: u64,
+}
+
+impl LaidCall {
+    /// The frame pointer of this frame (`CFA − 16`, where the caller's RBP is saved).
+    pub fn rbp(&self) -> u64 {
+        self.cfa - 16
+    }
+}
+
+/// An explicit Frame laid out in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaidFrame {
+    /// Position in [`Thread::stack`].
+    pub entry: usize,
+    /// The Frame's class.
+    pub kind: FrameKind,
+    /// The Frame's address (inside the call below it).
+    pub address: u64,
+    /// Index into [`Layout::calls`] of the call the Frame returns into, if any.
+    pub returns_to: Option<usize>,
+}
+
+/// A thread's stack as laid out in memory.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Layout {
+    /// Calls, leaf first.
+    pub calls: Vec<LaidCall>,
+    /// Explicit Frames, most recent (lowest address) first: the runtime's Frame chain.
+    pub frames: Vec<LaidFrame>,
+    /// The return-address slot overwritten by a GC hijack, with the original value (R29).
+    pub hijacked_slot: Option<(u64, u64)>,
+}
+
+/// A simulated thread.
+#[derive(Clone, Debug)]
+pub struct Thread {
+    /// Scenario name.
+    pub name: String,
+    /// Managed (has a `Thread` object) or native.
+    pub kind: ThreadKind,
+    /// The `ThreadID` (the `Thread*` value); null for native threads.
+    pub id: ThreadId,
+    /// The OS thread id.
+    pub os_id: u32,
+    /// GC mode.
+    pub mode: Mode,
+    /// Ground-truth stack, leaf first.
+    pub stack: Vec<StackEntry>,
+    /// Lifecycle.
+    pub lifecycle: Lifecycle,
+    /// A GC thread (`Thread::IsGCSpecial`, R6).
+    pub gc_special: bool,
+    /// `m_dwForbidSuspendThread` (R10, R11.2).
+    pub forbid_suspend: u32,
+    /// The per-thread hijack lock is held by someone else (R8).
+    pub hijack_lock_held: bool,
+    /// The GC placed a return-address hijack on the first managed frame (R29).
+    pub hijacked: bool,
+    /// Exception state (R15, R16).
+    pub exception: ExceptionState,
+    /// What `GetThreadContext` would show (R13).
+    pub os_context: OsContext,
+    /// The thread switches to preemptive mode between R12's and R13.3's checks.
+    pub mode_race: bool,
+    /// The runtime's one-try `SuspendThread` of this thread fails (R11.2).
+    pub suspend_fails: bool,
+    /// The thread holds the code manager's writer lock (R13.2, R14, R42).
+    pub holds_writer_lock: bool,
+    /// OS suspend count (suspensions by `DoStackSnapshot` or by a profiler).
+    pub os_suspend_count: u32,
+    /// `InitializeCurrentThread` was called on it (R39).
+    pub tls_initialized: bool,
+    /// The mode it had before a runtime suspension parked it.
+    pub parked: Option<Mode>,
+    /// Highest stack address (exclusive).
+    pub stack_base: u64,
+    /// Lowest stack address.
+    pub stack_limit: u64,
+    /// Values of the nonvolatile registers other than RSP/RBP (they are not clobbered by the
+    /// simulated functions, so every frame shares them).
+    pub nonvolatile: [u64; 16],
+    /// The current layout (recomputed by [`Thread::materialize`]).
+    pub layout: Layout,
+}
+
+/// Size of each thread's stack region.
+pub const STACK_SIZE: u64 = 0x10_0000;
+const STACK_TOP: u64 = 0x7ffe_0000_0000;
+const STACK_STRIDE: u64 = 0x100_0000;
+const THREAD_OBJECT_BASE: u64 = 0x5555_0000_1000;
+
+impl Thread {
+    /// A thread with default state; `index` makes its ids and stack addresses deterministic.
+    pub fn new(name: &str, kind: ThreadKind, index: usize) -> Thread {
+        let stack_base = STACK_TOP - STACK_STRIDE * index as u64;
+        let mut nonvolatile = [0u64; 16];
+        for r in [
+            Register::Rbx,
+            Register::Rsi,
+            Register::Rdi,
+            Register::R12,
+            Register::R13,
+            Register::R14,
+            Register::R15,
+        ] {
+            nonvolatile[r as usize] = 0x5100_0000_0000_0000 | (index as u64) << 32 | r as u64;
+        }
+        Thread {
+            name: name.to_string(),
+            kind,
+            id: match kind {
+                ThreadKind::Managed => ThreadId(THREAD_OBJECT_BASE + 0x800 * index as u64),
+                ThreadKind::Native => ThreadId::NULL,
+            },
+            os_id: 1000 + index as u32,
+            mode: Mode::Preemptive,
+            stack: Vec::new(),
+            lifecycle: Lifecycle::Alive,
+            gc_special: false,
+            forbid_suspend: 0,
+            hijack_lock_held: false,
+            hijacked: false,
+            exception: ExceptionState::None,
+            os_context: OsContext::Ok,
+            mode_race: false,
+            suspend_fails: false,
+            holds_writer_lock: false,
+            os_suspend_count: 0,
+            tls_initialized: false,
+            parked: None,
+            stack_base,
+            stack_limit: stack_base - STACK_SIZE,
+            nonvolatile,
+            layout: Layout::default(),
+        }
+    }
+
+    /// True for a thread with a runtime `Thread` object.
+    pub fn is_managed(&self) -> bool {
+        self.kind == ThreadKind::Managed
+    }
+
+    /// Lays out [`Thread::stack`] in memory: root at the top of the stack region, each call's
+    /// return address at `CFA − 8` and saved RBP at `CFA − 16`, explicit Frames inside the
+    /// call below them. Any previous contents of the region are erased.
+    pub fn materialize(&mut self, code: &CodeMap, memory: &mut AddressSpace) {
+        memory.clear(self.stack_limit, self.stack_base);
+        let mut layout = Layout::default();
+        // Calls, root first, so that each CFA is the caller's RSP.
+        let mut cfa = self.stack_base - 0x40;
+        let mut leafward: Vec<LaidCall> = Vec::new();
+        for (entry, item) in self.stack.iter().enumerate().rev() {
+            if let StackEntry::Call { function, offset } = *item {
+                let f = code.function(function);
+                let is_leaf = !self.stack[..entry]
+                    .iter()
+                    .any(|e| matches!(e, StackEntry::Call { .. }));
+                let default = if is_leaf { LEAF_OFFSET } else { RETURN_OFFSET };
+                let call = LaidCall {
+                    entry,
+                    function,
+                    rip: f.start + offset.unwrap_or(default),
+                    rsp: cfa - f.frame_size,
+                    cfa,
+                };
+                cfa = call.rsp;
+                leafward.push(call);
+            }
+        }
+        leafward.reverse();
+        layout.calls = leafward;
+        // Memory: each frame saves its caller's RBP and holds the return address into it.
+        for (i, call) in layout.calls.iter().enumerate() {
+            let caller = layout.calls.get(i + 1);
+            memory.write_u64(call.cfa - 8, caller.map_or(0, |c| c.rip));
+            memory.write_u64(call.cfa - 16, caller.map_or(0, |c| c.rbp()));
+        }
+        // Explicit Frames live in the next call below them, lower entries at lower addresses.
+        let mut per_call: Vec<u64> = vec![0; layout.calls.len()];
+        for (entry, item) in self.stack.iter().enumerate() {
+            if let StackEntry::Frame(kind) = *item {
+                let Some(below) = layout.calls.iter().position(|c| c.entry > entry) else {
+                    continue;
+                };
+                let address = layout.calls[below].rsp + 8 * per_call[below];
+                per_call[below] += 1;
+                let returns_to = kind.returns_into_caller().then_some(below);
+                layout.frames.push(LaidFrame { entry, kind, address, returns_to });
+            }
+        }
+        // A GC hijack replaces the first managed frame's return address with the hijack stub.
+        if self.hijacked {
+            let stub = code.functions().iter().find(|f| f.kind == CodeKind::Stub);
+            let managed = layout
+                .calls
+                .iter()
+                .find(|c| code.function(c.function).kind.is_managed());
+            if let (Some(stub), Some(call)) = (stub, managed) {
+                let slot = call.cfa - 8;
+                let original = memory.read_u64(slot).unwrap_or(0);
+                memory.write_u64(slot, stub.start);
+                layout.hijacked_slot = Some((slot, original));
+            }
+        }
+        self.layout = layout;
+    }
+
+    /// The registers of laid-out call `index` (what a CONTEXT for that frame holds).
+    pub fn call_context(&self, index: usize) -> Context {
+        let call = self.layout.calls[index];
+        let mut context = Context::zeroed();
+        context.context_flags = CONTEXT_CONTROL | CONTEXT_INTEGER;
+        for r in Register::ALL {
+            context.set(r, self.nonvolatile[r as usize]);
+        }
+        context.rip = call.rip;
+        context.rsp = call.rsp;
+        context.rbp = call.rbp();
+        context.seg_cs = 0x33;
+        context.seg_ss = 0x2b;
+        context.e_flags = 0x246;
+        context
+    }
+
+    /// The thread's current CPU context (`GetThreadContext`): the leaf call's registers.
+    pub fn leaf_context(&self) -> Option<Context> {
+        (!self.layout.calls.is_empty()).then(|| self.call_context(0))
+    }
+
+    /// The index into `layout.calls` of the call at stack entry `entry`.
+    pub fn call_at_entry(&self, entry: usize) -> Option<usize> {
+        self.layout.calls.iter().position(|c| c.entry == entry)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::code::FunctionSpec;
+
+    #[test]
+    fn layout_writes_a_walkable_frame_chain() {
+        let code = CodeMap::build(&[
+            FunctionSpec::new("Leaf", CodeKind::Jit),
+            FunctionSpec::new("Main", CodeKind::Jit),
+            FunctionSpec::new("host", CodeKind::Native),
+        ]);
+        let mut memory = AddressSpace::default();
+        let mut t = Thread::new("main", ThreadKind::Managed, 0);
+        memory.map(t.stack_limit, t.stack_base);
+        t.stack = vec![
+            StackEntry::Call { function: 2, offset: Some(0x40) },
+            StackEntry::Frame(FrameKind::InlinedCall),
+            StackEntry::Call { function: 0, offset: None },
+            StackEntry::Call { function: 1, offset: None },
+            StackEntry::Frame(FrameKind::Gc),
+            StackEntry::Call { function: 2, offset: None },
+        ];
+        t.materialize(&code, &mut memory);
+        let calls = &t.layout.calls;
+        assert_eq!(calls.len(), 4);
+        assert_eq!(calls[0].rip, code.function(2).start + 0x40);
+        assert_eq!(calls[1].rip, code.function(0).start + RETURN_OFFSET);
+        assert_eq!(calls[3].rip, code.function(2).start + RETURN_OFFSET);
+        for pair in calls.windows(2) {
+            assert_eq!(pair[0].cfa, pair[1].rsp);
+            assert_eq!(memory.read_u64(pair[0].cfa - 8), Ok(pair[1].rip));
+            assert_eq!(memory.read_u64(pair[0].rbp()), Ok(pair[1].rbp()));
+            assert_eq!(pair[0].rsp % 16, 0);
+        }
+        assert_eq!(memory.read_u64(calls[3].cfa - 8), Ok(0));
+        let frames = &t.layout.frames;
+        assert_eq!((frames[0].kind, frames[0].returns_to), (FrameKind::InlinedCall, Some(1)));
+        assert_eq!((frames[1].kind, frames[1].returns_to), (FrameKind::Gc, None));
+        assert_eq!(frames[1].address, calls[3].rsp);
+        assert!(frames[0].address < frames[1].address);
+        assert_eq!(t.leaf_context().unwrap().rsp, calls[0].rsp);
+    }
+}

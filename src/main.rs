@@ -1,0 +1,100 @@
+//! `simclr`: runs simulated-runtime scenarios.
+//!
+//! - `simclr` runs the bundled catalog, one line per scenario;
+//! - `simclr run FILE [--json]` runs one scenario file and shows every call, the frames each
+//!   walk reported beside the thread's ground truth, and any faults.
+//!
+//! Exit codes: 0 success; 1 a scenario's own expectations failed; 2 a malformed scenario or
+//! bad command line.
+
+use clap::{Parser, Subcommand};
+use sim_clr::scenario::{Report, Scenario};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "simclr", version, about = "A simulated .NET runtime for testing profiler stack walkers")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one scenario file and report every call.
+    Run {
+        /// The scenario (TOML).
+        file: PathBuf,
+        /// Print one JSON document instead of text (schema: docs/json-output.md).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run every bundled scenario (the default).
+    Catalog,
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+        }
+    };
+    match cli.command.unwrap_or(Command::Catalog) {
+        Command::Run { file, json } => run(&file, json),
+        Command::Catalog => catalog(),
+    }
+}
+
+fn run(file: &std::path::Path, json: bool) -> ExitCode {
+    let scenario = match Scenario::load(file) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let report = scenario.run();
+    if json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("error: cannot serialize the report: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        print!("{}", report.render());
+    }
+    status(&[report])
+}
+
+fn catalog() -> ExitCode {
+    let mut reports = Vec::new();
+    for (file, text) in fixtures::catalog() {
+        match Scenario::parse(&format!("fixtures/scenarios/{file}"), text) {
+            Ok(scenario) => {
+                let report = scenario.run();
+                println!("{}", report.summary());
+                reports.push(report);
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let failed = reports.iter().filter(|r| !r.expectations.failed.is_empty()).count();
+    let checked: usize = reports.iter().map(|r| r.expectations.checked).sum();
+    println!("{} scenarios, {checked} expectations checked, {failed} scenarios with mismatches", reports.len());
+    status(&reports)
+}
+
+fn status(reports: &[Report]) -> ExitCode {
+    if reports.iter().all(|r| r.expectations.failed.is_empty()) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
