@@ -46,15 +46,20 @@ pub enum CallbackKind {
     ExceptionThrown,
     /// `ThreadDestroyed`: preemptive mode, on the dying thread.
     ThreadDestroyed,
+    /// A `FunctionEnter3` hook. With `COR_PRF_ENABLE_STACK_SNAPSHOT` the runtime calls hooks
+    /// through the slow path, whose helper pushes a Frame so a walk has a marker to begin
+    /// from (R35). Hooks run without the callback state (calls from them are asynchronous).
+    FunctionEnter,
 }
 
 impl CallbackKind {
     /// Every kind.
-    pub const ALL: [CallbackKind; 4] = [
+    pub const ALL: [CallbackKind; 5] = [
         CallbackKind::ObjectAllocated,
         CallbackKind::GarbageCollectionStarted,
         CallbackKind::ExceptionThrown,
         CallbackKind::ThreadDestroyed,
+        CallbackKind::FunctionEnter,
     ];
 
     /// The callback's name.
@@ -64,6 +69,7 @@ impl CallbackKind {
             CallbackKind::GarbageCollectionStarted => "GarbageCollectionStarted",
             CallbackKind::ExceptionThrown => "ExceptionThrown",
             CallbackKind::ThreadDestroyed => "ThreadDestroyed",
+            CallbackKind::FunctionEnter => "FunctionEnter",
         }
     }
 
@@ -81,6 +87,7 @@ impl CallbackKind {
             CallbackKind::GarbageCollectionStarted => event::MONITOR_GC,
             CallbackKind::ExceptionThrown => event::MONITOR_EXCEPTIONS,
             CallbackKind::ThreadDestroyed => event::MONITOR_THREADS,
+            CallbackKind::FunctionEnter => event::MONITOR_ENTERLEAVE,
         }
     }
 
@@ -106,7 +113,14 @@ impl CallbackKind {
             CallbackKind::GarbageCollectionStarted => "libcoreclr.so!GCHeap::GarbageCollect",
             CallbackKind::ExceptionThrown => "libcoreclr.so!IL_Throw",
             CallbackKind::ThreadDestroyed => "libcoreclr.so!Thread::OnThreadTerminate",
+            CallbackKind::FunctionEnter => "libcoreclr.so!ProfileEnterNaked",
         }
+    }
+
+    /// Whether the runtime sets `COR_PRF_CALLBACKSTATE_INCALLBACK` while it runs (enter/leave
+    /// hooks do not: calls from them are asynchronous, [DB-SEQ]).
+    pub fn sets_callback_state(self) -> bool {
+        self != CallbackKind::FunctionEnter
     }
 }
 
@@ -467,7 +481,7 @@ impl Runtime {
             t.stack.splice(0..0, pushed);
             st.relayout(index);
             let callback = match context {
-                CallContext::Callback(cb) => Some(cb),
+                CallContext::Callback(cb) if cb.sets_callback_state() => Some(cb),
                 _ => None,
             };
             st.callers.push(Caller { thread: Some(index), callback });

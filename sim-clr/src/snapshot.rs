@@ -304,17 +304,19 @@ fn walk(st: &State, t: usize, seed: Option<Context>) -> Walk {
             context: context.clone(),
             reported: function.kind.has_metadata(),
         });
-        // Unwind the managed frame: its CFA is RSP + frame size.
+        // Unwind the managed frame (its CFA is RSP + frame size): read the return address and
+        // saved RBP first — an unmapped read faults — then check the new SP against the
+        // target's stack (R17's speculative-walk check).
         let Some(cfa) = context.rsp.checked_add(function.frame_size) else {
             return Walk { frames, end: WalkEnd::Failed };
         };
-        if cfa > thread.stack_base || cfa <= context.rsp || context.rsp < thread.stack_limit {
-            return Walk { frames, end: WalkEnd::Failed };
-        }
         let (ret, saved_rbp) = match (st.memory.read_u64(cfa - 8), st.memory.read_u64(cfa - 16)) {
             (Ok(r), Ok(b)) => (r, b),
             (Err(av), _) | (_, Err(av)) => return Walk { frames, end: WalkEnd::AccessViolation(av.address) },
         };
+        if cfa > thread.stack_base || cfa <= thread.stack_limit {
+            return Walk { frames, end: WalkEnd::Failed };
+        }
         context.rip = ret;
         context.rsp = cfa;
         context.rbp = saved_rbp;

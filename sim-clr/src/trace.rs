@@ -50,6 +50,17 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
+    /// Every kind.
+    pub const ALL: [FaultKind; 7] = [
+        FaultKind::NullCallback,
+        FaultKind::BogusThreadId,
+        FaultKind::ThreadUseAfterFree,
+        FaultKind::WalkOfDestroyedThread,
+        FaultKind::AccessViolation,
+        FaultKind::Deadlock,
+        FaultKind::LeakedSuspensionHang,
+    ];
+
     /// The snake_case name used in reports and JSON.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -5,6 +5,7 @@ use super::error::{ScenarioError, Source};
 use super::model::{CallModel, CodeModel, FileModel, FrameModel, ThreadModel};
 use crate::code::{CodeKind, CodeMap, FunctionSpec};
 use crate::runtime::{builtin, CallContext, CallbackKind, Platform, Runtime, RuntimeConfig};
+use crate::trace::FaultKind;
 use crate::thread::{
     ExceptionState, FrameKind, Lifecycle, Mode, OsContext, StackEntry, Thread, ThreadKind, STACK_SIZE,
 };
@@ -47,6 +48,8 @@ pub struct Call {
     pub expect: Option<HResult>,
     /// Expected number of snapshot callbacks, if the file states one.
     pub expect_frames: Option<usize>,
+    /// The kind of fault expected during the call, if the file states one.
+    pub expect_fault: Option<FaultKind>,
     /// Free text shown in reports.
     pub note: Option<String>,
 }
@@ -588,7 +591,23 @@ impl Builder<'_> {
             Some(e) => Some(HResult::parse(e.get_ref()).ok_or_else(|| self.err(e.span(), "expect", format!("`{}` is not an HRESULT", e.get_ref())))?),
             None => None,
         };
-        let mut call = Call { line, caller, context, action, expect, expect_frames: m.expect_frames.as_ref().map(|v| *v.get_ref()), note: m.note.clone() };
+        let expect_fault = match &m.expect_fault {
+            Some(f) => {
+                let kinds: Vec<(&str, FaultKind)> = FaultKind::ALL.iter().map(|k| (k.as_str(), *k)).collect();
+                Some(self.choice(f, "expect_fault", &kinds)?)
+            }
+            None => None,
+        };
+        let mut call = Call {
+            line,
+            caller,
+            context,
+            action,
+            expect,
+            expect_frames: m.expect_frames.as_ref().map(|v| *v.get_ref()),
+            expect_fault,
+            note: m.note.clone(),
+        };
         let parent = call_shell(&call);
         if let (Some(nested), Action::Api(ApiCall::DoStackSnapshot { nested: slot, .. })) = (&m.nested, &mut call.action) {
             let at = m.nested_at.unwrap_or(0);
@@ -819,6 +838,7 @@ fn call_shell(call: &Call) -> Call {
         action: Action::Gc,
         expect: None,
         expect_frames: None,
+        expect_fault: None,
         note: None,
     }
 }

@@ -47,6 +47,22 @@ impl Source<'_> {
         }
     }
 
+    /// The key on the line containing byte `at` (`key = …`), or the table header there.
+    fn key_at(&self, at: usize) -> String {
+        let at = at.min(self.text.len());
+        let start = self.text[..at].rfind('\n').map_or(0, |i| i + 1);
+        let line = self.text[start..].lines().next().unwrap_or("").trim();
+        let key = match line.split_once('=') {
+            Some((key, _)) => key.trim(),
+            None => line.trim_matches(|c| c == '[' || c == ']'),
+        };
+        if key.is_empty() {
+            "<document>".to_string()
+        } else {
+            key.chars().take(40).collect()
+        }
+    }
+
     /// Converts a TOML syntax or shape error, recovering the field name from serde's message
     /// or from the text at the error's position.
     pub fn from_toml(&self, err: &toml::de::Error) -> ScenarioError {
@@ -55,11 +71,7 @@ impl Source<'_> {
         let quoted = ["unknown field `", "missing field `", "duplicate key `"]
             .iter()
             .find_map(|p| message.split_once(p).and_then(|(_, rest)| rest.split_once('`')).map(|(f, _)| f.to_string()));
-        let field = quoted.unwrap_or_else(|| {
-            let snippet = self.text.get(span.clone()).unwrap_or("");
-            let key = snippet.split(['=', '\n']).next().unwrap_or("").trim();
-            if key.is_empty() { "<document>".to_string() } else { key.chars().take(40).collect() }
-        });
+        let field = quoted.unwrap_or_else(|| self.key_at(span.start));
         self.error(span, &field, message)
     }
 }

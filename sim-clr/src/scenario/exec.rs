@@ -20,17 +20,32 @@ impl Scenario {
             expectations: Expectations::default(),
         };
         for (i, call) in self.calls.iter().enumerate() {
-            let record = if runtime.is_terminated() {
+            let mut record = if runtime.is_terminated() {
                 let mut r = blank(call, i + 1);
                 r.skipped = Some("the process was terminated (or hung) by an earlier fatal fault".into());
                 r
             } else {
                 self.execute(&runtime, call, i + 1)
             };
-            for f in runtime.take_faults() {
-                report.faults.push(FaultReport { kind: f.kind.as_str().into(), message: f.message, fatal: f.fatal, call: i + 1 });
+            let faults: Vec<FaultReport> = runtime
+                .take_faults()
+                .into_iter()
+                .map(|f| FaultReport { kind: f.kind.as_str().into(), message: f.message, fatal: f.fatal, call: i + 1 })
+                .collect();
+            if let Some(fatal) = faults.iter().find(|f| f.fatal) {
+                // The real call never returns: the process is dead or hung.
+                record.hresult = None;
+                record.hresult_name = None;
+                record.result = Some(format!("never returned ({})", fatal.kind));
             }
             check(&mut report.expectations, call, &record);
+            if let Some(kind) = call.expect_fault {
+                report.expectations.checked += 1;
+                if !faults.iter().any(|f| f.kind == kind.as_str()) {
+                    report.expectations.failed.push(format!("call #{} (line {}): expected a {} fault", i + 1, call.line, kind.as_str()));
+                }
+            }
+            report.faults.extend(faults);
             report.calls.push(record);
         }
         report

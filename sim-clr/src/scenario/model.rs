@@ -110,5 +110,6 @@ pub(crate) struct CallModel {
     pub mask: Option<Spanned<Value>>,
     pub expect: Option<Spanned<String>>,
     pub expect_frames: Option<Spanned<usize>>,
+    pub expect_fault: Option<Spanned<String>>,
     pub note: Option<String>,
 }

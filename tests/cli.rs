@@ -1,0 +1,93 @@
+//! The `simclr` binary: the catalog run, `run FILE`, `run FILE --json` and exit codes.
+
+use std::path::Path;
+use std::process::Command;
+
+fn simclr(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_simclr")).args(args).output().expect("simclr runs")
+}
+
+fn scenario_files() -> Vec<std::path::PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios");
+    let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn no_arguments_runs_the_catalog_one_line_per_scenario() {
+    let out = simclr(&[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), fixtures::catalog().len() + 1);
+    assert!(lines.iter().take(lines.len() - 1).all(|l| l.starts_with("ok ")), "{text}");
+}
+
+#[test]
+fn json_output_has_the_documented_fields_for_every_catalog_file() {
+    for file in scenario_files() {
+        let out = simclr(&["run", file.to_str().unwrap(), "--json"]);
+        assert!(out.status.success(), "{}: {}", file.display(), String::from_utf8_lossy(&out.stderr));
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+        for key in ["scenario", "platform", "calls", "faults"] {
+            assert!(doc.get(key).is_some(), "{}: no `{key}`", file.display());
+        }
+        for call in doc["calls"].as_array().unwrap() {
+            for key in ["api", "caller", "hresult", "hresult_name"] {
+                assert!(call.get(key).is_some(), "{}: call without `{key}`", file.display());
+            }
+            if let Some(hr) = call["hresult"].as_str() {
+                assert!(hr.starts_with("0x") && hr.len() == 10 && hr[2..].chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_lowercase()), "{hr}");
+            }
+            if call["api"] == "DoStackSnapshot" && call.get("skipped").is_none() {
+                assert!(call.get("target").is_some());
+                for frame in call["frames"].as_array().unwrap() {
+                    assert!(frame["function"].is_string() || frame["function"].is_null());
+                    assert!(frame["func_id"].as_str().unwrap().starts_with("0x"));
+                    assert!(frame["ip"].as_str().unwrap().starts_with("0x"));
+                    assert!(frame["context_size"].is_u64());
+                }
+            }
+        }
+        for fault in doc["faults"].as_array().unwrap() {
+            assert!(fault["kind"].is_string() && fault["message"].is_string());
+        }
+    }
+}
+
+#[test]
+fn text_report_shows_frames_beside_ground_truth() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios/reverse-pinvoke-sandwich.toml");
+    let out = simclr(&["run", file.to_str().unwrap()]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("0x00000000 S_OK"));
+    assert!(text.contains("reported (8):"));
+    assert!(text.contains("ground truth (leaf first):"));
+    assert!(text.contains("<funcId 0: native run>"));
+    assert!(text.contains("<InlinedCallFrame>"));
+}
+
+#[test]
+fn a_failed_expectation_exits_1() {
+    let dir = tempdir();
+    let file = dir.join("mismatch.toml");
+    std::fs::write(&file, "platform = \"unix\"\n[[code]]\nname = \"M\"\nkind = \"jit\"\n[[threads]]\nname = \"t\"\nframes = [{ fn = \"M\" }]\n[[calls]]\ncaller = \"t\"\nfrom = \"pinvoke\"\napi = \"DoStackSnapshot\"\nexpect = \"E_FAIL\"\n").unwrap();
+    let out = simclr(&["run", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("MISMATCH"));
+}
+
+#[test]
+fn bad_command_lines_exit_2() {
+    assert_eq!(simclr(&["run"]).status.code(), Some(2));
+    assert_eq!(simclr(&["frobnicate"]).status.code(), Some(2));
+    assert_eq!(simclr(&["run", "/nonexistent/scenario.toml"]).status.code(), Some(2));
+}
+
+/// A fresh directory under the target dir (no extra dependency needed).
+pub fn tempdir() -> std::path::PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

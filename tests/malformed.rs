@@ -1,0 +1,91 @@
+//! Malformed or inconsistent scenarios: every one is rejected with the file, the line and the
+//! field at fault — by the library and by `simclr run` (exit code 2, no panic).
+
+use sim_clr::scenario::Scenario;
+use std::process::Command;
+
+const HEAD: &str = "platform = \"unix\"\n[[code]]\nname = \"M\"\nkind = \"jit\"\n[[code]]\nname = \"N\"\nkind = \"native\"\n[[threads]]\nname = \"t\"\nframes = [{ fn = \"M\" }, { fn = \"N\" }]\n";
+const HEAD_LINES: usize = 10;
+
+/// (what, scenario text, expected line, expected field)
+fn cases() -> Vec<(&'static str, String, usize, &'static str)> {
+    let after = |extra: &str| format!("{HEAD}{extra}");
+    let call = |body: &str| after(&format!("[[calls]]\ncaller = \"t\"\n{body}"));
+    let l = HEAD_LINES;
+    vec![
+        ("unterminated string", "platform = \"unix\nname = 3\n".into(), 1, "platform"),
+        ("misspelt top-level key", "platfrom = \"unix\"\n".into(), 1, "platfrom"),
+        ("missing platform", "name = \"x\"\n".into(), 1, "platform"),
+        ("unknown platform", "platform = \"macos\"\n".into(), 1, "platform"),
+        ("unknown field in a thread", after("[[threads]]\nname = \"u\"\ncolour = \"red\"\n"), l + 3, "colour"),
+        ("frame naming an unknown method", after("[[threads]]\nname = \"u\"\nframes = [{ fn = \"Nope\" }]\n"), l + 3, "fn"),
+        ("frame with both fn and frame", after("[[threads]]\nname = \"u\"\nframes = [\n  { fn = \"M\", frame = \"GCFrame\" },\n]\n"), l + 4, "fn"),
+        ("unknown explicit Frame class", after("[[threads]]\nname = \"u\"\nframes = [{ frame = \"MagicFrame\" }, { fn = \"M\" }]\n"), l + 3, "frame"),
+        ("explicit Frame with no call below", after("[[threads]]\nname = \"u\"\nframes = [\n  { fn = \"M\" },\n  { frame = \"GCFrame\" },\n]\n"), l + 5, "frame"),
+        ("repeat of zero", after("[[threads]]\nname = \"u\"\nframes = [{ fn = \"M\", repeat = 0 }]\n"), l + 3, "repeat"),
+        ("offset outside the function", after("[[threads]]\nname = \"u\"\nframes = [{ fn = \"M\", offset = 0x400 }]\n"), l + 3, "offset"),
+        ("misaligned frame size", after("[[code]]\nname = \"X\"\nkind = \"jit\"\nframe_size = 0x40\n"), l + 4, "frame_size"),
+        ("unknown code kind", after("[[code]]\nname = \"X\"\nkind = \"python\"\n"), l + 3, "kind"),
+        ("duplicate function", after("[[code]]\nname = \"M\"\nkind = \"jit\"\n"), l + 2, "name"),
+        ("duplicate thread", after("[[threads]]\nname = \"t\"\n"), l + 2, "name"),
+        ("native thread with managed frames", after("[[threads]]\nname = \"s\"\nkind = \"native\"\nframes = [{ fn = \"M\" }]\n"), l + 2, "kind"),
+        ("unknown event-mask flag", format!("platform = \"unix\"\n[runtime]\nevent_mask = [\"ENABLE_STACK_SNAPSHOTS\"]\n"), 3, "event_mask"),
+        ("caller naming an unknown thread", after("[[calls]]\ncaller = \"ghost\"\napi = \"DoStackSnapshot\"\n"), l + 2, "caller"),
+        ("call without caller", after("[[calls]]\napi = \"DoStackSnapshot\"\n"), l + 1, "caller"),
+        ("unknown API", call("api = \"DoStackSnap\"\n"), l + 3, "api"),
+        ("unknown calling context", call("from = \"SomewhereElse\"\napi = \"DoStackSnapshot\"\n"), l + 3, "from"),
+        ("target naming an unknown thread", call("api = \"DoStackSnapshot\"\ntarget = \"ghost\"\n"), l + 4, "target"),
+        ("seed naming a missing frame", call("api = \"DoStackSnapshot\"\nseed = { thread = \"t\", frame = 9 }\n"), l + 4, "seed.frame"),
+        ("seed with an unknown register", call("api = \"DoStackSnapshot\"\nseed = { rxx = 1 }\n"), l + 4, "seed.rxx"),
+        ("unknown snapshot flag", call("api = \"DoStackSnapshot\"\nflags = [\"CONTEXT\"]\n"), l + 4, "flags"),
+        ("callback returning a non-HRESULT", call("api = \"DoStackSnapshot\"\ncallback = { return = \"maybe\" }\n"), l + 4, "callback.return"),
+        ("expectation that is not an HRESULT", call("api = \"DoStackSnapshot\"\nexpect = \"fine\"\n"), l + 4, "expect"),
+        ("argument that does not apply", call("api = \"DoStackSnapshot\"\nip = 5\n"), l + 4, "ip"),
+        ("missing required argument", call("api = \"GetFunctionFromIP\"\n"), l + 3, "ip"),
+        ("nested call outside DoStackSnapshot", call("api = \"EnumThreads\"\n[calls.nested]\napi = \"EnumThreads\"\n"), l + 1, "nested"),
+        ("P/Invoke on a native thread", after("[[threads]]\nname = \"s\"\nkind = \"native\"\n[[calls]]\ncaller = \"s\"\nfrom = \"pinvoke\"\napi = \"EnumThreads\"\n"), l + 6, "from"),
+        ("wrong value type", after("[[threads]]\nname = \"u\"\nframes = \"M\"\n"), l + 3, "frames"),
+        ("unknown expected fault", call("api = \"DoStackSnapshot\"\nexpect_fault = \"meltdown\"\n"), l + 4, "expect_fault"),
+    ]
+}
+
+#[test]
+fn every_malformed_scenario_names_file_line_and_field() {
+    let cases = cases();
+    assert!(cases.len() >= 10);
+    let mut wrong = Vec::new();
+    for (what, text, line, field) in cases {
+        match Scenario::parse("bad.toml", &text) {
+            Ok(_) => wrong.push(format!("{what}: accepted")),
+            Err(err) if (err.file.as_str(), err.line, err.field.as_str()) != ("bad.toml", line, field) => {
+                wrong.push(format!("{what}: expected line {line} field `{field}`, got {err}"))
+            }
+            Err(err) => assert!(err.to_string().starts_with(&format!("bad.toml:{line}: field `{field}`: ")), "{err}"),
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_cli_rejects_them_with_exit_code_2() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("malformed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (i, (what, text, line, field)) in cases().into_iter().enumerate() {
+        let file = dir.join(format!("case{i}.toml"));
+        std::fs::write(&file, &text).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_simclr")).arg("run").arg(&file).arg("--json").output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{what}: {stderr}");
+        assert!(stderr.contains(&format!("case{i}.toml:{line}: field `{field}`")), "{what}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{what}: {stderr}");
+        assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn garbage_never_panics() {
+    let samples = ["", "\u{0}", "[[calls]]", "platform = 3", "[runtime]\nplatform = \"unix\"", "platform = \"unix\"\n[[threads]]\nframes = [{}]", "platform = \"unix\"\ncalls = 5"];
+    for s in samples {
+        assert!(Scenario::parse("g.toml", s).is_err(), "{s:?}");
+    }
+}
