@@ -1,1 +1,70 @@
-fn main(){}
+//! Speed of the simulated runtime, with peers measured in the same run.
+//!
+//! - `walk/dss_sync`: a synchronous `DoStackSnapshot` of a deep managed stack, per frame;
+//! - `walk/fp_chain`: the peer — a raw frame-pointer walk reading the same simulated memory
+//!   (two dependent reads per frame), the floor any walk of that memory pays;
+//! - `catalog/run_all`: parsing and running every bundled scenario.
+
+use corprof::{HResult, ProfilerInfo, SnapshotFrame, ThreadId};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use sim_clr::scenario::Scenario;
+use sim_clr::CallContext;
+use std::hint::black_box;
+
+fn deep(frames: usize) -> Scenario {
+    let text = format!(
+        "platform = \"unix\"\n[[code]]\nname = \"R\"\nkind = \"jit\"\n[[code]]\nname = \"host\"\nkind = \"native\"\n\
+         [[threads]]\nname = \"main\"\nframes = [{{ fn = \"R\", repeat = {frames} }}, {{ fn = \"host\" }}]\n"
+    );
+    Scenario::parse("bench.toml", &text).unwrap()
+}
+
+fn walks(c: &mut Criterion) {
+    let mut group = c.benchmark_group("walk");
+    for depth in [64usize, 512] {
+        let runtime = deep(depth).runtime();
+        runtime.on_thread("main", CallContext::PInvoke, |rt| {
+            let thread = rt.thread("main").unwrap();
+            let leaf = thread.layout.calls[0];
+            group.throughput(Throughput::Elements(depth as u64));
+            group.bench_with_input(BenchmarkId::new("dss_sync", depth), &depth, |b, _| {
+                b.iter(|| {
+                    let mut n = 0usize;
+                    let mut cb = |f: &SnapshotFrame<'_>| {
+                        n += black_box(f.ip) as usize & 1;
+                        HResult::S_OK
+                    };
+                    let hr = rt.do_stack_snapshot(ThreadId::NULL, Some(&mut cb), 0, None, 0);
+                    assert_eq!(hr, HResult::S_OK);
+                    n
+                })
+            });
+            group.bench_with_input(BenchmarkId::new("fp_chain", depth), &depth, |b, _| {
+                b.iter(|| {
+                    let (mut rbp, mut frames) = (leaf.rbp(), 0usize);
+                    while let (Some(next), Some(ret)) = (rt.read_memory(rbp), rt.read_memory(rbp + 8)) {
+                        if next <= rbp || ret == 0 {
+                            break;
+                        }
+                        rbp = black_box(next);
+                        frames += 1;
+                    }
+                    frames
+                })
+            });
+        });
+    }
+    group.finish();
+}
+
+fn catalog(c: &mut Criterion) {
+    c.bench_function("catalog/run_all", |b| {
+        b.iter(|| {
+            let scenarios = fixtures::scenarios().unwrap();
+            scenarios.iter().map(|s| s.run().calls.len()).sum::<usize>()
+        })
+    });
+}
+
+criterion_group!(benches, walks, catalog);
+criterion_main!(benches);

@@ -13,7 +13,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "simclr", version, about = "A simulated .NET runtime for testing profiler stack walkers")]
+#[command(
+    name = "simclr",
+    version,
+    about = "A simulated .NET runtime for testing profiler stack walkers"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -38,7 +42,11 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
         }
     };
     match cli.command.unwrap_or(Command::Catalog) {
@@ -85,9 +93,15 @@ fn catalog() -> ExitCode {
             }
         }
     }
-    let failed = reports.iter().filter(|r| !r.expectations.failed.is_empty()).count();
+    let failed = reports
+        .iter()
+        .filter(|r| !r.expectations.failed.is_empty())
+        .count();
     let checked: usize = reports.iter().map(|r| r.expectations.checked).sum();
-    println!("{} scenarios, {checked} expectations checked, {failed} scenarios with mismatches", reports.len());
+    println!(
+        "{} scenarios, {checked} expectations checked, {failed} scenarios with mismatches",
+        reports.len()
+    );
     status(&reports)
 }
 

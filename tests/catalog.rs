@@ -9,15 +9,28 @@ fn catalog() -> Vec<Scenario> {
 
 #[test]
 fn catalog_has_at_least_thirty_scenarios() {
-    assert!(fixtures::catalog().len() >= 30, "{} scenarios", fixtures::catalog().len());
+    assert!(
+        fixtures::catalog().len() >= 30,
+        "{} scenarios",
+        fixtures::catalog().len()
+    );
 }
 
 #[test]
 fn every_scenario_meets_its_expectations() {
     for scenario in catalog() {
         let report = scenario.run();
-        assert!(report.expectations.checked > 0 || !report.faults.is_empty(), "{} checks nothing", scenario.name);
-        assert!(report.expectations.failed.is_empty(), "{}: {:#?}", scenario.name, report.expectations.failed);
+        assert!(
+            report.expectations.checked > 0 || !report.faults.is_empty(),
+            "{} checks nothing",
+            scenario.name
+        );
+        assert!(
+            report.expectations.failed.is_empty(),
+            "{}: {:#?}",
+            scenario.name,
+            report.expectations.failed
+        );
     }
 }
 

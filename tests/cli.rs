@@ -4,12 +4,18 @@ use std::path::Path;
 use std::process::Command;
 
 fn simclr(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_simclr")).args(args).output().expect("simclr runs")
+    Command::new(env!("CARGO_BIN_EXE_simclr"))
+        .args(args)
+        .output()
+        .expect("simclr runs")
 }
 
 fn scenario_files() -> Vec<std::path::PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios");
-    let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     files.sort();
     files
 }
@@ -21,24 +27,43 @@ fn no_arguments_runs_the_catalog_one_line_per_scenario() {
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), fixtures::catalog().len() + 1);
-    assert!(lines.iter().take(lines.len() - 1).all(|l| l.starts_with("ok ")), "{text}");
+    assert!(
+        lines.iter().take(lines.len() - 1).all(|l| l.starts_with("ok ")),
+        "{text}"
+    );
 }
 
 #[test]
 fn json_output_has_the_documented_fields_for_every_catalog_file() {
     for file in scenario_files() {
         let out = simclr(&["run", file.to_str().unwrap(), "--json"]);
-        assert!(out.status.success(), "{}: {}", file.display(), String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            file.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
         let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
         for key in ["scenario", "platform", "calls", "faults"] {
             assert!(doc.get(key).is_some(), "{}: no `{key}`", file.display());
         }
         for call in doc["calls"].as_array().unwrap() {
             for key in ["api", "caller", "hresult", "hresult_name"] {
-                assert!(call.get(key).is_some(), "{}: call without `{key}`", file.display());
+                assert!(
+                    call.get(key).is_some(),
+                    "{}: call without `{key}`",
+                    file.display()
+                );
             }
             if let Some(hr) = call["hresult"].as_str() {
-                assert!(hr.starts_with("0x") && hr.len() == 10 && hr[2..].chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_lowercase()), "{hr}");
+                assert!(
+                    hr.starts_with("0x")
+                        && hr.len() == 10
+                        && hr[2..]
+                            .chars()
+                            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_lowercase()),
+                    "{hr}"
+                );
             }
             if call["api"] == "DoStackSnapshot" && call.get("skipped").is_none() {
                 assert!(call.get("target").is_some());
@@ -82,7 +107,10 @@ fn a_failed_expectation_exits_1() {
 fn bad_command_lines_exit_2() {
     assert_eq!(simclr(&["run"]).status.code(), Some(2));
     assert_eq!(simclr(&["frobnicate"]).status.code(), Some(2));
-    assert_eq!(simclr(&["run", "/nonexistent/scenario.toml"]).status.code(), Some(2));
+    assert_eq!(
+        simclr(&["run", "/nonexistent/scenario.toml"]).status.code(),
+        Some(2)
+    );
 }
 
 /// A fresh directory under the target dir (no extra dependency needed).

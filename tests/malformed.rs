@@ -24,12 +24,12 @@ fn cases() -> Vec<(&'static str, String, usize, &'static str)> {
         ("explicit Frame with no call below", after("[[threads]]\nname = \"u\"\nframes = [\n  { fn = \"M\" },\n  { frame = \"GCFrame\" },\n]\n"), l + 5, "frame"),
         ("repeat of zero", after("[[threads]]\nname = \"u\"\nframes = [{ fn = \"M\", repeat = 0 }]\n"), l + 3, "repeat"),
         ("offset outside the function", after("[[threads]]\nname = \"u\"\nframes = [{ fn = \"M\", offset = 0x400 }]\n"), l + 3, "offset"),
-        ("misaligned frame size", after("[[code]]\nname = \"X\"\nkind = \"jit\"\nframe_size = 0x40\n"), l + 4, "frame_size"),
+        ("misaligned frame size", after("[[code]]\nname = \"X\"\nkind = \"jit\"\nframe_size = 0x48\n"), l + 4, "frame_size"),
         ("unknown code kind", after("[[code]]\nname = \"X\"\nkind = \"python\"\n"), l + 3, "kind"),
         ("duplicate function", after("[[code]]\nname = \"M\"\nkind = \"jit\"\n"), l + 2, "name"),
         ("duplicate thread", after("[[threads]]\nname = \"t\"\n"), l + 2, "name"),
         ("native thread with managed frames", after("[[threads]]\nname = \"s\"\nkind = \"native\"\nframes = [{ fn = \"M\" }]\n"), l + 2, "kind"),
-        ("unknown event-mask flag", format!("platform = \"unix\"\n[runtime]\nevent_mask = [\"ENABLE_STACK_SNAPSHOTS\"]\n"), 3, "event_mask"),
+        ("unknown event-mask flag", "platform = \"unix\"\n[runtime]\nevent_mask = [\"ENABLE_STACK_SNAPSHOTS\"]\n".into(), 3, "event_mask"),
         ("caller naming an unknown thread", after("[[calls]]\ncaller = \"ghost\"\napi = \"DoStackSnapshot\"\n"), l + 2, "caller"),
         ("call without caller", after("[[calls]]\napi = \"DoStackSnapshot\"\n"), l + 1, "caller"),
         ("unknown API", call("api = \"DoStackSnap\"\n"), l + 3, "api"),
@@ -60,7 +60,11 @@ fn every_malformed_scenario_names_file_line_and_field() {
             Err(err) if (err.file.as_str(), err.line, err.field.as_str()) != ("bad.toml", line, field) => {
                 wrong.push(format!("{what}: expected line {line} field `{field}`, got {err}"))
             }
-            Err(err) => assert!(err.to_string().starts_with(&format!("bad.toml:{line}: field `{field}`: ")), "{err}"),
+            Err(err) => assert!(
+                err.to_string()
+                    .starts_with(&format!("bad.toml:{line}: field `{field}`: ")),
+                "{err}"
+            ),
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
@@ -68,15 +72,24 @@ fn every_malformed_scenario_names_file_line_and_field() {
 
 #[test]
 fn the_cli_rejects_them_with_exit_code_2() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("malformed-{}", std::process::id()));
+    let dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("malformed-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     for (i, (what, text, line, field)) in cases().into_iter().enumerate() {
         let file = dir.join(format!("case{i}.toml"));
         std::fs::write(&file, &text).unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_simclr")).arg("run").arg(&file).arg("--json").output().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_simclr"))
+            .arg("run")
+            .arg(&file)
+            .arg("--json")
+            .output()
+            .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{what}: {stderr}");
-        assert!(stderr.contains(&format!("case{i}.toml:{line}: field `{field}`")), "{what}: {stderr}");
+        assert!(
+            stderr.contains(&format!("case{i}.toml:{line}: field `{field}`")),
+            "{what}: {stderr}"
+        );
         assert!(!stderr.contains("panicked"), "{what}: {stderr}");
         assert!(out.stdout.is_empty());
     }
@@ -84,7 +97,15 @@ fn the_cli_rejects_them_with_exit_code_2() {
 
 #[test]
 fn garbage_never_panics() {
-    let samples = ["", "\u{0}", "[[calls]]", "platform = 3", "[runtime]\nplatform = \"unix\"", "platform = \"unix\"\n[[threads]]\nframes = [{}]", "platform = \"unix\"\ncalls = 5"];
+    let samples = [
+        "",
+        "\u{0}",
+        "[[calls]]",
+        "platform = 3",
+        "[runtime]\nplatform = \"unix\"",
+        "platform = \"unix\"\n[[threads]]\nframes = [{}]",
+        "platform = \"unix\"\ncalls = 5",
+    ];
     for s in samples {
         assert!(Scenario::parse("g.toml", s).is_err(), "{s:?}");
     }

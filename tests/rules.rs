@@ -51,7 +51,8 @@ const MASK: &str = r#"event_mask = ["ENABLE_STACK_SNAPSHOT", "ENABLE_OBJECT_ALLO
 /// tables, `calls` the `[[calls]]` tables.
 fn scenario(platform: &str, runtime: &str, threads: &str, calls: &str) -> Scenario {
     let mask = if runtime.contains("event_mask") { "" } else { MASK };
-    let text = format!("platform = \"{platform}\"\n[runtime]\n{mask}\n{runtime}\n{WORLD}\n{threads}\n{calls}");
+    let text =
+        format!("platform = \"{platform}\"\n[runtime]\n{mask}\n{runtime}\n{WORLD}\n{threads}\n{calls}");
     Scenario::parse("inline.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"))
 }
 
@@ -60,11 +61,19 @@ fn run(platform: &str, runtime: &str, threads: &str, calls: &str) -> Report {
 }
 
 fn hr(call: &CallReport) -> &str {
-    call.hresult_name.as_deref().or(call.hresult.as_deref()).unwrap_or("<none>")
+    call.hresult_name
+        .as_deref()
+        .or(call.hresult.as_deref())
+        .unwrap_or("<none>")
 }
 
 fn names(call: &CallReport) -> Vec<String> {
-    call.frames.as_ref().unwrap().iter().map(|f| f.function.clone().unwrap_or_else(|| "0".into())).collect()
+    call.frames
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|f| f.function.clone().unwrap_or_else(|| "0".into()))
+        .collect()
 }
 
 fn dss(caller: &str, from: &str, extra: &str) -> String {
@@ -91,7 +100,12 @@ fn walk(rt: &Runtime, thread: ThreadId, flags: u32, seed: Option<&Context>) -> (
 
 #[test]
 fn r01_a_detaching_profiler_is_refused() {
-    let r = run("unix", "detaching = true", "", &dss("main", "pinvoke", "flags = 6"));
+    let r = run(
+        "unix",
+        "detaching = true",
+        "",
+        &dss("main", "pinvoke", "flags = 6"),
+    );
     assert_eq!(hr(&r.calls[0]), "CORPROF_E_PROFILER_DETACHING");
 }
 
@@ -103,7 +117,12 @@ fn r01_never_unsupported_call_sequence_even_outside_callbacks() {
 
 #[test]
 fn r02_runtime_not_started_is_unsafe_before_anything_else() {
-    let r = run("unix", "started = false\ngc_initialized = false", "", &dss("sampler", "thread", "flags = 6\ntarget = \"bogus\""));
+    let r = run(
+        "unix",
+        "started = false\ngc_initialized = false",
+        "",
+        &dss("sampler", "thread", "flags = 6\ntarget = \"bogus\""),
+    );
     assert_eq!(hr(&r.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNSAFE");
     assert!(r.faults.is_empty());
 }
@@ -116,7 +135,14 @@ fn r03_snapshot_flag_is_required_and_checked_before_the_flags() {
 
 #[test]
 fn r04_zero_is_the_caller_and_a_non_zero_id_is_not_validated() {
-    let r = run("unix", "", "", &(dss("main", "pinvoke", "target = 0") + &dss("main", "pinvoke", "target = \"self\"") + &dss("sampler", "thread", "target = \"bogus\"")));
+    let r = run(
+        "unix",
+        "",
+        "",
+        &(dss("main", "pinvoke", "target = 0")
+            + &dss("main", "pinvoke", "target = \"self\"")
+            + &dss("sampler", "thread", "target = \"bogus\"")),
+    );
     assert_eq!(names(&r.calls[0]), names(&r.calls[1]));
     assert_eq!(names(&r.calls[0]), ["App::Leaf", "App::Mid", "App::Main", "0"]);
     assert_eq!(r.faults[0].kind, "bogus_thread_id");
@@ -126,7 +152,16 @@ fn r04_zero_is_the_caller_and_a_non_zero_id_is_not_validated() {
 #[test]
 fn r05_invalid_flags_are_rejected_before_the_thread_is_dereferenced() {
     for flags in ["2", "4", "0x80000000", "3"] {
-        let r = run("unix", "", "", &dss("sampler", "thread", &format!("target = \"bogus\"\nflags = {flags}")));
+        let r = run(
+            "unix",
+            "",
+            "",
+            &dss(
+                "sampler",
+                "thread",
+                &format!("target = \"bogus\"\nflags = {flags}"),
+            ),
+        );
         assert_eq!(hr(&r.calls[0]), "E_INVALIDARG", "flags {flags}");
         assert!(r.faults.is_empty());
     }
@@ -136,7 +171,12 @@ fn r05_invalid_flags_are_rejected_before_the_thread_is_dereferenced() {
 fn r06_nothing_to_walk_is_success_without_callbacks() {
     let native = run("unix", "", "", &dss("sampler", "thread", "target = 0"));
     assert_eq!((hr(&native.calls[0]), names(&native.calls[0]).len()), ("S_OK", 0));
-    let gc = run("unix", "", "[[threads]]\nname = \"gc\"\ngc_special = true\nframes = [{ fn = \"native!run\" }]", &dss("main", "pinvoke", "target = \"gc\""));
+    let gc = run(
+        "unix",
+        "",
+        "[[threads]]\nname = \"gc\"\ngc_special = true\nframes = [{ fn = \"native!run\" }]",
+        &dss("main", "pinvoke", "target = \"gc\""),
+    );
     assert_eq!((hr(&gc.calls[0]), names(&gc.calls[0]).len()), ("S_OK", 0));
     let early = run("unix", "gc_initialized = false", "", &dss("main", "pinvoke", ""));
     assert_eq!((hr(&early.calls[0]), names(&early.calls[0]).len()), ("S_OK", 0));
@@ -144,35 +184,67 @@ fn r06_nothing_to_walk_is_success_without_callbacks() {
 
 #[test]
 fn r07_context_size_is_ignored_and_a_null_callback_only_crashes_when_a_frame_is_reached() {
-    let r = run("unix", "", "", &(dss("main", "ObjectAllocated", "seed = \"zero\"\ncontext_size = 16") + &dss("sampler", "thread", "target = \"worker\"\ncallback = \"null\"")));
+    let r = run(
+        "unix",
+        "",
+        "",
+        &(dss("main", "ObjectAllocated", "seed = \"zero\"\ncontext_size = 16")
+            + &dss("sampler", "thread", "target = \"worker\"\ncallback = \"null\"")),
+    );
     assert_eq!(hr(&r.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNMANAGED_CTX");
     assert_eq!(hr(&r.calls[1]), "E_NOTIMPL");
     assert!(r.faults.is_empty());
     let crash = run("unix", "", "", &dss("main", "pinvoke", "callback = \"null\""));
-    assert_eq!((crash.faults[0].kind.as_str(), crash.faults[0].fatal), ("null_callback", true));
+    assert_eq!(
+        (crash.faults[0].kind.as_str(), crash.faults[0].fatal),
+        ("null_callback", true)
+    );
     let survive = run("windows", "", "", &dss("main", "pinvoke", "callback = \"null\""));
-    assert_eq!((hr(&survive.calls[0]), survive.faults[0].fatal), ("E_UNEXPECTED", false));
+    assert_eq!(
+        (hr(&survive.calls[0]), survive.faults[0].fatal),
+        ("E_UNEXPECTED", false)
+    );
 }
 
 #[test]
 fn r08_the_hijack_lock_makes_a_nested_walk_of_the_same_thread_unsafe() {
-    let r = run("unix", "", "", &(dss("main", "pinvoke", "nested_at = 1") + "[calls.nested]\napi = \"DoStackSnapshot\"\n"));
+    let r = run(
+        "unix",
+        "",
+        "",
+        &(dss("main", "pinvoke", "nested_at = 1") + "[calls.nested]\napi = \"DoStackSnapshot\"\n"),
+    );
     assert_eq!(hr(&r.calls[0]), "S_OK");
     assert_eq!(hr(&r.calls[0].nested[0]), "CORPROF_E_STACKSNAPSHOT_UNSAFE");
-    let held = run("unix", "", "[[threads]]\nname = \"held\"\nhijack_lock_held = true\nframes = [{ fn = \"App::Main\" }]", &dss("held", "pinvoke", ""));
+    let held = run(
+        "unix",
+        "",
+        "[[threads]]\nname = \"held\"\nhijack_lock_held = true\nframes = [{ fn = \"App::Main\" }]",
+        &dss("held", "pinvoke", ""),
+    );
     assert_eq!(hr(&held.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNSAFE");
 }
 
 #[test]
 fn r09_suspension_in_progress_refuses_managed_callers_only() {
-    let r = run("windows", "suspend_in_progress = true", "", &(dss("main", "pinvoke", "target = \"worker\"") + &dss("sampler", "thread", "target = \"worker\"")));
+    let r = run(
+        "windows",
+        "suspend_in_progress = true",
+        "",
+        &(dss("main", "pinvoke", "target = \"worker\"") + &dss("sampler", "thread", "target = \"worker\"")),
+    );
     assert_eq!(hr(&r.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNSAFE");
     assert_eq!(hr(&r.calls[1]), "S_OK");
 }
 
 #[test]
 fn r10_a_forbid_suspend_region_is_unsafe_even_for_the_thread_itself() {
-    let r = run("unix", "", "[[threads]]\nname = \"busy\"\nforbid_suspend = 2\nframes = [{ fn = \"App::Main\" }]", &dss("busy", "pinvoke", ""));
+    let r = run(
+        "unix",
+        "",
+        "[[threads]]\nname = \"busy\"\nforbid_suspend = 2\nframes = [{ fn = \"App::Main\" }]",
+        &dss("busy", "pinvoke", ""),
+    );
     assert_eq!(hr(&r.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNSAFE");
 }
 
@@ -180,22 +252,46 @@ fn r10_a_forbid_suspend_region_is_unsafe_even_for_the_thread_itself() {
 fn r11_cross_thread_without_suspend_runtime() {
     let unix = run("unix", "", "", &dss("sampler", "thread", "target = \"worker\""));
     assert_eq!(hr(&unix.calls[0]), "E_NOTIMPL");
-    let windows = run("windows", "", "", &dss("sampler", "thread", "target = \"worker\""));
+    let windows = run(
+        "windows",
+        "",
+        "",
+        &dss("sampler", "thread", "target = \"worker\""),
+    );
     assert_eq!(hr(&windows.calls[0]), "S_OK");
     let events: Vec<&str> = windows.calls[0].events.iter().map(|e| e.kind.as_str()).collect();
     assert_eq!(events.first(), Some(&"RuntimeThreadSuspended"));
     assert_eq!(events.last(), Some(&"RuntimeThreadResumed"));
-    assert!(windows.calls[0].events.iter().all(|e| e.on == "sampler"), "R11.3: raised on the caller");
-    let fails = run("windows", "", "[[threads]]\nname = \"stuck\"\nsuspend_fails = true\nframes = [{ fn = \"App::Main\" }]", &dss("sampler", "thread", "target = \"stuck\""));
+    assert!(
+        windows.calls[0].events.iter().all(|e| e.on == "sampler"),
+        "R11.3: raised on the caller"
+    );
+    let fails = run(
+        "windows",
+        "",
+        "[[threads]]\nname = \"stuck\"\nsuspend_fails = true\nframes = [{ fn = \"App::Main\" }]",
+        &dss("sampler", "thread", "target = \"stuck\""),
+    );
     assert_eq!(hr(&fails.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNSAFE");
-    let dead = run("windows", "", "", &("[[calls]]\nevent = \"thread_exit\"\nthread = \"worker\"\n".to_string() + &dss("sampler", "thread", "target = \"worker\"")));
+    let dead = run(
+        "windows",
+        "",
+        "",
+        &("[[calls]]\nevent = \"thread_exit\"\nthread = \"worker\"\n".to_string()
+            + &dss("sampler", "thread", "target = \"worker\"")),
+    );
     assert_eq!(dead.faults[0].kind, "walk_of_destroyed_thread");
     assert_eq!(dead.calls[1].hresult, None, "a fatal error never returns");
 }
 
 #[test]
 fn r12_a_preemptive_targets_seed_is_discarded_unchecked() {
-    let r = run("unix", "", "", &(dss("main", "pinvoke", "seed = \"zero\"") + &dss("main", "pinvoke", "seed = { rip = 0x42 }")));
+    let r = run(
+        "unix",
+        "",
+        "",
+        &(dss("main", "pinvoke", "seed = \"zero\"") + &dss("main", "pinvoke", "seed = { rip = 0x42 }")),
+    );
     for call in &r.calls {
         assert_eq!(hr(call), "S_OK");
         assert_eq!(names(call), ["App::Leaf", "App::Mid", "App::Main", "0"]);
@@ -205,24 +301,63 @@ fn r12_a_preemptive_targets_seed_is_discarded_unchecked() {
 
 #[test]
 fn r13_cooperative_cross_thread_targets_must_have_a_trustworthy_context() {
-    for bad in ["debugger_filter", "get_context_fails", "in_kernel", "exception_active", "no_exception_reporting"] {
-        let t = format!("[[threads]]\nname = \"t\"\nos_context = \"{bad}\"\nframes = [{{ fn = \"App::Main\" }}]");
+    for bad in [
+        "debugger_filter",
+        "get_context_fails",
+        "in_kernel",
+        "exception_active",
+        "no_exception_reporting",
+    ] {
+        let t =
+            format!("[[threads]]\nname = \"t\"\nos_context = \"{bad}\"\nframes = [{{ fn = \"App::Main\" }}]");
         let r = run("windows", "", &t, &dss("sampler", "thread", "target = \"t\""));
         assert_eq!(hr(&r.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNSAFE", "{bad}");
     }
-    let race = run("windows", "", "[[threads]]\nname = \"t\"\nmode_race = true\nframes = [{ fn = \"App::Main\" }]", &dss("sampler", "thread", "target = \"t\""));
+    let race = run(
+        "windows",
+        "",
+        "[[threads]]\nname = \"t\"\nmode_race = true\nframes = [{ fn = \"App::Main\" }]",
+        &dss("sampler", "thread", "target = \"t\""),
+    );
     assert_eq!(hr(&race.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNSAFE", "R13.3");
     let stale = run("windows", "", "[[threads]]\nname = \"t\"\nos_context = \"stale\"\nframes = [{ fn = \"App::Leaf\" }, { frame = \"HelperMethodFrame\" }, { fn = \"App::Main\" }]", &dss("sampler", "thread", "target = \"t\""));
     assert_eq!(hr(&stale.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNSAFE", "R13.4");
-    let unix = run("unix", "", "", &dss("main", "GarbageCollectionStarted", "target = \"worker\""));
+    let unix = run(
+        "unix",
+        "",
+        "",
+        &dss("main", "GarbageCollectionStarted", "target = \"worker\""),
+    );
     assert_eq!(hr(&unix.calls[0]), "E_NOTIMPL");
-    let selfseed = run("windows", "", "", &dss("sampler", "thread", "target = \"worker\""));
-    assert_eq!(names(&selfseed.calls[0]), ["App::Leaf", "App::Leaf", "App::Main", "0"], "R13.5: the walk starts at the real IP");
+    let selfseed = run(
+        "windows",
+        "",
+        "",
+        &dss("sampler", "thread", "target = \"worker\""),
+    );
+    assert_eq!(
+        names(&selfseed.calls[0]),
+        ["App::Leaf", "App::Leaf", "App::Main", "0"],
+        "R13.5: the walk starts at the real IP"
+    );
 }
 
 #[test]
 fn r14_the_seed_ip_must_be_managed_code() {
-    let r = run("unix", "", "", &(dss("main", "ObjectAllocated", "seed = { thread = \"main\", frame = 3 }") + &dss("main", "ObjectAllocated", "seed = { thread = \"main\", frame = 1 }")));
+    let r = run(
+        "unix",
+        "",
+        "",
+        &(dss(
+            "main",
+            "ObjectAllocated",
+            "seed = { thread = \"main\", frame = 3 }",
+        ) + &dss(
+            "main",
+            "ObjectAllocated",
+            "seed = { thread = \"main\", frame = 1 }",
+        )),
+    );
     assert_eq!(hr(&r.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNMANAGED_CTX");
     assert_eq!(names(&r.calls[1]), ["App::Mid", "App::Main", "0"]);
 }
@@ -230,7 +365,12 @@ fn r14_the_seed_ip_must_be_managed_code() {
 #[test]
 fn r15_an_unseeded_walk_during_unwinding_is_unmanaged_ctx() {
     let t = "[[threads]]\nname = \"t\"\nexception = \"unwinding\"\nframes = [{ fn = \"App::Main\" }, { fn = \"host!main\" }]";
-    let r = run("unix", "", t, &(dss("t", "pinvoke", "") + &dss("t", "ExceptionThrown", "seed = { thread = \"t\", frame = 0 }")));
+    let r = run(
+        "unix",
+        "",
+        t,
+        &(dss("t", "pinvoke", "") + &dss("t", "ExceptionThrown", "seed = { thread = \"t\", frame = 0 }")),
+    );
     assert_eq!(hr(&r.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNMANAGED_CTX");
     assert_eq!(hr(&r.calls[1]), "S_OK", "seeded: R15 does not apply");
 }
@@ -238,20 +378,60 @@ fn r15_an_unseeded_walk_during_unwinding_is_unmanaged_ctx() {
 #[test]
 fn r16_an_inconsistent_exception_state_is_unsafe_seeded_or_not() {
     let t = "[[threads]]\nname = \"t\"\nexception = \"inconsistent\"\nframes = [{ fn = \"App::Main\" }]";
-    let r = run("unix", "", t, &(dss("t", "pinvoke", "") + &dss("t", "ObjectAllocated", "seed = { thread = \"t\", frame = 0 }")));
+    let r = run(
+        "unix",
+        "",
+        t,
+        &(dss("t", "pinvoke", "") + &dss("t", "ObjectAllocated", "seed = { thread = \"t\", frame = 0 }")),
+    );
     assert_eq!(hr(&r.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNSAFE");
     assert_eq!(hr(&r.calls[1]), "CORPROF_E_STACKSNAPSHOT_UNSAFE");
 }
 
 #[test]
 fn r17_walk_outcomes_map_to_hresults() {
-    let empty = run("unix", "", "[[threads]]\nname = \"t\"\nframes = [{ fn = \"IL_STUB\" }]", &dss("t", "pinvoke", ""));
-    assert_eq!((hr(&empty.calls[0]), names(&empty.calls[0]).len()), ("S_OK", 0), "the walk stopped only at a frame without metadata");
-    let none = run("unix", "", "[[threads]]\nname = \"t\"\nframes = [{ fn = \"native!run\" }]", &dss("t", "ThreadDestroyed", ""));
+    let empty = run(
+        "unix",
+        "",
+        "[[threads]]\nname = \"t\"\nframes = [{ fn = \"IL_STUB\" }]",
+        &dss("t", "pinvoke", ""),
+    );
+    assert_eq!(
+        (hr(&empty.calls[0]), names(&empty.calls[0]).len()),
+        ("S_OK", 0),
+        "the walk stopped only at a frame without metadata"
+    );
+    let none = run(
+        "unix",
+        "",
+        "[[threads]]\nname = \"t\"\nframes = [{ fn = \"native!run\" }]",
+        &dss("t", "ThreadDestroyed", ""),
+    );
     assert_eq!(hr(&none.calls[0]), "E_FAIL", "no frame at all: SWA_FAILED");
-    let outside = run("windows", "", "", &dss("sampler", "thread", "target = \"worker\"\nseed = { thread = \"main\", frame = 0 }"));
-    assert_eq!((hr(&outside.calls[0]), names(&outside.calls[0]).len()), ("E_FAIL", 1));
-    let av = run("windows", "", "", &dss("sampler", "thread", "target = \"worker\"\nseed = { rip = { fn = \"App::Main\" }, rsp = 0x1000 }"));
+    let outside = run(
+        "windows",
+        "",
+        "",
+        &dss(
+            "sampler",
+            "thread",
+            "target = \"worker\"\nseed = { thread = \"main\", frame = 0 }",
+        ),
+    );
+    assert_eq!(
+        (hr(&outside.calls[0]), names(&outside.calls[0]).len()),
+        ("E_FAIL", 1)
+    );
+    let av = run(
+        "windows",
+        "",
+        "",
+        &dss(
+            "sampler",
+            "thread",
+            "target = \"worker\"\nseed = { rip = { fn = \"App::Main\" }, rsp = 0x1000 }",
+        ),
+    );
     assert_eq!(hr(&av.calls[0]), "E_UNEXPECTED");
     assert_eq!(av.faults[0].kind, "access_violation");
 }
@@ -269,7 +449,14 @@ fn r18_cleanup_resumes_the_target_and_releases_the_hijack_lock() {
         };
         let bad = rt.do_stack_snapshot(worker, None, 0, Some(&Context::zeroed()), 0);
         let (again, frames) = walk(rt, worker, 0, None);
-        assert_eq!((first, aborted, bad), (HResult::S_OK, HResult::CORPROF_E_STACKSNAPSHOT_ABORTED, HResult::CORPROF_E_STACKSNAPSHOT_UNMANAGED_CTX));
+        assert_eq!(
+            (first, aborted, bad),
+            (
+                HResult::S_OK,
+                HResult::CORPROF_E_STACKSNAPSHOT_ABORTED,
+                HResult::CORPROF_E_STACKSNAPSHOT_UNMANAGED_CTX
+            )
+        );
         assert_eq!((again, frames.len()), (HResult::S_OK, 4));
     });
     let t = rt.thread("worker").unwrap();
@@ -278,10 +465,14 @@ fn r18_cleanup_resumes_the_target_and_releases_the_hijack_lock() {
 
 #[test]
 fn r19_a_walk_under_suspend_runtime_does_not_suspend_the_target_itself() {
-    let calls = "[[calls]]\ncaller = \"sampler\"\napi = \"SuspendRuntime\"\n".to_string() + &dss("sampler", "thread", "target = \"worker\"");
+    let calls = "[[calls]]\ncaller = \"sampler\"\napi = \"SuspendRuntime\"\n".to_string()
+        + &dss("sampler", "thread", "target = \"worker\"");
     let r = run("windows", "", "", &calls);
     assert_eq!(hr(&r.calls[1]), "S_OK");
-    assert!(r.calls[1].events.iter().all(|e| e.kind != "RuntimeThreadSuspended"));
+    assert!(r.calls[1]
+        .events
+        .iter()
+        .all(|e| e.kind != "RuntimeThreadSuspended"));
 }
 
 #[test]
@@ -295,7 +486,11 @@ fn r20_only_managed_frames_with_metadata_are_reported() {
 fn r21_one_marker_per_native_run_below_managed_code_and_none_on_top() {
     let t = "[[threads]]\nname = \"t\"\nframes = [{ fn = \"native!run\", repeat = 3 }, { frame = \"InlinedCallFrame\" }, { fn = \"App::Leaf\" }, { fn = \"IL_STUB\" }, { fn = \"native!run\", repeat = 4 }, { frame = \"InlinedCallFrame\" }, { fn = \"App::Main\" }, { fn = \"host!main\" }]";
     let r = run("unix", "", t, &dss("t", "thread", ""));
-    assert_eq!(names(&r.calls[0]), ["App::Leaf", "0", "App::Main", "0"], "a marker even after a skipped IL stub");
+    assert_eq!(
+        names(&r.calls[0]),
+        ["App::Leaf", "0", "App::Main", "0"],
+        "a marker even after a skipped IL stub"
+    );
 }
 
 #[test]
@@ -307,7 +502,10 @@ fn r22_r23_frames_come_leaf_first_with_the_leaf_ip_then_return_addresses() {
         assert_eq!(hr, HResult::S_OK);
         let expected: Vec<u64> = worker.layout.calls.iter().map(|c| c.rip).collect();
         let got: Vec<u64> = seen.iter().map(|s| s.1).collect();
-        assert_eq!(got, expected, "leaf IP (self-seeded), return addresses, then the native caller's return address");
+        assert_eq!(
+            got, expected,
+            "leaf IP (self-seeded), return addresses, then the native caller's return address"
+        );
         let leaf = rt.with_code(|c| c.function(c.by_name("App::Leaf").unwrap()).clone());
         assert_eq!(got[0], leaf.start + sim_clr::thread::LEAF_OFFSET);
         assert_eq!(got[1], leaf.start + sim_clr::thread::RETURN_OFFSET);
@@ -320,40 +518,69 @@ fn r24_frame_info_repeats_the_callback_arguments_with_null_generic_context() {
     with_runtime(&s, "main", CallContext::PInvoke, |rt| {
         let (_, seen) = walk(rt, ThreadId::NULL, 0, None);
         for (func, ip, info, _) in &seen {
-            assert_eq!((info.func_id, info.ip, info.extra_arg, info.this_arg, info.version, info.size), (*func, *ip, 0, 0, 1, 40));
+            assert_eq!(
+                (
+                    info.func_id,
+                    info.ip,
+                    info.extra_arg,
+                    info.this_arg,
+                    info.version,
+                    info.size
+                ),
+                (*func, *ip, 0, 0, 1, 40)
+            );
         }
         let (f, _, info, _) = seen[0];
         assert!(rt.get_function_info2(f, Some(&info)).is_ok());
-        assert_eq!(rt.get_function_info2(seen[1].0, Some(&info)), Err(HResult::E_INVALIDARG));
+        assert_eq!(
+            rt.get_function_info2(seen[1].0, Some(&info)),
+            Err(HResult::E_INVALIDARG)
+        );
     });
 }
 
 #[test]
 fn r25_each_context_holds_that_frames_registers() {
     let s = scenario("unix", "", "", "");
-    with_runtime(&s, "main", CallContext::Callback(CallbackKind::ObjectAllocated), |rt| {
-        let thread = rt.thread("main").unwrap();
-        let (_, none) = walk(rt, ThreadId::NULL, 0, None);
-        assert!(none.iter().all(|f| f.3.is_none()));
-        let (_, seen) = walk(rt, ThreadId::NULL, snapshot::REGISTER_CONTEXT, None);
-        // Calls in layout: profiler callback, helper, Leaf, Mid, Main, host.
-        for (i, (_, ip, _, ctx)) in seen.iter().enumerate() {
-            let bytes = ctx.as_ref().expect("a context for every frame, funcId 0 included");
-            assert_eq!(bytes.len(), 1232);
-            let c = Context::from_bytes(bytes).unwrap();
-            let truth = thread.call_context(i + 2);
-            assert_eq!(c.rip, *ip);
-            for r in Register::CALLBACK_VALID {
-                assert_eq!(c.get(r), truth.get(r), "frame {i} {}", r.name());
+    with_runtime(
+        &s,
+        "main",
+        CallContext::Callback(CallbackKind::ObjectAllocated),
+        |rt| {
+            let thread = rt.thread("main").unwrap();
+            let (_, none) = walk(rt, ThreadId::NULL, 0, None);
+            assert!(none.iter().all(|f| f.3.is_none()));
+            let (_, seen) = walk(rt, ThreadId::NULL, snapshot::REGISTER_CONTEXT, None);
+            // Calls in layout: profiler callback, helper, Leaf, Mid, Main, host.
+            for (i, (_, ip, _, ctx)) in seen.iter().enumerate() {
+                let bytes = ctx
+                    .as_ref()
+                    .expect("a context for every frame, funcId 0 included");
+                assert_eq!(bytes.len(), 1232);
+                let c = Context::from_bytes(bytes).unwrap();
+                let truth = thread.call_context(i + 2);
+                assert_eq!(c.rip, *ip);
+                for r in Register::CALLBACK_VALID {
+                    assert_eq!(c.get(r), truth.get(r), "frame {i} {}", r.name());
+                }
             }
-        }
-    });
+        },
+    );
 }
 
 #[test]
 fn r26_any_value_but_s_ok_aborts_the_walk() {
     for value in ["S_FALSE", "E_FAIL", "0x12345", "0x80131361"] {
-        let r = run("unix", "", "", &dss("main", "pinvoke", &format!("callback = {{ return = \"{value}\", at = 2 }}")));
+        let r = run(
+            "unix",
+            "",
+            "",
+            &dss(
+                "main",
+                "pinvoke",
+                &format!("callback = {{ return = \"{value}\", at = 2 }}"),
+            ),
+        );
         assert_eq!(hr(&r.calls[0]), "CORPROF_E_STACKSNAPSHOT_ABORTED");
         assert_eq!(names(&r.calls[0]).len(), 3, "no callback after the aborting one");
     }
@@ -385,8 +612,15 @@ fn r29_a_pending_hijack_is_removed_before_the_walk() {
     let rt = s.runtime();
     let before = rt.thread("h").unwrap();
     let (slot, original) = before.layout.hijacked_slot.expect("hijacked");
-    let stub = rt.with_code(|c| c.function(c.by_name(sim_clr::runtime::builtin::HIJACK_STUB).unwrap()).start);
-    assert_eq!(rt.read_memory(slot), Some(stub), "the stub sits in the return-address slot");
+    let stub = rt.with_code(|c| {
+        c.function(c.by_name(sim_clr::runtime::builtin::HIJACK_STUB).unwrap())
+            .start
+    });
+    assert_eq!(
+        rt.read_memory(slot),
+        Some(stub),
+        "the stub sits in the return-address slot"
+    );
     rt.on_thread("sampler", CallContext::Thread, |rt| {
         let (hr, seen) = walk(rt, before.id, 0, None);
         assert_eq!((hr, seen.len()), (HResult::S_OK, 3));
@@ -404,39 +638,81 @@ fn r30_walks_are_allowed_while_a_gc_runs() {
 #[test]
 fn r31_the_seed_is_copied_whole_and_never_written() {
     let s = scenario("unix", "", "", "");
-    with_runtime(&s, "main", CallContext::Callback(CallbackKind::ObjectAllocated), |rt| {
-        let thread = rt.thread("main").unwrap();
-        let mut seed = thread.call_context(3);
-        seed.r12 = 0x1234_5678;
-        let copy = seed.clone();
-        let (hr, seen) = walk(rt, ThreadId::NULL, snapshot::REGISTER_CONTEXT, Some(&seed));
-        assert_eq!(hr, HResult::S_OK);
-        assert_eq!(seed, copy);
-        let first = Context::from_bytes(seen[0].3.as_ref().unwrap()).unwrap();
-        assert_eq!(first.r12, 0x1234_5678, "the walk's context starts as a full copy of the seed");
-    });
+    with_runtime(
+        &s,
+        "main",
+        CallContext::Callback(CallbackKind::ObjectAllocated),
+        |rt| {
+            let thread = rt.thread("main").unwrap();
+            let mut seed = thread.call_context(3);
+            seed.r12 = 0x1234_5678;
+            let copy = seed.clone();
+            let (hr, seen) = walk(rt, ThreadId::NULL, snapshot::REGISTER_CONTEXT, Some(&seed));
+            assert_eq!(hr, HResult::S_OK);
+            assert_eq!(seed, copy);
+            let first = Context::from_bytes(seen[0].3.as_ref().unwrap()).unwrap();
+            assert_eq!(
+                first.r12, 0x1234_5678,
+                "the walk's context starts as a full copy of the seed"
+            );
+        },
+    );
 }
 
 #[test]
 fn r32_an_unseeded_walk_starts_at_the_most_recent_frame() {
     let t = "[[threads]]\nname = \"t\"\nmode = \"cooperative\"\nframes = [{ fn = \"native!run\" }, { fn = \"App::Leaf\" }, { fn = \"App::Mid\" }, { fn = \"native!run\" }, { frame = \"InlinedCallFrame\" }, { fn = \"App::Main\" }, { fn = \"host!main\" }]";
-    let r = run("unix", "", t, &(dss("t", "thread", "") + &dss("t", "thread", "seed = { thread = \"t\", frame = 1 }")));
+    let r = run(
+        "unix",
+        "",
+        t,
+        &(dss("t", "thread", "") + &dss("t", "thread", "seed = { thread = \"t\", frame = 1 }")),
+    );
     assert_eq!(names(&r.calls[0]), ["App::Main", "0"]);
-    assert_eq!(names(&r.calls[1]), ["App::Leaf", "App::Mid", "0", "App::Main", "0"]);
+    assert_eq!(
+        names(&r.calls[1]),
+        ["App::Leaf", "App::Mid", "0", "App::Main", "0"]
+    );
 }
 
 #[test]
 fn r33_a_runtime_helper_on_top_needs_a_seed() {
     let t = "[[threads]]\nname = \"t\"\nmode = \"cooperative\"\nframes = [{ fn = \"native!run\" }, { fn = \"App::Leaf\" }, { fn = \"App::Main\" }, { fn = \"host!main\" }]";
-    let r = run("windows", "", t, &(dss("sampler", "thread", "target = \"t\"") + &dss("sampler", "thread", "target = \"t\"\nseed = { thread = \"t\", frame = 1 }")));
+    let r = run(
+        "windows",
+        "",
+        t,
+        &(dss("sampler", "thread", "target = \"t\"")
+            + &dss(
+                "sampler",
+                "thread",
+                "target = \"t\"\nseed = { thread = \"t\", frame = 1 }",
+            )),
+    );
     assert_eq!(hr(&r.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNMANAGED_CTX");
     assert_eq!(names(&r.calls[1]), ["App::Leaf", "App::Main", "0"]);
 }
 
 #[test]
 fn r34_only_the_seed_ip_is_checked() {
-    let r = run("unix", "", "", &(dss("main", "ObjectAllocated", "seed = { rip = { fn = \"IL_STUB\", offset = 4 }, rsp = 0x20 }") + &dss("main", "ObjectAllocated", "seed = { thread = \"main\", frame = 0, rsp = 0x7ffdfff00000 }")));
-    assert_eq!(r.faults[0].kind, "access_violation", "an IL-stub IP passes; the unmapped RSP then faults");
+    let r = run(
+        "unix",
+        "",
+        "",
+        &(dss(
+            "main",
+            "ObjectAllocated",
+            "seed = { rip = { fn = \"IL_STUB\", offset = 4 }, rsp = 0x20 }",
+        ) + &dss(
+            "main",
+            "ObjectAllocated",
+            "seed = { thread = \"main\", frame = 0, rsp = 0x7ffdfff00000 }",
+        )),
+    );
+    assert_eq!(
+        r.faults[0].kind, "access_violation",
+        "an IL-stub IP passes; the unmapped RSP then faults"
+    );
     assert!(r.faults[0].fatal, "not caught on Unix");
 }
 

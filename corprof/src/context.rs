@@ -110,8 +110,8 @@ impl Register {
     /// The lower-case name (`"rbx"`).
     pub fn name(self) -> &'static str {
         [
-            "rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi", "r8", "r9", "r10", "r11",
-            "r12", "r13", "r14", "r15",
+            "rax", "rcx", "rdx", "rbx", "rsp", "rbp", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "r13",
+            "r14", "r15",
         ][self as usize]
     }
 
@@ -373,8 +373,7 @@ impl Context {
     pub fn to_bytes(&self) -> [u8; Context::SIZE] {
         let mut bytes = [0u8; Context::SIZE];
         self.write_scalars(&mut bytes);
-        bytes[Context::FLT_SAVE_OFFSET..Context::FLT_SAVE_OFFSET + 512]
-            .copy_from_slice(&self.flt_save);
+        bytes[Context::FLT_SAVE_OFFSET..Context::FLT_SAVE_OFFSET + 512].copy_from_slice(&self.flt_save);
         for (i, v) in self.vector_register.iter().enumerate() {
             let at = Context::VECTOR_REGISTER_OFFSET + 16 * i;
             bytes[at..at + 16].copy_from_slice(&v.to_le_bytes());
@@ -560,8 +559,14 @@ mod tests {
             ("debug_control", offset_of!(Context, debug_control)),
             ("last_branch_to_rip", offset_of!(Context, last_branch_to_rip)),
             ("last_branch_from_rip", offset_of!(Context, last_branch_from_rip)),
-            ("last_exception_to_rip", offset_of!(Context, last_exception_to_rip)),
-            ("last_exception_from_rip", offset_of!(Context, last_exception_from_rip)),
+            (
+                "last_exception_to_rip",
+                offset_of!(Context, last_exception_to_rip),
+            ),
+            (
+                "last_exception_from_rip",
+                offset_of!(Context, last_exception_from_rip),
+            ),
         ]
         .into_iter()
         .collect();
@@ -573,7 +578,10 @@ mod tests {
 
     #[test]
     fn flag_values_match_the_spec() {
-        assert_eq!(CONTEXT_FULL, CONTEXT_CONTROL | CONTEXT_INTEGER | CONTEXT_FLOATING_POINT);
+        assert_eq!(
+            CONTEXT_FULL,
+            CONTEXT_CONTROL | CONTEXT_INTEGER | CONTEXT_FLOATING_POINT
+        );
         assert_eq!(
             CONTEXT_ALL,
             CONTEXT_FULL | CONTEXT_SEGMENTS | CONTEXT_DEBUG_REGISTERS
@@ -600,7 +608,10 @@ mod tests {
         assert_eq!(at(0x0F8), 0xdead_beef_0000_1234);
         assert_eq!(at(0x098), 0x1111_0000_0000_0004);
         assert_eq!(at(0x0F0), 0x1111_0000_0000_000F);
-        assert_eq!(u32::from_le_bytes(bytes[0x30..0x34].try_into().unwrap()), CONTEXT_FULL);
+        assert_eq!(
+            u32::from_le_bytes(bytes[0x30..0x34].try_into().unwrap()),
+            CONTEXT_FULL
+        );
         assert_eq!(u16::from_le_bytes(bytes[0x42..0x44].try_into().unwrap()), 0x2b);
         assert_eq!(bytes[0x290 + 15], 0x01);
         assert_eq!(at(0x490), 7);

@@ -165,7 +165,10 @@ mod tests {
 
     #[test]
     fn parse_accepts_hex_decimal_and_names() {
-        assert_eq!(HResult::parse("0x8013135F"), Some(HResult::CORPROF_E_STACKSNAPSHOT_UNMANAGED_CTX));
+        assert_eq!(
+            HResult::parse("0x8013135F"),
+            Some(HResult::CORPROF_E_STACKSNAPSHOT_UNMANAGED_CTX)
+        );
         assert_eq!(HResult::parse("1"), Some(HResult::S_FALSE));
         assert_eq!(HResult::parse("E_FAIL"), Some(HResult::E_FAIL));
         assert_eq!(HResult::parse("nonsense"), None);

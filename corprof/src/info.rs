@@ -64,6 +64,8 @@ pub struct FunctionInfo {
 }
 
 /// The profiler→runtime API a stack walker needs (`ICorProfilerInfo` … `ICorProfilerInfo10`).
+// mockall cannot mock a reference inside `Option` without a named lifetime.
+#[allow(clippy::needless_lifetimes)]
 #[cfg_attr(feature = "mock", mockall::automock)]
 pub trait ProfilerInfo: Send + Sync {
     /// `ICorProfilerInfo2::DoStackSnapshot`: walks `thread` (0 = the caller) leaf first,

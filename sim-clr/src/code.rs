@@ -84,8 +84,9 @@ pub struct Function {
     pub size: u64,
     /// A second, cold region (`start`, `size`) when the method is hot/cold split.
     pub cold: Option<(u64, u64)>,
-    /// Bytes from the frame's RSP (in the body) to its CFA; the return address is at CFA − 8
-    /// and the saved RBP at CFA − 16.
+    /// Bytes from the frame's RSP (in the body) to its CFA (the RSP at the call that created
+    /// it); the return address is at CFA − 8 and the saved RBP at CFA − 16. A multiple of 16,
+    /// so that RSP stays 16-aligned at the function's own calls (x64 ABI).
     pub frame_size: u64,
     /// False for a method with no native code yet (never on a stack).
     pub compiled: bool,
@@ -123,7 +124,7 @@ pub struct FunctionSpec {
     pub module: Option<String>,
     /// Hot code size in bytes (≥ 16).
     pub size: u64,
-    /// Frame size in bytes (≡ 8 mod 16, ≥ 24).
+    /// Frame size in bytes: a multiple of 16, at least 16 (return address and saved RBP).
     pub frame_size: u64,
     /// Whether a cold region exists.
     pub split: bool,
@@ -134,14 +135,14 @@ pub struct FunctionSpec {
 }
 
 impl FunctionSpec {
-    /// A function of `kind` with default size (0x100) and frame size (0x48).
+    /// A function of `kind` with default size (0x100) and frame size (0x40).
     pub fn new(name: &str, kind: CodeKind) -> FunctionSpec {
         FunctionSpec {
             name: name.to_string(),
             kind,
             module: None,
             size: 0x100,
-            frame_size: 0x48,
+            frame_size: 0x40,
             split: false,
             compiled: true,
             generic_definition: false,
@@ -176,12 +177,18 @@ impl CodeMap {
         let mut classes: Vec<String> = Vec::new();
         let mut tokens: BTreeMap<String, u32> = BTreeMap::new();
         for spec in specs {
-            let module = spec.module.clone().unwrap_or_else(|| default_module(spec.kind).into());
+            let module = spec
+                .module
+                .clone()
+                .unwrap_or_else(|| default_module(spec.kind).into());
             let module_index = map.module_index(&module);
             let heap = match spec.kind {
                 CodeKind::Jit | CodeKind::IlStub | CodeKind::Lcg => ("<jit>".to_string(), JIT_HEAP),
                 CodeKind::Stub => ("<stubs>".to_string(), STUB_HEAP),
-                _ => (module.clone(), IMAGE_BASE + IMAGE_STRIDE * module_index as u64 + 0x1000),
+                _ => (
+                    module.clone(),
+                    IMAGE_BASE + IMAGE_STRIDE * module_index as u64 + 0x1000,
+                ),
             };
             let cursor = match cursors.iter_mut().find(|(name, _)| *name == heap.0) {
                 Some((_, cursor)) => cursor,
@@ -270,7 +277,8 @@ impl CodeMap {
 
     /// True when `ip` is managed code to the execution manager (R14).
     pub fn is_managed(&self, ip: u64) -> bool {
-        self.lookup(ip).is_some_and(|i| self.functions[i].kind.is_managed())
+        self.lookup(ip)
+            .is_some_and(|i| self.functions[i].kind.is_managed())
     }
 }
 
@@ -341,7 +349,10 @@ mod tests {
     fn ids_are_deterministic_and_distinct() {
         let (a, b) = (map(), map());
         for (x, y) in a.functions().iter().zip(b.functions()) {
-            assert_eq!((x.start, x.function_id, x.token), (y.start, y.function_id, y.token));
+            assert_eq!(
+                (x.start, x.function_id, x.token),
+                (y.start, y.function_id, y.token)
+            );
         }
         let main = a.function(a.by_name("Program::Main").unwrap());
         let hot = a.function(a.by_name("Program::Hot").unwrap());

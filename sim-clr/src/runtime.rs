@@ -11,8 +11,8 @@ use crate::thread::{FrameKind, Lifecycle, Mode, StackEntry, Thread, ThreadKind};
 use crate::trace::{Event, Fault, FaultKind};
 use corprof::flags::{event, SuspendReason};
 use corprof::{
-    CodeInfo, Context, FrameInfo, FunctionId, FunctionInfo, HResult, ProfilerCallback,
-    ProfilerInfo, ReJitId, StackSnapshotCallback, ThreadId,
+    CodeInfo, Context, FrameInfo, FunctionId, FunctionInfo, HResult, ProfilerCallback, ProfilerInfo, ReJitId,
+    StackSnapshotCallback, ThreadId,
 };
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -81,9 +81,7 @@ impl CallbackKind {
     /// Event-mask bits without which the runtime never raises it.
     pub fn required_mask(self) -> u32 {
         match self {
-            CallbackKind::ObjectAllocated => {
-                event::ENABLE_OBJECT_ALLOCATED | event::MONITOR_OBJECT_ALLOCATED
-            }
+            CallbackKind::ObjectAllocated => event::ENABLE_OBJECT_ALLOCATED | event::MONITOR_OBJECT_ALLOCATED,
             CallbackKind::GarbageCollectionStarted => event::MONITOR_GC,
             CallbackKind::ExceptionThrown => event::MONITOR_EXCEPTIONS,
             CallbackKind::ThreadDestroyed => event::MONITOR_THREADS,
@@ -95,7 +93,10 @@ impl CallbackKind {
     /// GC-triggering SYNC APIs require on a managed thread (R38). `ObjectAllocated` sets only
     /// `INCALLBACK`; a GC callback cannot trigger a GC.
     pub fn triggers_scope(self) -> bool {
-        matches!(self, CallbackKind::ExceptionThrown | CallbackKind::ThreadDestroyed)
+        matches!(
+            self,
+            CallbackKind::ExceptionThrown | CallbackKind::ThreadDestroyed
+        )
     }
 
     /// The GC mode the thread is in while the callback runs.
@@ -229,7 +230,10 @@ pub struct Runtime {
 
 impl State {
     pub fn caller(&self) -> Caller {
-        self.callers.last().copied().unwrap_or(Caller { thread: None, callback: None })
+        self.callers.last().copied().unwrap_or(Caller {
+            thread: None,
+            callback: None,
+        })
     }
 
     /// The caller's runtime `Thread`, if it has one.
@@ -246,11 +250,19 @@ impl State {
 
     pub fn note(&mut self, kind: &str, detail: impl Into<String>) {
         let on = self.caller_name();
-        self.events.push(Event { kind: kind.to_string(), on, detail: Some(detail.into()) });
+        self.events.push(Event {
+            kind: kind.to_string(),
+            on,
+            detail: Some(detail.into()),
+        });
     }
 
     pub fn fault(&mut self, kind: FaultKind, fatal: bool, message: impl Into<String>) {
-        self.faults.push(Fault { kind, message: message.into(), fatal });
+        self.faults.push(Fault {
+            kind,
+            message: message.into(),
+            fatal,
+        });
     }
 
     pub fn terminated(&self) -> bool {
@@ -275,7 +287,11 @@ impl State {
             Notification::ResumeFinished => ("RuntimeResumeFinished", None),
         };
         let on = self.caller_name();
-        self.events.push(Event { kind: kind.into(), on, detail });
+        self.events.push(Event {
+            kind: kind.into(),
+            on,
+            detail,
+        });
         self.pending.push(n);
     }
 
@@ -292,7 +308,12 @@ impl State {
     }
 
     pub fn relayout(&mut self, index: usize) {
-        let State { threads, code, memory, .. } = self;
+        let State {
+            threads,
+            code,
+            memory,
+            ..
+        } = self;
         threads[index].materialize(code, memory);
     }
 
@@ -390,7 +411,9 @@ impl State {
     /// Undoes [`State::park_all`].
     pub fn unpark_all(&mut self) {
         for i in 0..self.threads.len() {
-            let Some(previous) = self.threads[i].parked.take() else { continue };
+            let Some(previous) = self.threads[i].parked.take() else {
+                continue;
+            };
             let t = &mut self.threads[i];
             if t.stack.first() == Some(&StackEntry::Frame(FrameKind::Redirected)) {
                 t.stack.remove(0);
@@ -461,11 +484,20 @@ impl Runtime {
     /// pushes the frames that context implies (the profiler's entry point, the raising runtime
     /// helper and its explicit Frame), sets the GC mode, and restores everything afterwards.
     /// Returns `None` if no thread has that name.
-    pub fn on_thread<R>(&self, thread: &str, context: CallContext, f: impl FnOnce(&Runtime) -> R) -> Option<R> {
+    pub fn on_thread<R>(
+        &self,
+        thread: &str,
+        context: CallContext,
+        f: impl FnOnce(&Runtime) -> R,
+    ) -> Option<R> {
         let saved = {
             let mut st = self.lock();
             let index = st.threads.iter().position(|t| t.name == thread)?;
-            let saved = (st.threads[index].stack.clone(), st.threads[index].mode, st.threads[index].lifecycle);
+            let saved = (
+                st.threads[index].stack.clone(),
+                st.threads[index].mode,
+                st.threads[index].lifecycle,
+            );
             let pushed = pushed_frames(&st.code, context);
             let t = &mut st.threads[index];
             if t.is_managed() {
@@ -484,7 +516,10 @@ impl Runtime {
                 CallContext::Callback(cb) if cb.sets_callback_state() => Some(cb),
                 _ => None,
             };
-            st.callers.push(Caller { thread: Some(index), callback });
+            st.callers.push(Caller {
+                thread: Some(index),
+                callback,
+            });
             if context == CallContext::Callback(CallbackKind::GarbageCollectionStarted) {
                 st.gc_suspension = true;
                 st.park_all(Some(index));
@@ -521,7 +556,9 @@ impl Runtime {
     /// use-after-free faults. Returns false if no thread has that name.
     pub fn delete_thread(&self, thread: &str) -> bool {
         let mut st = self.lock();
-        let Some(i) = st.threads.iter().position(|t| t.name == thread) else { return false };
+        let Some(i) = st.threads.iter().position(|t| t.name == thread) else {
+            return false;
+        };
         st.threads[i].lifecycle = Lifecycle::Deleted;
         let base = st.threads[i].stack_limit;
         st.memory.unmap(base);
@@ -536,7 +573,10 @@ impl Runtime {
             match st.threads.iter().position(|t| t.name == thread) {
                 None => false,
                 Some(i) => {
-                    st.callers.push(Caller { thread: Some(i), callback: None });
+                    st.callers.push(Caller {
+                        thread: Some(i),
+                        callback: None,
+                    });
                     if st.leaked_suspension || st.profiler_suspension.is_some() {
                         let message = format!(
                             "GC on {thread} blocks in LockThreadStore: the thread-store lock is held by a SuspendRuntime that was never resumed"
@@ -607,12 +647,21 @@ impl Runtime {
 }
 
 fn pushed_frames(code: &CodeMap, context: CallContext) -> Vec<StackEntry> {
-    let call = |name: &str| StackEntry::Call { function: index_of(code, name), offset: None };
+    let call = |name: &str| StackEntry::Call {
+        function: index_of(code, name),
+        offset: None,
+    };
     match context {
         CallContext::Thread => Vec::new(),
-        CallContext::PInvoke => vec![call(builtin::PINVOKE_ENTRY), StackEntry::Frame(FrameKind::InlinedCall)],
+        CallContext::PInvoke => vec![
+            call(builtin::PINVOKE_ENTRY),
+            StackEntry::Frame(FrameKind::InlinedCall),
+        ],
         CallContext::Callback(CallbackKind::ThreadDestroyed) => {
-            vec![call(builtin::PROFILER_CALLBACK), call(CallbackKind::ThreadDestroyed.raiser())]
+            vec![
+                call(builtin::PROFILER_CALLBACK),
+                call(CallbackKind::ThreadDestroyed.raiser()),
+            ]
         }
         CallContext::Callback(cb) => vec![
             call(builtin::PROFILER_CALLBACK),
@@ -623,9 +672,12 @@ fn pushed_frames(code: &CodeMap, context: CallContext) -> Vec<StackEntry> {
 }
 
 fn index_of(code: &CodeMap, name: &str) -> FunctionIndex {
-    code.by_name(name).expect("builtin functions are part of every code map")
+    code.by_name(name)
+        .expect("builtin functions are part of every code map")
 }
 
+// The trait's signatures name their lifetimes (see `corprof::ProfilerInfo`).
+#[allow(clippy::needless_lifetimes)]
 impl ProfilerInfo for Runtime {
     fn do_stack_snapshot<'a>(
         &self,
@@ -641,7 +693,11 @@ impl ProfilerInfo for Runtime {
     fn get_function_from_ip(&self, ip: u64) -> Result<FunctionId, HResult> {
         let mut st = self.lock();
         st.async_entry()?;
-        if st.caller().thread.is_some_and(|i| st.threads[i].forbid_suspend > 0) {
+        if st
+            .caller()
+            .thread
+            .is_some_and(|i| st.threads[i].forbid_suspend > 0)
+        {
             return Err(HResult::CORPROF_E_ASYNCHRONOUS_UNSAFE);
         }
         function_from_ip(&mut st, ip, false).map(|(f, _)| f)
@@ -679,9 +735,15 @@ impl ProfilerInfo for Runtime {
             return Err(HResult::CORPROF_E_FUNCTION_NOT_COMPILED);
         }
         st.reader_lock()?;
-        let mut regions = vec![CodeInfo { start_address: f.start, size: f.size }];
+        let mut regions = vec![CodeInfo {
+            start_address: f.start,
+            size: f.size,
+        }];
         if let Some((start, size)) = f.cold {
-            regions.push(CodeInfo { start_address: start, size });
+            regions.push(CodeInfo {
+                start_address: start,
+                size,
+            });
         }
         if let Some(out) = code_infos {
             for (slot, region) in out.iter_mut().zip(&regions).take(requested as usize) {
@@ -694,8 +756,15 @@ impl ProfilerInfo for Runtime {
     fn get_function_info(&self, function: FunctionId) -> Result<FunctionInfo, HResult> {
         let st = self.lock();
         st.async_entry()?;
-        let f = st.code.function(st.code.by_function_id(function).ok_or(HResult::E_INVALIDARG)?);
-        Ok(FunctionInfo { class_id: f.class_id, module_id: f.module_id, token: f.token, type_args: Vec::new() })
+        let f = st
+            .code
+            .function(st.code.by_function_id(function).ok_or(HResult::E_INVALIDARG)?);
+        Ok(FunctionInfo {
+            class_id: f.class_id,
+            module_id: f.module_id,
+            token: f.token,
+            type_args: Vec::new(),
+        })
     }
 
     fn get_function_info2<'a>(
@@ -799,7 +868,11 @@ fn function_from_ip(st: &mut State, ip: u64, no_metadata_ok: bool) -> Result<(Fu
         return Err(HResult::CORPROF_E_NOT_YET_AVAILABLE);
     }
     st.reader_lock()?;
-    let f = st.code.lookup(ip).map(|i| st.code.function(i)).ok_or(HResult::E_FAIL)?;
+    let f = st
+        .code
+        .lookup(ip)
+        .map(|i| st.code.function(i))
+        .ok_or(HResult::E_FAIL)?;
     if !f.kind.is_managed() || !(f.kind.has_metadata() || no_metadata_ok) {
         return Err(HResult::E_FAIL);
     }
@@ -822,7 +895,9 @@ fn suspend_runtime(st: &mut State) -> HResult {
     let me = st.caller().thread;
     if let Some(owner) = st.profiler_suspension {
         if owner != me {
-            let owner = owner.map_or("<unnamed native thread>".to_string(), |i| st.threads[i].name.clone());
+            let owner = owner.map_or("<unnamed native thread>".to_string(), |i| {
+                st.threads[i].name.clone()
+            });
             let message = format!(
                 "SuspendRuntime on {} blocks on the thread-store lock held by {owner}'s suspension",
                 st.caller_name()
@@ -831,7 +906,10 @@ fn suspend_runtime(st: &mut State) -> HResult {
             return HResult::E_UNEXPECTED;
         }
         st.leaked_suspension = true;
-        st.note("SuspendRuntime", "already suspended: the second suspension's thread-store lock is leaked");
+        st.note(
+            "SuspendRuntime",
+            "already suspended: the second suspension's thread-store lock is leaked",
+        );
         return HResult::S_OK;
     }
     st.notify(Notification::SuspendStarted(SuspendReason::ForProfiler));

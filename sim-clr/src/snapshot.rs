@@ -100,7 +100,11 @@ fn decide(st: &mut State, thread: ThreadId, flags: u32, seed: Option<&Context>) 
     }
     // R4: 0 means the caller's Thread; anything else is reinterpreted without validation.
     let caller = st.caller_ee();
-    let target = if thread.is_null() { caller.map(Ok) } else { Some(st.resolve(thread).ok_or(thread)) };
+    let target = if thread.is_null() {
+        caller.map(Ok)
+    } else {
+        Some(st.resolve(thread).ok_or(thread))
+    };
     // R5
     if flags & !snapshot::VALID_X64 != 0 {
         return Err(HResult::E_INVALIDARG);
@@ -109,7 +113,9 @@ fn decide(st: &mut State, thread: ThreadId, flags: u32, seed: Option<&Context>) 
     let t = match target {
         None => return Err(HResult::S_OK),
         Some(Err(bogus)) => {
-            let message = format!("DoStackSnapshot dereferenced ThreadID {bogus}, which is no Thread: the process crashes");
+            let message = format!(
+                "DoStackSnapshot dereferenced ThreadID {bogus}, which is no Thread: the process crashes"
+            );
             st.fault(FaultKind::BogusThreadId, true, message);
             return Err(HResult::E_UNEXPECTED);
         }
@@ -135,7 +141,11 @@ fn decide(st: &mut State, thread: ThreadId, flags: u32, seed: Option<&Context>) 
     let mut suspended = false;
     let result = decide_locked(st, t, cross, seed, &mut suspended);
     match result {
-        Ok(walk) => Ok(Plan { walk, target: t, suspended }),
+        Ok(walk) => Ok(Plan {
+            walk,
+            target: t,
+            suspended,
+        }),
         Err(hr) => {
             // R18 on the failure paths.
             if suspended {
@@ -150,7 +160,13 @@ fn decide(st: &mut State, thread: ThreadId, flags: u32, seed: Option<&Context>) 
 }
 
 /// R9–R17 with the target's hijack lock held.
-fn decide_locked(st: &mut State, t: usize, cross: bool, seed: Option<&Context>, suspended: &mut bool) -> Result<Walk, HResult> {
+fn decide_locked(
+    st: &mut State,
+    t: usize,
+    cross: bool,
+    seed: Option<&Context>,
+    suspended: &mut bool,
+) -> Result<Walk, HResult> {
     let unix = st.config.platform == Platform::Unix;
     // R9: only for callers with a Thread; native callers are exempt.
     if cross && st.caller_ee().is_some() && st.config.suspend_in_progress {
@@ -184,7 +200,10 @@ fn decide_locked(st: &mut State, t: usize, cross: bool, seed: Option<&Context>, 
     // R12: a preemptive target's seed is discarded before any validation.
     let mut seed = seed.cloned();
     if st.threads[t].mode == Mode::Preemptive && seed.take().is_some() {
-        st.note("SeedDiscarded", "target is in preemptive mode; the walk starts from its Frame chain (R12)");
+        st.note(
+            "SeedDiscarded",
+            "target is in preemptive mode; the walk starts from its Frame chain (R12)",
+        );
     }
     // R13: cross-thread, cooperative target: check the target's own context.
     if st.threads[t].mode == Mode::Cooperative && cross {
@@ -218,7 +237,10 @@ fn decide_locked(st: &mut State, t: usize, cross: bool, seed: Option<&Context>, 
         }
         if seed.is_none() {
             seed = current;
-            st.note("SelfSeeded", "no seed given: the target's current context seeds the walk (R13.5)");
+            st.note(
+                "SelfSeeded",
+                "no seed given: the target's current context seeds the walk (R13.5)",
+            );
         }
     }
     // R14: only the seed's IP is checked.
@@ -242,7 +264,10 @@ fn decide_locked(st: &mut State, t: usize, cross: bool, seed: Option<&Context>, 
         st.memory.write_u64(slot, original);
         st.threads[t].hijacked = false;
         let name = st.threads[t].name.clone();
-        st.note("UnhijackThread", format!("removed the GC's return-address hijack from {name} (R29)"));
+        st.note(
+            "UnhijackThread",
+            format!("removed the GC's return-address hijack from {name} (R29)"),
+        );
     }
     // R17
     Ok(walk(st, t, seed))
@@ -276,7 +301,12 @@ fn walk(st: &State, t: usize, seed: Option<Context>) -> Walk {
                 continue;
             }
             if let Some(call) = frame.returns_to {
-                if st.code.function(thread.layout.calls[call].function).kind.is_managed() {
+                if st
+                    .code
+                    .function(thread.layout.calls[call].function)
+                    .kind
+                    .is_managed()
+                {
                     return Some(thread.call_context(call));
                 }
             }
@@ -287,15 +317,26 @@ fn walk(st: &State, t: usize, seed: Option<Context>) -> Walk {
         Some(seed) => seed,
         None => match hop(&mut next_frame, 0) {
             Some(c) => c,
-            None => return Walk { frames, end: WalkEnd::Done },
+            None => {
+                return Walk {
+                    frames,
+                    end: WalkEnd::Done,
+                }
+            }
         },
     };
     loop {
         if frames.len() >= MAX_WALK_FRAMES {
-            return Walk { frames, end: WalkEnd::Failed };
+            return Walk {
+                frames,
+                end: WalkEnd::Failed,
+            };
         }
         let Some(index) = st.code.lookup(context.rip) else {
-            return Walk { frames, end: WalkEnd::Failed };
+            return Walk {
+                frames,
+                end: WalkEnd::Failed,
+            };
         };
         let function = st.code.function(index);
         frames.push(WalkFrame {
@@ -308,38 +349,71 @@ fn walk(st: &State, t: usize, seed: Option<Context>) -> Walk {
         // saved RBP first — an unmapped read faults — then check the new SP against the
         // target's stack (R17's speculative-walk check).
         let Some(cfa) = context.rsp.checked_add(function.frame_size) else {
-            return Walk { frames, end: WalkEnd::Failed };
+            return Walk {
+                frames,
+                end: WalkEnd::Failed,
+            };
         };
         let (ret, saved_rbp) = match (st.memory.read_u64(cfa - 8), st.memory.read_u64(cfa - 16)) {
             (Ok(r), Ok(b)) => (r, b),
-            (Err(av), _) | (_, Err(av)) => return Walk { frames, end: WalkEnd::AccessViolation(av.address) },
+            (Err(av), _) | (_, Err(av)) => {
+                return Walk {
+                    frames,
+                    end: WalkEnd::AccessViolation(av.address),
+                }
+            }
         };
         if cfa > thread.stack_base || cfa <= thread.stack_limit {
-            return Walk { frames, end: WalkEnd::Failed };
+            return Walk {
+                frames,
+                end: WalkEnd::Failed,
+            };
         }
         context.rip = ret;
         context.rsp = cfa;
         context.rbp = saved_rbp;
         if ret == 0 {
-            return Walk { frames, end: WalkEnd::Done };
+            return Walk {
+                frames,
+                end: WalkEnd::Done,
+            };
         }
         if st.code.is_managed(ret) {
             continue;
         }
         // R21: a managed frame returned into native code: one marker for the whole run.
-        frames.push(WalkFrame { func_id: FunctionId::NULL, ip: ret, context: context.clone(), reported: true });
+        frames.push(WalkFrame {
+            func_id: FunctionId::NULL,
+            ip: ret,
+            context: context.clone(),
+            reported: true,
+        });
         match hop(&mut next_frame, context.rsp) {
             Some(c) => context = c,
-            None => return Walk { frames, end: WalkEnd::Done },
+            None => {
+                return Walk {
+                    frames,
+                    end: WalkEnd::Done,
+                }
+            }
         }
     }
 }
 
 /// Calls the profiler once per reported frame (R22–R26) and maps the outcome (R17).
-fn deliver(runtime: &Runtime, walk: Walk, mut callback: Option<&mut StackSnapshotCallback<'_>>, flags: u32) -> HResult {
+fn deliver(
+    runtime: &Runtime,
+    walk: Walk,
+    mut callback: Option<&mut StackSnapshotCallback<'_>>,
+    flags: u32,
+) -> HResult {
     let (unix, context_size, caller) = {
         let st = runtime.lock();
-        (st.config.platform == Platform::Unix, st.config.context_size as usize, st.caller_name())
+        (
+            st.config.platform == Platform::Unix,
+            st.config.context_size as usize,
+            st.caller_name(),
+        )
     };
     // SWA_FAILED is the iterator's initial result: a walk that stops nowhere is E_FAIL.
     if walk.frames.is_empty() {
@@ -352,7 +426,11 @@ fn deliver(runtime: &Runtime, walk: Walk, mut callback: Option<&mut StackSnapsho
             let survived = !unix;
             let message = format!(
                 "{caller} called DoStackSnapshot with a NULL callback and the walk reached a frame: {}",
-                if survived { "the access violation is caught, E_UNEXPECTED (R7, R17)" } else { "SIGSEGV, the process dies (R7)" }
+                if survived {
+                    "the access violation is caught, E_UNEXPECTED (R7, R17)"
+                } else {
+                    "SIGSEGV, the process dies (R7)"
+                }
             );
             st.fault(FaultKind::NullCallback, !survived, message);
             return HResult::E_UNEXPECTED;
@@ -364,7 +442,12 @@ fn deliver(runtime: &Runtime, walk: Walk, mut callback: Option<&mut StackSnapsho
         } else {
             None
         };
-        let hr = cb(&SnapshotFrame { func_id: frame.func_id, ip: frame.ip, frame_info: &frame_info, context });
+        let hr = cb(&SnapshotFrame {
+            func_id: frame.func_id,
+            ip: frame.ip,
+            frame_info: &frame_info,
+            context,
+        });
         if hr != HResult::S_OK {
             return HResult::CORPROF_E_STACKSNAPSHOT_ABORTED;
         }
@@ -376,7 +459,11 @@ fn deliver(runtime: &Runtime, walk: Walk, mut callback: Option<&mut StackSnapsho
             let mut st = runtime.lock();
             let message = format!(
                 "the walk read unmapped address 0x{address:x} (a bogus seed?): {}",
-                if unix { "SIGSEGV, the process dies" } else { "caught, E_UNEXPECTED (R17, R34)" }
+                if unix {
+                    "SIGSEGV, the process dies"
+                } else {
+                    "caught, E_UNEXPECTED (R17, R34)"
+                }
             );
             st.fault(FaultKind::AccessViolation, unix, message);
             HResult::E_UNEXPECTED

@@ -351,7 +351,12 @@ impl Thread {
                 let address = layout.calls[below].rsp + 8 * per_call[below];
                 per_call[below] += 1;
                 let returns_to = kind.returns_into_caller().then_some(below);
-                layout.frames.push(LaidFrame { entry, kind, address, returns_to });
+                layout.frames.push(LaidFrame {
+                    entry,
+                    kind,
+                    address,
+                    returns_to,
+                });
             }
         }
         // A GC hijack replaces the first managed frame's return address with the hijack stub.
@@ -415,12 +420,24 @@ mod tests {
         let mut t = Thread::new("main", ThreadKind::Managed, 0);
         memory.map(t.stack_limit, t.stack_base);
         t.stack = vec![
-            StackEntry::Call { function: 2, offset: Some(0x40) },
+            StackEntry::Call {
+                function: 2,
+                offset: Some(0x40),
+            },
             StackEntry::Frame(FrameKind::InlinedCall),
-            StackEntry::Call { function: 0, offset: None },
-            StackEntry::Call { function: 1, offset: None },
+            StackEntry::Call {
+                function: 0,
+                offset: None,
+            },
+            StackEntry::Call {
+                function: 1,
+                offset: None,
+            },
             StackEntry::Frame(FrameKind::Gc),
-            StackEntry::Call { function: 2, offset: None },
+            StackEntry::Call {
+                function: 2,
+                offset: None,
+            },
         ];
         t.materialize(&code, &mut memory);
         let calls = &t.layout.calls;
@@ -436,7 +453,10 @@ mod tests {
         }
         assert_eq!(memory.read_u64(calls[3].cfa - 8), Ok(0));
         let frames = &t.layout.frames;
-        assert_eq!((frames[0].kind, frames[0].returns_to), (FrameKind::InlinedCall, Some(1)));
+        assert_eq!(
+            (frames[0].kind, frames[0].returns_to),
+            (FrameKind::InlinedCall, Some(1))
+        );
         assert_eq!((frames[1].kind, frames[1].returns_to), (FrameKind::Gc, None));
         assert_eq!(frames[1].address, calls[3].rsp);
         assert!(frames[0].address < frames[1].address);

@@ -5,10 +5,10 @@ use super::error::{ScenarioError, Source};
 use super::model::{CallModel, CodeModel, FileModel, FrameModel, ThreadModel};
 use crate::code::{CodeKind, CodeMap, FunctionSpec};
 use crate::runtime::{builtin, CallContext, CallbackKind, Platform, Runtime, RuntimeConfig};
-use crate::trace::FaultKind;
 use crate::thread::{
     ExceptionState, FrameKind, Lifecycle, Mode, OsContext, StackEntry, Thread, ThreadKind, STACK_SIZE,
 };
+use crate::trace::FaultKind;
 use corprof::flags::{event, snapshot};
 use corprof::{Context, HResult, Register};
 use std::ops::Range;
@@ -220,7 +220,7 @@ impl Scenario {
     /// Parses and validates scenario text; `file` is used in error messages only.
     pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
         let src = Source { file, text };
-        let model: FileModel = toml::from_str(text).map_err(|e| src.from_toml(&e))?;
+        let model: FileModel = toml::from_str(text).map_err(|e| src.toml_error(&e))?;
         Builder { src: &src }.scenario(model, file)
     }
 
@@ -238,7 +238,11 @@ impl Scenario {
 
     /// A fresh runtime in the scenario's initial state.
     pub fn runtime(&self) -> Runtime {
-        Runtime::new(self.config.clone(), CodeMap::build(&self.functions), self.threads.clone())
+        Runtime::new(
+            self.config.clone(),
+            CodeMap::build(&self.functions),
+            self.threads.clone(),
+        )
     }
 }
 
@@ -253,7 +257,11 @@ fn one_of<T: Clone>(text: &str, options: &[(&str, T)]) -> Option<T> {
 }
 
 fn names<T>(options: &[(&str, T)]) -> String {
-    options.iter().map(|(n, _)| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+    options
+        .iter()
+        .map(|(n, _)| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl Builder<'_> {
@@ -263,13 +271,24 @@ impl Builder<'_> {
 
     fn choice<T: Clone>(&self, value: &Spanned<String>, field: &str, options: &[(&str, T)]) -> Res<T> {
         one_of(value.get_ref(), options).ok_or_else(|| {
-            self.err(value.span(), field, format!("`{}` is not one of {}", value.get_ref(), names(options)))
+            self.err(
+                value.span(),
+                field,
+                format!("`{}` is not one of {}", value.get_ref(), names(options)),
+            )
         })
     }
 
     fn scenario(&self, m: FileModel, file: &str) -> Res<Scenario> {
-        let platform = self.choice(&m.platform, "platform", &[("windows", Platform::Windows), ("unix", Platform::Unix)])?;
-        let mut config = RuntimeConfig { platform, ..RuntimeConfig::default() };
+        let platform = self.choice(
+            &m.platform,
+            "platform",
+            &[("windows", Platform::Windows), ("unix", Platform::Unix)],
+        )?;
+        let mut config = RuntimeConfig {
+            platform,
+            ..RuntimeConfig::default()
+        };
         let r = &m.runtime;
         config.started = r.started.unwrap_or(true);
         config.gc_initialized = r.gc_initialized.unwrap_or(true);
@@ -280,7 +299,11 @@ impl Builder<'_> {
         }
         if let Some(size) = &r.context_size {
             if (*size.get_ref() as usize) < Context::SIZE {
-                return Err(self.err(size.span(), "context_size", format!("must be at least {}", Context::SIZE)));
+                return Err(self.err(
+                    size.span(),
+                    "context_size",
+                    format!("must be at least {}", Context::SIZE),
+                ));
             }
             config.context_size = *size.get_ref();
         }
@@ -289,17 +312,40 @@ impl Builder<'_> {
         let mut threads = Vec::new();
         let mut declared_calls = Vec::new();
         for (i, t) in m.threads.iter().enumerate() {
-            if m.threads[..i].iter().any(|o| o.get_ref().name.get_ref() == t.get_ref().name.get_ref()) {
+            if m.threads[..i]
+                .iter()
+                .any(|o| o.get_ref().name.get_ref() == t.get_ref().name.get_ref())
+            {
                 let name = &t.get_ref().name;
-                return Err(self.err(name.span(), "name", format!("thread `{}` is declared twice", name.get_ref())));
+                return Err(self.err(
+                    name.span(),
+                    "name",
+                    format!("thread `{}` is declared twice", name.get_ref()),
+                ));
             }
             let thread = self.thread(t.get_ref(), i, &code)?;
-            declared_calls.push(thread.stack.iter().filter(|e| matches!(e, StackEntry::Call { .. })).count());
+            declared_calls.push(
+                thread
+                    .stack
+                    .iter()
+                    .filter(|e| matches!(e, StackEntry::Call { .. }))
+                    .count(),
+            );
             threads.push(thread);
         }
-        let ctx = CallCtx { threads: &threads, declared_calls: &declared_calls, code: &code };
-        let calls = m.calls.iter().map(|c| self.call(c, &ctx, None)).collect::<Res<Vec<_>>>()?;
-        let stem = std::path::Path::new(file).file_stem().map_or(file.to_string(), |s| s.to_string_lossy().into_owned());
+        let ctx = CallCtx {
+            threads: &threads,
+            declared_calls: &declared_calls,
+            code: &code,
+        };
+        let calls = m
+            .calls
+            .iter()
+            .map(|c| self.call(c, &ctx, None))
+            .collect::<Res<Vec<_>>>()?;
+        let stem = std::path::Path::new(file)
+            .file_stem()
+            .map_or(file.to_string(), |s| s.to_string_lossy().into_owned());
         Ok(Scenario {
             name: m.name.unwrap_or(stem),
             description: m.description.unwrap_or_default(),
@@ -314,14 +360,21 @@ impl Builder<'_> {
     /// A flag word given as a number, a name, or a list of names.
     fn bits(&self, value: &Spanned<Value>, field: &str, lookup: impl Fn(&str) -> Option<u32>) -> Res<u32> {
         let name_bits = |v: &Value| -> Res<u32> {
-            let s = v.as_str().ok_or_else(|| self.err(value.span(), field, "expected a flag name"))?;
+            let s = v
+                .as_str()
+                .ok_or_else(|| self.err(value.span(), field, "expected a flag name"))?;
             lookup(s).ok_or_else(|| self.err(value.span(), field, format!("unknown flag `{s}`")))
         };
         match value.get_ref() {
-            Value::Integer(n) => u32::try_from(*n).map_err(|_| self.err(value.span(), field, format!("{n} does not fit in 32 bits"))),
+            Value::Integer(n) => u32::try_from(*n)
+                .map_err(|_| self.err(value.span(), field, format!("{n} does not fit in 32 bits"))),
             Value::String(_) => name_bits(value.get_ref()),
             Value::Array(items) => items.iter().try_fold(0, |acc, v| Ok(acc | name_bits(v)?)),
-            _ => Err(self.err(value.span(), field, "expected a number, a flag name or a list of flag names")),
+            _ => Err(self.err(
+                value.span(),
+                field,
+                "expected a number, a flag name or a list of flag names",
+            )),
         }
     }
 
@@ -334,7 +387,11 @@ impl Builder<'_> {
                 return Err(self.err(c.name.span(), "name", "a function needs a name"));
             }
             if out.iter().any(|f| &f.name == name) || builtins().iter().any(|f| &f.name == name) {
-                return Err(self.err(c.name.span(), "name", format!("function `{name}` is declared twice (or is a built-in)")));
+                return Err(self.err(
+                    c.name.span(),
+                    "name",
+                    format!("function `{name}` is declared twice (or is a built-in)"),
+                ));
             }
             let kind = self.choice(&c.kind, "kind", &KINDS)?;
             let mut spec = FunctionSpec::new(name, kind);
@@ -347,8 +404,12 @@ impl Builder<'_> {
             }
             if let Some(fs) = &c.frame_size {
                 let v = *fs.get_ref();
-                if v < 24 || v % 16 != 8 || v > 0x1_0000 {
-                    return Err(self.err(fs.span(), "frame_size", "must be at least 24, at most 0x10000, and 8 more than a multiple of 16 (the x64 ABI keeps RSP 16-aligned at calls)"));
+                if v < 16 || v % 16 != 0 || v > 0x1_0000 {
+                    return Err(self.err(
+                        fs.span(),
+                        "frame_size",
+                        "must be a multiple of 16 between 16 and 0x10000 (the x64 ABI keeps RSP 16-aligned at calls)",
+                    ));
                 }
                 spec.frame_size = v;
             }
@@ -363,7 +424,11 @@ impl Builder<'_> {
 
     fn thread(&self, m: &ThreadModel, index: usize, code: &CodeMap) -> Res<Thread> {
         let kind = match &m.kind {
-            Some(k) => self.choice(k, "kind", &[("managed", ThreadKind::Managed), ("native", ThreadKind::Native)])?,
+            Some(k) => self.choice(
+                k,
+                "kind",
+                &[("managed", ThreadKind::Managed), ("native", ThreadKind::Native)],
+            )?,
             None => ThreadKind::Managed,
         };
         let mut t = Thread::new(m.name.get_ref(), kind, index);
@@ -372,7 +437,11 @@ impl Builder<'_> {
         }
         if let Some(last) = m.frames.last() {
             if matches!(t.stack.last(), Some(StackEntry::Frame(_))) {
-                return Err(self.err(last.span(), "frame", "an explicit Frame lives in the call below it: the last entry must be a call"));
+                return Err(self.err(
+                    last.span(),
+                    "frame",
+                    "an explicit Frame lives in the call below it: the last entry must be a call",
+                ));
             }
         }
         let depth: u64 = t
@@ -384,44 +453,70 @@ impl Builder<'_> {
             })
             .sum();
         if depth > STACK_SIZE / 2 {
-            return Err(self.err(m.name.span(), "frames", format!("the frames need {depth:#x} bytes of stack; at most {:#x} fit", STACK_SIZE / 2)));
+            return Err(self.err(
+                m.name.span(),
+                "frames",
+                format!(
+                    "the frames need {depth:#x} bytes of stack; at most {:#x} fit",
+                    STACK_SIZE / 2
+                ),
+            ));
         }
         let leaf_managed = t.stack.iter().find_map(|e| match e {
             StackEntry::Call { function, .. } => Some(code.function(*function).kind.is_managed()),
             StackEntry::Frame(_) => None,
         });
         t.mode = match &m.mode {
-            Some(mode) => self.choice(mode, "mode", &[("cooperative", Mode::Cooperative), ("preemptive", Mode::Preemptive)])?,
+            Some(mode) => self.choice(
+                mode,
+                "mode",
+                &[
+                    ("cooperative", Mode::Cooperative),
+                    ("preemptive", Mode::Preemptive),
+                ],
+            )?,
             None if leaf_managed == Some(true) => Mode::Cooperative,
             None => Mode::Preemptive,
         };
         if let Some(state) = &m.state {
-            t.lifecycle = self.choice(state, "state", &[
-                ("alive", Lifecycle::Alive),
-                ("destroying", Lifecycle::Destroying),
-                ("dead", Lifecycle::Dead),
-                ("deleted", Lifecycle::Deleted),
-            ])?;
+            t.lifecycle = self.choice(
+                state,
+                "state",
+                &[
+                    ("alive", Lifecycle::Alive),
+                    ("destroying", Lifecycle::Destroying),
+                    ("dead", Lifecycle::Dead),
+                    ("deleted", Lifecycle::Deleted),
+                ],
+            )?;
         }
         if let Some(e) = &m.exception {
-            t.exception = self.choice(e, "exception", &[
-                ("none", ExceptionState::None),
-                ("first_pass", ExceptionState::FirstPass),
-                ("unwinding", ExceptionState::Unwinding),
-                ("unwinding_in_managed", ExceptionState::UnwindingInManaged),
-                ("inconsistent", ExceptionState::Inconsistent),
-            ])?;
+            t.exception = self.choice(
+                e,
+                "exception",
+                &[
+                    ("none", ExceptionState::None),
+                    ("first_pass", ExceptionState::FirstPass),
+                    ("unwinding", ExceptionState::Unwinding),
+                    ("unwinding_in_managed", ExceptionState::UnwindingInManaged),
+                    ("inconsistent", ExceptionState::Inconsistent),
+                ],
+            )?;
         }
         if let Some(o) = &m.os_context {
-            t.os_context = self.choice(o, "os_context", &[
-                ("ok", OsContext::Ok),
-                ("debugger_filter", OsContext::DebuggerFilter),
-                ("get_context_fails", OsContext::GetContextFails),
-                ("in_kernel", OsContext::InKernel),
-                ("exception_active", OsContext::ExceptionActive),
-                ("no_exception_reporting", OsContext::NoExceptionReporting),
-                ("stale", OsContext::Stale),
-            ])?;
+            t.os_context = self.choice(
+                o,
+                "os_context",
+                &[
+                    ("ok", OsContext::Ok),
+                    ("debugger_filter", OsContext::DebuggerFilter),
+                    ("get_context_fails", OsContext::GetContextFails),
+                    ("in_kernel", OsContext::InKernel),
+                    ("exception_active", OsContext::ExceptionActive),
+                    ("no_exception_reporting", OsContext::NoExceptionReporting),
+                    ("stale", OsContext::Stale),
+                ],
+            )?;
         }
         t.gc_special = m.gc_special;
         t.forbid_suspend = m.forbid_suspend;
@@ -456,19 +551,42 @@ impl Builder<'_> {
         };
         let entry = match (&m.function, &m.frame) {
             (Some(name), None) => {
-                let function = code
-                    .by_name(name.get_ref())
-                    .ok_or_else(|| self.err(name.span(), "fn", format!("no function named `{}` in [[code]]", name.get_ref())))?;
+                let function = code.by_name(name.get_ref()).ok_or_else(|| {
+                    self.err(
+                        name.span(),
+                        "fn",
+                        format!("no function named `{}` in [[code]]", name.get_ref()),
+                    )
+                })?;
                 let func = code.function(function);
                 if !func.compiled {
-                    return Err(self.err(name.span(), "fn", format!("`{}` has no native code (compiled = false), so it cannot be on a stack", func.name)));
+                    return Err(self.err(
+                        name.span(),
+                        "fn",
+                        format!(
+                            "`{}` has no native code (compiled = false), so it cannot be on a stack",
+                            func.name
+                        ),
+                    ));
                 }
                 if let Some(o) = &m.offset {
                     if *o.get_ref() >= func.size {
-                        return Err(self.err(o.span(), "offset", format!("{:#x} is outside `{}` ({:#x} bytes)", o.get_ref(), func.name, func.size)));
+                        return Err(self.err(
+                            o.span(),
+                            "offset",
+                            format!(
+                                "{:#x} is outside `{}` ({:#x} bytes)",
+                                o.get_ref(),
+                                func.name,
+                                func.size
+                            ),
+                        ));
                     }
                 }
-                StackEntry::Call { function, offset: m.offset.as_ref().map(|o| *o.get_ref()) }
+                StackEntry::Call {
+                    function,
+                    offset: m.offset.as_ref().map(|o| *o.get_ref()),
+                }
             }
             (None, Some(kind)) => {
                 if m.offset.is_some() {
@@ -477,7 +595,13 @@ impl Builder<'_> {
                 let known: Vec<(&str, FrameKind)> = FrameKind::ALL.iter().map(|k| (k.as_str(), *k)).collect();
                 StackEntry::Frame(self.choice(kind, "frame", &known)?)
             }
-            _ => return Err(self.err(f.span(), "fn", "each frame needs exactly one of `fn` (a call) or `frame` (an explicit Frame)")),
+            _ => {
+                return Err(self.err(
+                    f.span(),
+                    "fn",
+                    "each frame needs exactly one of `fn` (a call) or `frame` (an explicit Frame)",
+                ))
+            }
         };
         t.stack.extend(std::iter::repeat_n(entry, repeat));
         Ok(())
@@ -542,21 +666,44 @@ impl Builder<'_> {
             ctx.threads
                 .iter()
                 .position(|t| &t.name == name.get_ref())
-                .ok_or_else(|| self.err(name.span(), field, format!("no thread named `{}`", name.get_ref())))
+                .ok_or_else(|| {
+                    self.err(
+                        name.span(),
+                        field,
+                        format!("no thread named `{}`", name.get_ref()),
+                    )
+                })
         };
         let (caller, context) = match parent {
             Some(p) => {
-                if let Some(x) = m.caller.as_ref().map(|x| x.span()).or(m.from.as_ref().map(|x| x.span())) {
-                    return Err(self.err(x, "caller", "a nested call runs on its parent's thread and context"));
+                if let Some(x) = m
+                    .caller
+                    .as_ref()
+                    .map(|x| x.span())
+                    .or(m.from.as_ref().map(|x| x.span()))
+                {
+                    return Err(self.err(
+                        x,
+                        "caller",
+                        "a nested call runs on its parent's thread and context",
+                    ));
                 }
                 (p.caller.clone(), p.context)
             }
             None if m.event.is_some() => {
-                let t = m.thread.as_ref().ok_or_else(|| self.err(span.clone(), "thread", "an event needs `thread`"))?;
-                (ctx.threads[thread_named(t, "thread")?].name.clone(), CallContext::Thread)
+                let t = m
+                    .thread
+                    .as_ref()
+                    .ok_or_else(|| self.err(span.clone(), "thread", "an event needs `thread`"))?;
+                (
+                    ctx.threads[thread_named(t, "thread")?].name.clone(),
+                    CallContext::Thread,
+                )
             }
             None => {
-                let c = m.caller.as_ref().ok_or_else(|| self.err(span.clone(), "caller", "a call needs `caller` (a thread name)"))?;
+                let c = m.caller.as_ref().ok_or_else(|| {
+                    self.err(span.clone(), "caller", "a call needs `caller` (a thread name)")
+                })?;
                 let index = thread_named(c, "caller")?;
                 let context = match &m.from {
                     None => CallContext::Thread,
@@ -565,13 +712,24 @@ impl Builder<'_> {
                         "pinvoke" => CallContext::PInvoke,
                         other => CallContext::Callback(CallbackKind::parse(other).ok_or_else(|| {
                             let all: Vec<&str> = CallbackKind::ALL.iter().map(|k| k.as_str()).collect();
-                            self.err(f.span(), "from", format!("`{other}` is not `thread`, `pinvoke` or one of {}", all.join(", ")))
+                            self.err(
+                                f.span(),
+                                "from",
+                                format!(
+                                    "`{other}` is not `thread`, `pinvoke` or one of {}",
+                                    all.join(", ")
+                                ),
+                            )
                         })?),
                     },
                 };
                 if context != CallContext::Thread && !ctx.threads[index].is_managed() {
                     let f = m.from.as_ref().unwrap();
-                    return Err(self.err(f.span(), "from", "only a managed thread can be in a P/Invoke or a profiler callback"));
+                    return Err(self.err(
+                        f.span(),
+                        "from",
+                        "only a managed thread can be in a P/Invoke or a profiler callback",
+                    ));
                 }
                 (ctx.threads[index].name.clone(), context)
             }
@@ -580,15 +738,29 @@ impl Builder<'_> {
             (Some(api), None) => Action::Api(self.api(api, m, ctx, &caller)?),
             (None, Some(ev)) => {
                 if let Some(x) = m.caller.as_ref().or(m.from.as_ref()) {
-                    return Err(self.err(x.span(), "caller", "an event names its `thread`; `caller` and `from` do not apply"));
+                    return Err(self.err(
+                        x.span(),
+                        "caller",
+                        "an event names its `thread`; `caller` and `from` do not apply",
+                    ));
                 }
                 self.only(m, &["thread"], ev.get_ref())?;
-                self.choice(ev, "event", &[("thread_exit", Action::ThreadExit), ("thread_delete", Action::ThreadDelete), ("gc", Action::Gc)])?
+                self.choice(
+                    ev,
+                    "event",
+                    &[
+                        ("thread_exit", Action::ThreadExit),
+                        ("thread_delete", Action::ThreadDelete),
+                        ("gc", Action::Gc),
+                    ],
+                )?
             }
             _ => return Err(self.err(span, "api", "each call needs exactly one of `api` or `event`")),
         };
         let expect = match &m.expect {
-            Some(e) => Some(HResult::parse(e.get_ref()).ok_or_else(|| self.err(e.span(), "expect", format!("`{}` is not an HRESULT", e.get_ref())))?),
+            Some(e) => Some(HResult::parse(e.get_ref()).ok_or_else(|| {
+                self.err(e.span(), "expect", format!("`{}` is not an HRESULT", e.get_ref()))
+            })?),
             None => None,
         };
         let expect_fault = match &m.expect_fault {
@@ -609,11 +781,17 @@ impl Builder<'_> {
             note: m.note.clone(),
         };
         let parent = call_shell(&call);
-        if let (Some(nested), Action::Api(ApiCall::DoStackSnapshot { nested: slot, .. })) = (&m.nested, &mut call.action) {
+        if let (Some(nested), Action::Api(ApiCall::DoStackSnapshot { nested: slot, .. })) =
+            (&m.nested, &mut call.action)
+        {
             let at = m.nested_at.unwrap_or(0);
             *slot = Some((at, Box::new(self.call(nested, ctx, Some(&parent))?)));
         } else if m.nested.is_some() || m.nested_at.is_some() {
-            return Err(self.err(span, "nested", "only DoStackSnapshot can make a nested call (from its callback)"));
+            return Err(self.err(
+                span,
+                "nested",
+                "only DoStackSnapshot can make a nested call (from its callback)",
+            ));
         }
         Ok(call)
     }
@@ -634,7 +812,10 @@ impl Builder<'_> {
             ("requested", m.requested.as_ref().map(|v| v.span())),
             ("expect_frames", m.expect_frames.as_ref().map(|v| v.span())),
         ];
-        match given.into_iter().find(|(name, span)| span.is_some() && !allowed.contains(name)) {
+        match given
+            .into_iter()
+            .find(|(name, span)| span.is_some() && !allowed.contains(name))
+        {
             Some((name, Some(span))) => Err(self.err(span, name, format!("does not apply to {what}"))),
             _ => Ok(()),
         }
@@ -643,10 +824,21 @@ impl Builder<'_> {
     fn api(&self, api: &Spanned<String>, m: &CallModel, ctx: &CallCtx, caller: &str) -> Res<ApiCall> {
         let name = api.get_ref().as_str();
         if !APIS.contains(&name) {
-            return Err(self.err(api.span(), "api", format!("unknown API `{name}`; known: {}", APIS.join(", "))));
+            return Err(self.err(
+                api.span(),
+                "api",
+                format!("unknown API `{name}`; known: {}", APIS.join(", ")),
+            ));
         }
         let allowed: &[&str] = match name {
-            "DoStackSnapshot" => &["target", "flags", "seed", "callback", "context_size", "expect_frames"],
+            "DoStackSnapshot" => &[
+                "target",
+                "flags",
+                "seed",
+                "callback",
+                "context_size",
+                "expect_frames",
+            ],
             "GetFunctionFromIP" | "GetFunctionFromIP2" | "GetFunctionFromIP3" => &["ip"],
             "GetCodeInfo2" => &["function", "requested"],
             "GetFunctionInfo" => &["function"],
@@ -660,39 +852,75 @@ impl Builder<'_> {
                 target: self.target(m.target.as_ref(), ctx, caller)?,
                 flags: match &m.flags {
                     Some(f) => self.bits(f, "flags", |n| {
-                        one_of(n.strip_prefix("COR_PRF_SNAPSHOT_").unwrap_or(n), &[
-                            ("DEFAULT", snapshot::DEFAULT),
-                            ("REGISTER_CONTEXT", snapshot::REGISTER_CONTEXT),
-                            ("X86_OPTIMIZED", snapshot::X86_OPTIMIZED),
-                        ])
+                        one_of(
+                            n.strip_prefix("COR_PRF_SNAPSHOT_").unwrap_or(n),
+                            &[
+                                ("DEFAULT", snapshot::DEFAULT),
+                                ("REGISTER_CONTEXT", snapshot::REGISTER_CONTEXT),
+                                ("X86_OPTIMIZED", snapshot::X86_OPTIMIZED),
+                            ],
+                        )
                     })?,
                     None => 0,
                 },
                 seed: self.seed(m.seed.as_ref(), ctx)?,
-                context_size: m.context_size.as_ref().map(|v| *v.get_ref()).unwrap_or(if m.seed.as_ref().is_some_and(|s| s.get_ref().as_str() != Some("none")) { Context::SIZE as u32 } else { 0 }),
+                context_size: m.context_size.as_ref().map(|v| *v.get_ref()).unwrap_or(
+                    if m.seed
+                        .as_ref()
+                        .is_some_and(|s| s.get_ref().as_str() != Some("none"))
+                    {
+                        Context::SIZE as u32
+                    } else {
+                        0
+                    },
+                ),
                 callback: self.callback(m.callback.as_ref())?,
                 nested: None,
             },
             "GetFunctionFromIP" | "GetFunctionFromIP2" | "GetFunctionFromIP3" => ApiCall::GetFunctionFromIp {
-                version: match name { "GetFunctionFromIP" => 1, "GetFunctionFromIP2" => 2, _ => 3 },
-                ip: self.ip(m.ip.as_ref().ok_or_else(|| self.err(api.span(), "ip", format!("{name} needs `ip`")))?, ctx)?,
+                version: match name {
+                    "GetFunctionFromIP" => 1,
+                    "GetFunctionFromIP2" => 2,
+                    _ => 3,
+                },
+                ip: self.ip(
+                    m.ip.as_ref()
+                        .ok_or_else(|| self.err(api.span(), "ip", format!("{name} needs `ip`")))?,
+                    ctx,
+                )?,
             },
             "GetCodeInfo2" => ApiCall::GetCodeInfo2 {
                 function: self.function(m.function.as_ref(), api, ctx)?,
                 requested: m.requested.as_ref().map_or(2, |v| *v.get_ref()),
                 null_buffer: m.null_buffer,
             },
-            "GetFunctionInfo" => ApiCall::GetFunctionInfo { function: self.function(m.function.as_ref(), api, ctx)? },
+            "GetFunctionInfo" => ApiCall::GetFunctionInfo {
+                function: self.function(m.function.as_ref(), api, ctx)?,
+            },
             "GetFunctionInfo2" => ApiCall::GetFunctionInfo2 {
                 function: self.function(m.function.as_ref(), api, ctx)?,
                 frame_info: match &m.frame_info {
                     None => FrameInfoArg::None,
-                    Some(f) => self.choice(f, "frame_info", &[("none", FrameInfoArg::None), ("frame", FrameInfoArg::CurrentFrame), ("mismatched", FrameInfoArg::Mismatched)])?,
+                    Some(f) => self.choice(
+                        f,
+                        "frame_info",
+                        &[
+                            ("none", FrameInfoArg::None),
+                            ("frame", FrameInfoArg::CurrentFrame),
+                            ("mismatched", FrameInfoArg::Mismatched),
+                        ],
+                    )?,
                 },
             },
             "GetCurrentThreadID" => ApiCall::GetCurrentThreadId,
             "SetEventMask" => ApiCall::SetEventMask {
-                mask: self.bits(m.mask.as_ref().ok_or_else(|| self.err(api.span(), "mask", "SetEventMask needs `mask`"))?, "mask", event::from_name)?,
+                mask: self.bits(
+                    m.mask
+                        .as_ref()
+                        .ok_or_else(|| self.err(api.span(), "mask", "SetEventMask needs `mask`"))?,
+                    "mask",
+                    event::from_name,
+                )?,
             },
             "GetEventMask" => ApiCall::GetEventMask,
             "InitializeCurrentThread" => ApiCall::InitializeCurrentThread,
@@ -714,13 +942,25 @@ impl Builder<'_> {
                 name if ctx.threads.iter().any(|t| t.name == name) => {
                     let t = ctx.threads.iter().find(|t| t.name == name).unwrap();
                     if !t.is_managed() {
-                        return Err(self.err(v.span(), "target", format!("`{name}` is a native thread: it has no ThreadID")));
+                        return Err(self.err(
+                            v.span(),
+                            "target",
+                            format!("`{name}` is a native thread: it has no ThreadID"),
+                        ));
                     }
                     Ok(Target::Thread(name.to_string()))
                 }
-                other => Err(self.err(v.span(), "target", format!("`{other}` is not 0, `self`, `bogus`, a number or a thread name"))),
+                other => Err(self.err(
+                    v.span(),
+                    "target",
+                    format!("`{other}` is not 0, `self`, `bogus`, a number or a thread name"),
+                )),
             },
-            _ => Err(self.err(v.span(), "target", "expected 0, `self`, `bogus`, a number or a thread name")),
+            _ => Err(self.err(
+                v.span(),
+                "target",
+                "expected 0, `self`, `bogus`, a number or a thread name",
+            )),
         }
     }
 
@@ -729,18 +969,46 @@ impl Builder<'_> {
         let span = v.span();
         match v.get_ref() {
             Value::String(s) if s == "none" => Ok(Seed::None),
-            Value::String(s) if s == "zero" => Ok(Seed::Context { base: None, overrides: Vec::new() }),
+            Value::String(s) if s == "zero" => Ok(Seed::Context {
+                base: None,
+                overrides: Vec::new(),
+            }),
             Value::Table(table) => {
                 let mut base_thread = None;
                 let mut frame = None;
                 let mut overrides = Vec::new();
                 for (key, value) in table {
                     match key.as_str() {
-                        "thread" => base_thread = Some(value.as_str().ok_or_else(|| self.err(span.clone(), "seed.thread", "expected a thread name"))?.to_string()),
-                        "frame" => frame = Some(value.as_integer().filter(|n| *n >= 0).ok_or_else(|| self.err(span.clone(), "seed.frame", "expected a call index (0 = the leaf declared call)"))? as usize),
+                        "thread" => {
+                            base_thread = Some(
+                                value
+                                    .as_str()
+                                    .ok_or_else(|| {
+                                        self.err(span.clone(), "seed.thread", "expected a thread name")
+                                    })?
+                                    .to_string(),
+                            )
+                        }
+                        "frame" => {
+                            frame = Some(value.as_integer().filter(|n| *n >= 0).ok_or_else(|| {
+                                self.err(
+                                    span.clone(),
+                                    "seed.frame",
+                                    "expected a call index (0 = the leaf declared call)",
+                                )
+                            })? as usize)
+                        }
                         reg => {
-                            let register = if reg == "rip" { None } else {
-                                Some(Register::from_name(reg).ok_or_else(|| self.err(span.clone(), &format!("seed.{reg}"), "not `thread`, `frame` or a register name (rip, rsp, rbp, rax, …)"))?)
+                            let register = if reg == "rip" {
+                                None
+                            } else {
+                                Some(Register::from_name(reg).ok_or_else(|| {
+                                    self.err(
+                                        span.clone(),
+                                        &format!("seed.{reg}"),
+                                        "not `thread`, `frame` or a register name (rip, rsp, rbp, rax, …)",
+                                    )
+                                })?)
                             };
                             overrides.push((register, self.seed_value(value, span.clone(), reg, ctx)?));
                         }
@@ -749,9 +1017,18 @@ impl Builder<'_> {
                 let base = match (base_thread, frame) {
                     (None, None) => None,
                     (Some(t), Some(k)) => {
-                        let i = ctx.threads.iter().position(|x| x.name == t).ok_or_else(|| self.err(span.clone(), "seed.thread", format!("no thread named `{t}`")))?;
+                        let i = ctx.threads.iter().position(|x| x.name == t).ok_or_else(|| {
+                            self.err(span.clone(), "seed.thread", format!("no thread named `{t}`"))
+                        })?;
                         if k >= ctx.declared_calls[i] {
-                            return Err(self.err(span, "seed.frame", format!("thread `{t}` declares {} calls; frame {k} does not exist", ctx.declared_calls[i])));
+                            return Err(self.err(
+                                span,
+                                "seed.frame",
+                                format!(
+                                    "thread `{t}` declares {} calls; frame {k} does not exist",
+                                    ctx.declared_calls[i]
+                                ),
+                            ));
                         }
                         Some((t, k))
                     }
@@ -759,7 +1036,11 @@ impl Builder<'_> {
                 };
                 Ok(Seed::Context { base, overrides })
             }
-            _ => Err(self.err(span, "seed", "expected \"none\", \"zero\" or a table { thread, frame, <register> = value }")),
+            _ => Err(self.err(
+                span,
+                "seed",
+                "expected \"none\", \"zero\" or a table { thread, frame, <register> = value }",
+            )),
         }
     }
 
@@ -767,11 +1048,24 @@ impl Builder<'_> {
         match v {
             Value::Integer(n) => Ok(SeedValue::Raw(*n as u64)),
             Value::Table(t) => {
-                let name = t.get("fn").and_then(Value::as_str).ok_or_else(|| self.err(span.clone(), &format!("seed.{reg}"), "expected { fn = \"name\", offset = n }"))?;
+                let name = t.get("fn").and_then(Value::as_str).ok_or_else(|| {
+                    self.err(
+                        span.clone(),
+                        &format!("seed.{reg}"),
+                        "expected { fn = \"name\", offset = n }",
+                    )
+                })?;
                 self.known_function(name, span.clone(), &format!("seed.{reg}"), ctx)?;
-                Ok(SeedValue::Function(name.to_string(), t.get("offset").and_then(Value::as_integer).unwrap_or(0) as u64))
+                Ok(SeedValue::Function(
+                    name.to_string(),
+                    t.get("offset").and_then(Value::as_integer).unwrap_or(0) as u64,
+                ))
             }
-            _ => Err(self.err(span, &format!("seed.{reg}"), "expected a number or { fn = \"name\", offset = n }")),
+            _ => Err(self.err(
+                span,
+                &format!("seed.{reg}"),
+                "expected a number or { fn = \"name\", offset = n }",
+            )),
         }
     }
 
@@ -783,7 +1077,9 @@ impl Builder<'_> {
     }
 
     fn callback(&self, v: Option<&Spanned<Value>>) -> Res<CallbackBehavior> {
-        let Some(v) = v else { return Ok(CallbackBehavior::Ok) };
+        let Some(v) = v else {
+            return Ok(CallbackBehavior::Ok);
+        };
         let span = v.span();
         match v.get_ref() {
             Value::String(s) if s == "ok" => Ok(CallbackBehavior::Ok),
@@ -794,12 +1090,35 @@ impl Builder<'_> {
                         return Err(self.err(span, &format!("callback.{key}"), "expected `return` and `at`"));
                     }
                 }
-                let text = t.get("return").and_then(Value::as_str).ok_or_else(|| self.err(span.clone(), "callback.return", "expected an HRESULT such as \"S_FALSE\" or \"0x80004005\""))?;
-                let value = HResult::parse(text).ok_or_else(|| self.err(span.clone(), "callback.return", format!("`{text}` is not an HRESULT")))?;
-                let at = t.get("at").map_or(Some(0), Value::as_integer).filter(|n| *n >= 0).ok_or_else(|| self.err(span, "callback.at", "expected a callback index (0-based)"))?;
-                Ok(CallbackBehavior::Return { at: at as usize, value })
+                let text = t.get("return").and_then(Value::as_str).ok_or_else(|| {
+                    self.err(
+                        span.clone(),
+                        "callback.return",
+                        "expected an HRESULT such as \"S_FALSE\" or \"0x80004005\"",
+                    )
+                })?;
+                let value = HResult::parse(text).ok_or_else(|| {
+                    self.err(
+                        span.clone(),
+                        "callback.return",
+                        format!("`{text}` is not an HRESULT"),
+                    )
+                })?;
+                let at = t
+                    .get("at")
+                    .map_or(Some(0), Value::as_integer)
+                    .filter(|n| *n >= 0)
+                    .ok_or_else(|| self.err(span, "callback.at", "expected a callback index (0-based)"))?;
+                Ok(CallbackBehavior::Return {
+                    at: at as usize,
+                    value,
+                })
             }
-            _ => Err(self.err(span, "callback", "expected \"ok\", \"null\" or { return = \"S_FALSE\", at = n }")),
+            _ => Err(self.err(
+                span,
+                "callback",
+                "expected \"ok\", \"null\" or { return = \"S_FALSE\", at = n }",
+            )),
         }
     }
 
@@ -808,16 +1127,32 @@ impl Builder<'_> {
             Value::Integer(n) => Ok(IpRef::Raw(*n as u64)),
             Value::String(s) if s == "frame" => Ok(IpRef::CurrentFrame),
             Value::Table(t) => {
-                let name = t.get("fn").and_then(Value::as_str).ok_or_else(|| self.err(v.span(), "ip", "expected { fn = \"name\", offset = n }"))?;
+                let name = t
+                    .get("fn")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| self.err(v.span(), "ip", "expected { fn = \"name\", offset = n }"))?;
                 self.known_function(name, v.span(), "ip", ctx)?;
-                Ok(IpRef::Function(name.into(), t.get("offset").and_then(Value::as_integer).unwrap_or(0) as u64))
+                Ok(IpRef::Function(
+                    name.into(),
+                    t.get("offset").and_then(Value::as_integer).unwrap_or(0) as u64,
+                ))
             }
-            _ => Err(self.err(v.span(), "ip", "expected a number, \"frame\" or { fn = \"name\", offset = n }")),
+            _ => Err(self.err(
+                v.span(),
+                "ip",
+                "expected a number, \"frame\" or { fn = \"name\", offset = n }",
+            )),
         }
     }
 
     fn function(&self, v: Option<&Spanned<Value>>, api: &Spanned<String>, ctx: &CallCtx) -> Res<FunctionRef> {
-        let v = v.ok_or_else(|| self.err(api.span(), "function", format!("{} needs `function`", api.get_ref())))?;
+        let v = v.ok_or_else(|| {
+            self.err(
+                api.span(),
+                "function",
+                format!("{} needs `function`", api.get_ref()),
+            )
+        })?;
         match v.get_ref() {
             Value::Integer(n) => Ok(FunctionRef::Raw(*n as u64)),
             Value::String(s) if s == "frame" => Ok(FunctionRef::CurrentFrame),
@@ -825,7 +1160,11 @@ impl Builder<'_> {
                 self.known_function(s, v.span(), "function", ctx)?;
                 Ok(FunctionRef::Name(s.clone()))
             }
-            _ => Err(self.err(v.span(), "function", "expected a function name, a number or \"frame\"")),
+            _ => Err(self.err(
+                v.span(),
+                "function",
+                "expected a function name, a number or \"frame\"",
+            )),
         }
     }
 }

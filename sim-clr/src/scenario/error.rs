@@ -18,7 +18,11 @@ pub struct ScenarioError {
 
 impl fmt::Display for ScenarioError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}: field `{}`: {}", self.file, self.line, self.field, self.message)
+        write!(
+            f,
+            "{}:{}: field `{}`: {}",
+            self.file, self.line, self.field, self.message
+        )
     }
 }
 
@@ -65,12 +69,17 @@ impl Source<'_> {
 
     /// Converts a TOML syntax or shape error, recovering the field name from serde's message
     /// or from the text at the error's position.
-    pub fn from_toml(&self, err: &toml::de::Error) -> ScenarioError {
+    pub fn toml_error(&self, err: &toml::de::Error) -> ScenarioError {
         let message = err.message().trim().to_string();
         let span = err.span().unwrap_or(0..0);
         let quoted = ["unknown field `", "missing field `", "duplicate key `"]
             .iter()
-            .find_map(|p| message.split_once(p).and_then(|(_, rest)| rest.split_once('`')).map(|(f, _)| f.to_string()));
+            .find_map(|p| {
+                message
+                    .split_once(p)
+                    .and_then(|(_, rest)| rest.split_once('`'))
+                    .map(|(f, _)| f.to_string())
+            });
         let field = quoted.unwrap_or_else(|| self.key_at(span.start));
         self.error(span, &field, message)
     }

@@ -1,7 +1,10 @@
 //! Runs a scenario: a fresh runtime, each call performed through [`corprof::ProfilerInfo`] on
 //! its simulated thread, and a [`Report`] of what happened.
 
-use super::build::{Action, ApiCall, Call, CallbackBehavior, FrameInfoArg, FunctionRef, IpRef, Scenario, Seed, SeedValue, Target};
+use super::build::{
+    Action, ApiCall, Call, CallbackBehavior, FrameInfoArg, FunctionRef, IpRef, Scenario, Seed, SeedValue,
+    Target,
+};
 use super::report::{CallReport, EventReport, Expectations, FaultReport, FrameReport, Report, TruthEntry};
 use crate::runtime::{CallContext, CallbackKind, Runtime};
 use crate::thread::StackEntry;
@@ -30,7 +33,12 @@ impl Scenario {
             let faults: Vec<FaultReport> = runtime
                 .take_faults()
                 .into_iter()
-                .map(|f| FaultReport { kind: f.kind.as_str().into(), message: f.message, fatal: f.fatal, call: i + 1 })
+                .map(|f| FaultReport {
+                    kind: f.kind.as_str().into(),
+                    message: f.message,
+                    fatal: f.fatal,
+                    call: i + 1,
+                })
                 .collect();
             if let Some(fatal) = faults.iter().find(|f| f.fatal) {
                 // The real call never returns: the process is dead or hung.
@@ -42,7 +50,12 @@ impl Scenario {
             if let Some(kind) = call.expect_fault {
                 report.expectations.checked += 1;
                 if !faults.iter().any(|f| f.kind == kind.as_str()) {
-                    report.expectations.failed.push(format!("call #{} (line {}): expected a {} fault", i + 1, call.line, kind.as_str()));
+                    report.expectations.failed.push(format!(
+                        "call #{} (line {}): expected a {} fault",
+                        i + 1,
+                        call.line,
+                        kind.as_str()
+                    ));
                 }
             }
             report.faults.extend(faults);
@@ -66,14 +79,20 @@ impl Scenario {
         }
         match &call.action {
             Action::Api(api) => {
-                let done = runtime.on_thread(&call.caller, call.context, |rt| self.perform(rt, api, None, &mut record));
+                let done = runtime.on_thread(&call.caller, call.context, |rt| {
+                    self.perform(rt, api, None, &mut record)
+                });
                 debug_assert!(done.is_some(), "callers are validated");
             }
             Action::ThreadExit => {
                 let cb = CallContext::Callback(CallbackKind::ThreadDestroyed);
                 runtime.on_thread(&call.caller, cb, |_| ());
                 if runtime.event_mask() & CallbackKind::ThreadDestroyed.required_mask() != 0 {
-                    record.events.push(EventReport { kind: "ThreadDestroyed".into(), on: call.caller.clone(), detail: None });
+                    record.events.push(EventReport {
+                        kind: "ThreadDestroyed".into(),
+                        on: call.caller.clone(),
+                        detail: None,
+                    });
                 }
             }
             Action::ThreadDelete => {
@@ -83,15 +102,34 @@ impl Scenario {
                 runtime.collect_garbage(&call.caller);
             }
         }
-        record.events.extend(runtime.take_events().into_iter().map(|e| EventReport { kind: e.kind, on: e.on, detail: e.detail }));
+        record
+            .events
+            .extend(runtime.take_events().into_iter().map(|e| EventReport {
+                kind: e.kind,
+                on: e.on,
+                detail: e.detail,
+            }));
         record
     }
 
     /// Performs one API call on the current thread; `frame` is the snapshot frame being
     /// reported when the call is nested in a callback.
-    fn perform(&self, rt: &Runtime, api: &ApiCall, frame: Option<&SnapshotFrame<'_>>, record: &mut CallReport) {
+    fn perform(
+        &self,
+        rt: &Runtime,
+        api: &ApiCall,
+        frame: Option<&SnapshotFrame<'_>>,
+        record: &mut CallReport,
+    ) {
         let hr = match api {
-            ApiCall::DoStackSnapshot { target, flags, seed, context_size, callback, nested } => {
+            ApiCall::DoStackSnapshot {
+                target,
+                flags,
+                seed,
+                context_size,
+                callback,
+                nested,
+            } => {
                 let caller = record.caller.clone();
                 let (id, truth_thread) = match target {
                     Target::Zero => (ThreadId::NULL, rt.thread(&caller).filter(|t| t.is_managed())),
@@ -115,11 +153,26 @@ impl Scenario {
                                 StackEntry::Call { function, .. } => {
                                     let f = code.function(function);
                                     let ip = t.call_at_entry(entry).map_or(0, |i| t.layout.calls[i].rip);
-                                    TruthEntry { kind: "call".into(), name: f.name.clone(), code: Some(f.kind.as_str().into()), address: format!("0x{ip:x}") }
+                                    TruthEntry {
+                                        kind: "call".into(),
+                                        name: f.name.clone(),
+                                        code: Some(f.kind.as_str().into()),
+                                        address: format!("0x{ip:x}"),
+                                    }
                                 }
                                 StackEntry::Frame(kind) => {
-                                    let at = t.layout.frames.iter().find(|f| f.entry == entry).map_or(0, |f| f.address);
-                                    TruthEntry { kind: "frame".into(), name: kind.as_str().into(), code: None, address: format!("0x{at:x}") }
+                                    let at = t
+                                        .layout
+                                        .frames
+                                        .iter()
+                                        .find(|f| f.entry == entry)
+                                        .map_or(0, |f| f.address);
+                                    TruthEntry {
+                                        kind: "frame".into(),
+                                        name: kind.as_str().into(),
+                                        code: None,
+                                        address: format!("0x{at:x}"),
+                                    }
                                 }
                             })
                             .collect()
@@ -153,7 +206,11 @@ impl Scenario {
                     hr
                 };
                 let callback_arg: Option<&mut corprof::StackSnapshotCallback<'_>> =
-                    if *callback == CallbackBehavior::Null { None } else { Some(&mut cb) };
+                    if *callback == CallbackBehavior::Null {
+                        None
+                    } else {
+                        Some(&mut cb)
+                    };
                 let hr = rt.do_stack_snapshot(id, callback_arg, *flags, seed.as_ref(), *context_size);
                 record.frames = Some(frames);
                 record.nested = nested_records;
@@ -170,20 +227,38 @@ impl Scenario {
                     2 => rt.get_function_from_ip2(ip).map(|(f, r)| (f, Some(r))),
                     _ => rt.get_function_from_ip3(ip).map(|(f, r)| (f, Some(r))),
                 };
-                settle(record, result.map(|(f, rejit)| {
-                    let rejit = rejit.map(|r| format!(", ReJITID {}", r.0)).unwrap_or_default();
-                    format!("FunctionID 0x{:x} ({}){rejit} for ip 0x{ip:x}", f.0, function_name(rt, f))
-                }))
+                settle(
+                    record,
+                    result.map(|(f, rejit)| {
+                        let rejit = rejit.map(|r| format!(", ReJITID {}", r.0)).unwrap_or_default();
+                        format!(
+                            "FunctionID 0x{:x} ({}){rejit} for ip 0x{ip:x}",
+                            f.0,
+                            function_name(rt, f)
+                        )
+                    }),
+                )
             }
-            ApiCall::GetCodeInfo2 { function, requested, null_buffer } => {
+            ApiCall::GetCodeInfo2 {
+                function,
+                requested,
+                null_buffer,
+            } => {
                 let id = resolve_function(rt, function, frame);
                 let mut buffer = vec![CodeInfo::default(); *requested as usize];
                 let out = if *null_buffer { None } else { Some(&mut buffer[..]) };
                 let result = rt.get_code_info2(id, *requested, out);
-                settle(record, result.map(|total| {
-                    let shown: Vec<String> = buffer.iter().take(total as usize).map(|c| format!("0x{:x}+0x{:x}", c.start_address, c.size)).collect();
-                    format!("{total} region(s): [{}]", shown.join(", "))
-                }))
+                settle(
+                    record,
+                    result.map(|total| {
+                        let shown: Vec<String> = buffer
+                            .iter()
+                            .take(total as usize)
+                            .map(|c| format!("0x{:x}+0x{:x}", c.start_address, c.size))
+                            .collect();
+                        format!("{total} region(s): [{}]", shown.join(", "))
+                    }),
+                )
             }
             ApiCall::GetFunctionInfo { function } => {
                 let id = resolve_function(rt, function, frame);
@@ -199,18 +274,23 @@ impl Scenario {
                 };
                 settle(record, rt.get_function_info2(id, info).map(|i| describe_info(&i)))
             }
-            ApiCall::GetCurrentThreadId => {
-                settle(record, rt.get_current_thread_id().map(|t| format!("ThreadID 0x{:x} ({})", t.0, thread_name(rt, t))))
-            }
+            ApiCall::GetCurrentThreadId => settle(
+                record,
+                rt.get_current_thread_id()
+                    .map(|t| format!("ThreadID 0x{:x} ({})", t.0, thread_name(rt, t))),
+            ),
             ApiCall::SetEventMask { mask } => rt.set_event_mask(*mask),
             ApiCall::GetEventMask => settle(record, rt.get_event_mask().map(|m| format!("0x{m:08x}"))),
             ApiCall::InitializeCurrentThread => rt.initialize_current_thread(),
             ApiCall::SuspendRuntime => rt.suspend_runtime(),
             ApiCall::ResumeRuntime => rt.resume_runtime(),
-            ApiCall::EnumThreads => settle(record, rt.enum_threads().map(|ids| {
-                let names: Vec<String> = ids.iter().map(|t| thread_name(rt, *t)).collect();
-                format!("[{}]", names.join(", "))
-            })),
+            ApiCall::EnumThreads => settle(
+                record,
+                rt.enum_threads().map(|ids| {
+                    let names: Vec<String> = ids.iter().map(|t| thread_name(rt, *t)).collect();
+                    format!("[{}]", names.join(", "))
+                }),
+            ),
         };
         record.hresult = Some(format!("0x{:08X}", hr.0));
         record.hresult_name = hr.name().map(str::to_string);
@@ -219,7 +299,9 @@ impl Scenario {
     /// Builds the seed CONTEXT: from a declared call of a thread (as laid out now), or zeroed,
     /// then with the scenario's register overrides.
     fn seed_context(&self, rt: &Runtime, seed: &Seed) -> Option<Context> {
-        let Seed::Context { base, overrides } = seed else { return None };
+        let Seed::Context { base, overrides } = seed else {
+            return None;
+        };
         let mut context = match base {
             None => Context::zeroed(),
             Some((name, k)) => {
@@ -308,8 +390,13 @@ fn settle(record: &mut CallReport, result: Result<String, HResult>) -> HResult {
 
 /// Checks a call's `expect` and `expect_frames`, and those of its nested call.
 fn check(expectations: &mut Expectations, call: &Call, record: &CallReport) {
-    if let (Action::Api(ApiCall::DoStackSnapshot { nested: Some((_, inner)), .. }), Some(inner_record)) =
-        (&call.action, record.nested.first())
+    if let (
+        Action::Api(ApiCall::DoStackSnapshot {
+            nested: Some((_, inner)),
+            ..
+        }),
+        Some(inner_record),
+    ) = (&call.action, record.nested.first())
     {
         check(expectations, inner, inner_record);
     }
@@ -317,14 +404,20 @@ fn check(expectations: &mut Expectations, call: &Call, record: &CallReport) {
         expectations.checked += 1;
         let got = record.hresult.clone().unwrap_or_else(|| "nothing".into());
         if record.hresult.as_deref() != Some(&format!("0x{:08X}", expected.0)) {
-            expectations.failed.push(format!("call #{} (line {}): expected {expected}, got {got}", record.index, call.line));
+            expectations.failed.push(format!(
+                "call #{} (line {}): expected {expected}, got {got}",
+                record.index, call.line
+            ));
         }
     }
     if let Some(expected) = call.expect_frames {
         expectations.checked += 1;
         let got = record.frames.as_ref().map_or(0, Vec::len);
         if got != expected {
-            expectations.failed.push(format!("call #{} (line {}): expected {expected} frames, got {got}", record.index, call.line));
+            expectations.failed.push(format!(
+                "call #{} (line {}): expected {expected} frames, got {got}",
+                record.index, call.line
+            ));
         }
     }
 }
@@ -335,20 +428,34 @@ fn address_of(rt: &Runtime, name: &str) -> u64 {
 
 fn resolve_function(rt: &Runtime, function: &FunctionRef, frame: Option<&SnapshotFrame<'_>>) -> FunctionId {
     match function {
-        FunctionRef::Name(name) => rt.with_code(|code| code.by_name(name).map_or(FunctionId::NULL, |i| code.function(i).function_id)),
+        FunctionRef::Name(name) => rt.with_code(|code| {
+            code.by_name(name)
+                .map_or(FunctionId::NULL, |i| code.function(i).function_id)
+        }),
         FunctionRef::Raw(v) => FunctionId(*v),
         FunctionRef::CurrentFrame => frame.map_or(FunctionId::NULL, |f| f.func_id),
     }
 }
 
 fn function_name(rt: &Runtime, id: FunctionId) -> String {
-    rt.with_code(|code| code.by_function_id(id).map_or_else(|| format!("<unknown 0x{:x}>", id.0), |i| code.function(i).name.clone()))
+    rt.with_code(|code| {
+        code.by_function_id(id).map_or_else(
+            || format!("<unknown 0x{:x}>", id.0),
+            |i| code.function(i).name.clone(),
+        )
+    })
 }
 
 fn thread_name(rt: &Runtime, id: ThreadId) -> String {
-    rt.threads().into_iter().find(|t| t.id == id && t.is_managed()).map_or_else(|| id.to_string(), |t| t.name)
+    rt.threads()
+        .into_iter()
+        .find(|t| t.id == id && t.is_managed())
+        .map_or_else(|| id.to_string(), |t| t.name)
 }
 
 fn describe_info(info: &corprof::FunctionInfo) -> String {
-    format!("class 0x{:x}, module 0x{:x}, token 0x{:08x}", info.class_id.0, info.module_id.0, info.token)
+    format!(
+        "class 0x{:x}, module 0x{:x}, token 0x{:08x}",
+        info.class_id.0, info.module_id.0, info.token
+    )
 }

@@ -13,6 +13,4 @@ mod report;
 
 pub use build::{Action, ApiCall, Call, CallbackBehavior, FunctionRef, IpRef, Scenario, Seed, Target};
 pub use error::ScenarioError;
-pub use report::{
-    CallReport, EventReport, Expectations, FaultReport, FrameReport, Report, TruthEntry,
-};
+pub use report::{CallReport, EventReport, Expectations, FaultReport, FrameReport, Report, TruthEntry};

@@ -146,7 +146,12 @@ impl Report {
             }
         }
         let e = &self.expectations;
-        let _ = writeln!(out, "expectations: {} checked, {} failed", e.checked, e.failed.len());
+        let _ = writeln!(
+            out,
+            "expectations: {} checked, {} failed",
+            e.checked,
+            e.failed.len()
+        );
         for f in &e.failed {
             let _ = writeln!(out, "  MISMATCH {f}");
         }
@@ -155,9 +160,18 @@ impl Report {
 
     /// The one-line summary used when running the whole catalog.
     pub fn summary(&self) -> String {
-        let frames: usize = self.calls.iter().filter_map(|c| c.frames.as_ref()).map(Vec::len).sum();
+        let frames: usize = self
+            .calls
+            .iter()
+            .filter_map(|c| c.frames.as_ref())
+            .map(Vec::len)
+            .sum();
         let fatal = self.faults.iter().filter(|f| f.fatal).count();
-        let status = if self.expectations.failed.is_empty() { "ok  " } else { "FAIL" };
+        let status = if self.expectations.failed.is_empty() {
+            "ok  "
+        } else {
+            "FAIL"
+        };
         format!(
             "{status} {:<40} {:<7} calls={:<3} frames={:<4} faults={} (fatal {}) expectations={}/{}",
             self.scenario,
@@ -174,13 +188,21 @@ impl Report {
 
 fn render_call(out: &mut String, c: &CallReport, depth: usize) {
     let pad = "  ".repeat(depth);
-    let target = c.target.as_ref().map(|t| format!(" target={t}")).unwrap_or_default();
+    let target = c
+        .target
+        .as_ref()
+        .map(|t| format!(" target={t}"))
+        .unwrap_or_default();
     let hr = match (&c.hresult, &c.hresult_name) {
         (Some(h), Some(n)) => format!("{h} {n}"),
         (Some(h), None) => h.clone(),
         _ => "-".into(),
     };
-    let _ = writeln!(out, "{pad}#{} line {}: {} [{}] {}{target} -> {hr}", c.index, c.line, c.caller, c.from, c.api);
+    let _ = writeln!(
+        out,
+        "{pad}#{} line {}: {} [{}] {}{target} -> {hr}",
+        c.index, c.line, c.caller, c.from, c.api
+    );
     if let Some(n) = &c.note {
         let _ = writeln!(out, "{pad}  note: {n}");
     }
@@ -197,7 +219,10 @@ fn render_call(out: &mut String, c: &CallReport, depth: usize) {
     if let Some(frames) = &c.frames {
         let _ = writeln!(out, "{pad}  reported ({}):", frames.len());
         for f in frames {
-            let name = f.function.clone().unwrap_or_else(|| "<funcId 0: native run>".into());
+            let name = f
+                .function
+                .clone()
+                .unwrap_or_else(|| "<funcId 0: native run>".into());
             let _ = writeln!(out, "{pad}    {name:<44} ip={} ctx={}", f.ip, f.context_size);
         }
     }
