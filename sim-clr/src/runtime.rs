@@ -9,10 +9,10 @@ use crate::code::{CodeMap, FunctionIndex};
 use crate::memory::AddressSpace;
 use crate::thread::{FrameKind, Lifecycle, Mode, StackEntry, Thread, ThreadKind};
 use crate::trace::{Event, Fault, FaultKind};
-use corprof::flags::{event, SuspendReason};
+use corprof::flags::{event, GcReason, SuspendReason};
 use corprof::{
-    CodeInfo, Context, FrameInfo, FunctionId, FunctionInfo, HResult, ProfilerCallback, ProfilerInfo, ReJitId,
-    StackSnapshotCallback, ThreadId,
+    ClassId, CodeInfo, Context, FrameInfo, FunctionId, FunctionInfo, HResult, ObjectId, ProfilerCallback,
+    ProfilerInfo, ReJitId, StackSnapshotCallback, ThreadId,
 };
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -136,6 +136,9 @@ pub enum CallContext {
     /// Inside a profiler callback.
     Callback(CallbackKind),
 }
+
+/// The address of the object `raise` reports as allocated or thrown.
+const OBJECT_BASE: u64 = 0x7f40_0000_1000;
 
 /// Names of the runtime-owned functions every code map contains.
 pub mod builtin {
@@ -550,6 +553,67 @@ impl Runtime {
         }
         self.flush();
         Some(result)
+    }
+
+    /// Raises `callback` on thread `thread` into the attached profiler, as the runtime would:
+    /// only if the event mask enables it, on that thread, in the callback's context (frames,
+    /// GC mode, callback state — see [`Runtime::on_thread`]). Returns the profiler's HRESULT,
+    /// or `None` if the callback is not raised (not enabled, no profiler, no such thread, an
+    /// enter hook — hooks are not `ICorProfilerCallback` methods). After `ThreadDestroyed`
+    /// the thread is dead.
+    pub fn raise(&self, thread: &str, callback: CallbackKind) -> Option<HResult> {
+        let (id, enabled) = {
+            let st = self.lock();
+            let t = st.threads.iter().find(|t| t.name == thread && t.is_managed())?;
+            (t.id, st.monitors(callback.required_mask()))
+        };
+        let profiler = self.profiler.lock().unwrap_or_else(|e| e.into_inner()).clone()?;
+        if !enabled || callback == CallbackKind::FunctionEnter {
+            return None;
+        }
+        self.lock().events.push(Event {
+            kind: callback.as_str().into(),
+            on: thread.into(),
+            detail: None,
+        });
+        self.on_thread(thread, CallContext::Callback(callback), |_| match callback {
+            CallbackKind::ObjectAllocated => profiler.object_allocated(ObjectId(OBJECT_BASE), ClassId::NULL),
+            CallbackKind::GarbageCollectionStarted => {
+                profiler.garbage_collection_started(&[true, false, false], GcReason::Induced)
+            }
+            CallbackKind::ExceptionThrown => profiler.exception_thrown(ObjectId(OBJECT_BASE)),
+            CallbackKind::ThreadDestroyed => profiler.thread_destroyed(id),
+            CallbackKind::FunctionEnter => HResult::S_OK,
+        })
+    }
+
+    /// Raises `ThreadCreated` and `ThreadAssignedToOSThread` for every live managed thread, on
+    /// that thread, as the runtime does when threads start (needs `COR_PRF_MONITOR_THREADS`).
+    pub fn announce_threads(&self) {
+        let profiler = self.profiler.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let threads: Vec<(String, ThreadId, u32)> = {
+            let st = self.lock();
+            if !st.monitors(event::MONITOR_THREADS) {
+                return;
+            }
+            st.threads
+                .iter()
+                .filter(|t| t.is_managed() && t.lifecycle == Lifecycle::Alive)
+                .map(|t| (t.name.clone(), t.id, t.os_id))
+                .collect()
+        };
+        let Some(profiler) = profiler else { return };
+        for (name, id, os_id) in threads {
+            self.on_thread(&name, CallContext::Thread, |rt| {
+                rt.lock().events.push(Event {
+                    kind: "ThreadCreated".into(),
+                    on: name.clone(),
+                    detail: None,
+                });
+                profiler.thread_created(id);
+                profiler.thread_assigned_to_os_thread(id, os_id);
+            });
+        }
     }
 
     /// Frees thread `thread`'s `Thread` object and unmaps its stack: later uses are

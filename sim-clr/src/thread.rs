@@ -260,15 +260,10 @@ impl Thread {
     pub fn new(name: &str, kind: ThreadKind, index: usize) -> Thread {
         let stack_base = STACK_TOP - STACK_STRIDE * index as u64;
         let mut nonvolatile = [0u64; 16];
-        for r in [
-            Register::Rbx,
-            Register::Rsi,
-            Register::Rdi,
-            Register::R12,
-            Register::R13,
-            Register::R14,
-            Register::R15,
-        ] {
+        for r in Register::CALLBACK_VALID
+            .into_iter()
+            .filter(|r| !matches!(r, Register::Rsp | Register::Rbp))
+        {
             nonvolatile[r as usize] = 0x5100_0000_0000_0000 | (index as u64) << 32 | r as u64;
         }
         Thread {

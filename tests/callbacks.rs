@@ -1,0 +1,146 @@
+//! The runtime→profiler direction: a profiler attached with `Runtime::set_profiler` receives
+//! the runtime's callbacks on the right thread, in the right state, and can walk from them.
+
+use corprof::flags::GcReason;
+use corprof::{ClassId, HResult, ObjectId, ProfilerCallback, ProfilerInfo, ThreadId};
+use sim_clr::scenario::Scenario;
+use sim_clr::{CallbackKind, Runtime};
+use std::sync::{Arc, Mutex, Weak};
+use walker::{snapshot, Frame, StackBuffer, WalkOutcome};
+
+/// A profiler that walks its own thread in `ObjectAllocated` and logs every callback.
+struct Recorder {
+    runtime: Weak<Runtime>,
+    log: Mutex<Vec<String>>,
+    walks: Mutex<Vec<(Result<WalkOutcome, HResult>, Vec<Frame>)>>,
+}
+
+impl Recorder {
+    fn note(&self, what: String) -> HResult {
+        self.log.lock().unwrap().push(what);
+        HResult::S_OK
+    }
+}
+
+impl ProfilerCallback for Recorder {
+    fn thread_created(&self, thread: ThreadId) -> HResult {
+        let rt = self.runtime.upgrade().unwrap();
+        let me = rt.get_current_thread_id();
+        self.note(format!("ThreadCreated {thread} (current {me:?})"))
+    }
+
+    fn thread_assigned_to_os_thread(&self, thread: ThreadId, os_thread: u32) -> HResult {
+        self.note(format!("ThreadAssignedToOSThread {thread} {os_thread}"))
+    }
+
+    fn object_allocated(&self, _object: ObjectId, _class: ClassId) -> HResult {
+        let rt = self.runtime.upgrade().unwrap();
+        let mut buffer = StackBuffer::with_capacity(32);
+        let outcome = snapshot(&*rt, ThreadId::NULL, None, false, &mut buffer);
+        self.walks
+            .lock()
+            .unwrap()
+            .push((outcome, buffer.frames().to_vec()));
+        self.note("ObjectAllocated".into())
+    }
+
+    fn garbage_collection_started(&self, generations: &[bool], reason: GcReason) -> HResult {
+        self.note(format!("GarbageCollectionStarted {generations:?} {reason:?}"))
+    }
+
+    fn thread_destroyed(&self, thread: ThreadId) -> HResult {
+        self.note(format!("ThreadDestroyed {thread}"))
+    }
+}
+
+const SCENARIO: &str = r#"
+platform = "unix"
+[runtime]
+event_mask = ["ENABLE_STACK_SNAPSHOT", "ENABLE_OBJECT_ALLOCATED", "MONITOR_OBJECT_ALLOCATED", "MONITOR_THREADS"]
+[[code]]
+name = "App::Alloc"
+kind = "jit"
+[[code]]
+name = "App::Main"
+kind = "jit"
+[[code]]
+name = "host!main"
+kind = "native"
+[[threads]]
+name = "main"
+frames = [{ fn = "App::Alloc", repeat = 2 }, { fn = "App::Main" }, { fn = "host!main" }]
+"#;
+
+fn setup() -> (Arc<Runtime>, Arc<Recorder>) {
+    let runtime = Arc::new(Scenario::parse("callbacks.toml", SCENARIO).unwrap().runtime());
+    let recorder = Arc::new(Recorder {
+        runtime: Arc::downgrade(&runtime),
+        log: Mutex::new(Vec::new()),
+        walks: Mutex::new(Vec::new()),
+    });
+    runtime.set_profiler(recorder.clone());
+    (runtime, recorder)
+}
+
+#[test]
+fn object_allocated_is_raised_on_its_thread_and_the_profiler_can_walk_from_it() {
+    let (runtime, recorder) = setup();
+    assert_eq!(
+        runtime.raise("main", CallbackKind::ObjectAllocated),
+        Some(HResult::S_OK)
+    );
+    let walks = recorder.walks.lock().unwrap();
+    let (outcome, frames) = &walks[0];
+    assert_eq!(*outcome, Ok(WalkOutcome::Complete));
+    let id = |n: &str| runtime.with_code(|c| c.function(c.by_name(n).unwrap()).function_id);
+    let functions: Vec<_> = frames
+        .iter()
+        .map(|f| match f {
+            Frame::Managed { function, .. } => Some(*function),
+            Frame::NativeRun { .. } => None,
+        })
+        .collect();
+    assert_eq!(
+        functions,
+        [
+            Some(id("App::Alloc")),
+            Some(id("App::Alloc")),
+            Some(id("App::Main")),
+            None
+        ]
+    );
+}
+
+#[test]
+fn callbacks_the_event_mask_does_not_enable_are_not_raised() {
+    let (runtime, recorder) = setup();
+    assert_eq!(
+        runtime.raise("main", CallbackKind::GarbageCollectionStarted),
+        None
+    );
+    assert!(recorder.log.lock().unwrap().is_empty());
+}
+
+#[test]
+fn thread_callbacks_arrive_on_the_thread_and_destruction_kills_it() {
+    let (runtime, recorder) = setup();
+    runtime.announce_threads();
+    let main = runtime.thread("main").unwrap().id;
+    assert_eq!(
+        runtime.raise("main", CallbackKind::ThreadDestroyed),
+        Some(HResult::S_OK)
+    );
+    let log = recorder.log.lock().unwrap().clone();
+    assert_eq!(
+        log,
+        [
+            format!("ThreadCreated {main} (current Ok({main:?}))"),
+            format!("ThreadAssignedToOSThread {main} 1000"),
+            format!("ThreadDestroyed {main}"),
+        ]
+    );
+    assert_eq!(
+        runtime.thread("main").unwrap().lifecycle,
+        sim_clr::thread::Lifecycle::Dead
+    );
+}
