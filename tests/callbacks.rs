@@ -8,11 +8,14 @@ use sim_clr::{CallbackKind, Runtime};
 use std::sync::{Arc, Mutex, Weak};
 use walker::{snapshot, Frame, StackBuffer, WalkOutcome};
 
+/// One walk: its outcome and the frames collected.
+type Walk = (Result<WalkOutcome, HResult>, Vec<Frame>);
+
 /// A profiler that walks its own thread in `ObjectAllocated` and logs every callback.
 struct Recorder {
     runtime: Weak<Runtime>,
     log: Mutex<Vec<String>>,
-    walks: Mutex<Vec<(Result<WalkOutcome, HResult>, Vec<Frame>)>>,
+    walks: Mutex<Vec<Walk>>,
 }
 
 impl Recorder {
