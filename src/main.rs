@@ -2,10 +2,13 @@
 //!
 //! - `simclr` runs the bundled catalog, one line per scenario;
 //! - `simclr run FILE [--json]` runs one scenario file and shows every call, the frames each
-//!   walk reported beside the thread's ground truth, and any faults.
+//!   walk reported beside the thread's ground truth, and any faults;
+//! - `simclr conform SCENARIOS RESULTS` compares a real runtime's answers with the simulator's.
 //!
 //! Exit codes: 0 success; 1 a scenario's own expectations failed; 2 a malformed scenario or
 //! bad command line.
+
+mod conform;
 
 use clap::{Parser, Subcommand};
 use sim_clr::scenario::{Report, Scenario};
@@ -35,6 +38,13 @@ enum Command {
     },
     /// Run every bundled scenario (the default).
     Catalog,
+    /// Compare a real runtime's answers with the simulator's (see conformance/run.sh).
+    Conform {
+        /// Directory of scenarios (`NAME.toml`) with `case` labels.
+        scenarios: PathBuf,
+        /// Directory of real results (`NAME.jsonl`, `NAME.exit`).
+        results: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -52,6 +62,7 @@ fn main() -> ExitCode {
     match cli.command.unwrap_or(Command::Catalog) {
         Command::Run { file, json } => run(&file, json),
         Command::Catalog => catalog(),
+        Command::Conform { scenarios, results } => conform(&scenarios, &results),
     }
 }
 
@@ -103,6 +114,24 @@ fn catalog() -> ExitCode {
         reports.len()
     );
     status(&reports)
+}
+
+fn conform(scenarios: &std::path::Path, results: &std::path::Path) -> ExitCode {
+    match conform::compare(scenarios, results) {
+        Ok((passed, failed, table)) => {
+            print!("{table}");
+            println!("{passed} passed, {failed} failed");
+            if failed == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 fn status(reports: &[Report]) -> ExitCode {

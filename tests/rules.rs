@@ -607,6 +607,37 @@ fn r28_a_funclet_is_reported_under_its_containing_method() {
 }
 
 #[test]
+fn r28_after_a_second_pass_funclet_the_parent_is_skipped() {
+    // Real CoreCLR 3.1: Run, CatchAt, Main, 0 inside a catch; Run, Filter, FilterAt, 0,
+    // Thrower, FilterAt, Main, 0 inside a filter (conformance/scenarios/sync.toml).
+    let t = |funclet: &str| {
+        format!(
+            "[[threads]]\nname = \"t\"\nframes = [{{ fn = \"App::Leaf\" }}, {{ fn = \"App::Mid\", funclet = \"{funclet}\" }}, \
+             {{ fn = \"native!run\" }}, {{ frame = \"HelperMethodFrame\" }}, {{ fn = \"App::Leaf\" }}, {{ fn = \"App::Mid\" }}, {{ fn = \"App::Main\" }}, {{ fn = \"host!main\" }}]"
+        )
+    };
+    for (funclet, expected) in [
+        ("catch", vec!["App::Leaf", "App::Mid", "App::Main", "0"]),
+        ("finally", vec!["App::Leaf", "App::Mid", "App::Main", "0"]),
+        (
+            "filter",
+            vec![
+                "App::Leaf",
+                "App::Mid",
+                "0",
+                "App::Leaf",
+                "App::Mid",
+                "App::Main",
+                "0",
+            ],
+        ),
+    ] {
+        let r = run("unix", "", &t(funclet), &dss("t", "pinvoke", ""));
+        assert_eq!(names(&r.calls[0]), expected, "{funclet}");
+    }
+}
+
+#[test]
 fn r29_a_pending_hijack_is_removed_before_the_walk() {
     let s = scenario("windows", "", "[[threads]]\nname = \"h\"\nhijacked = true\nframes = [{ fn = \"App::Leaf\" }, { fn = \"App::Main\" }, { fn = \"host!main\" }]", "");
     let rt = s.runtime();

@@ -6,10 +6,13 @@
 //! [`ProfilerCallback`] (runtime→profiler). Code written against these traits runs unchanged
 //! against the simulator in tests and against a COM shim in production.
 //!
+//! [`com`] holds the same API at the COM ABI level (vtables, IIDs) for native profilers.
+//!
 //! With the `mock` feature, `MockProfilerInfo` and `MockProfilerCallback` (mockall) are
 //! available for unit tests that need no runtime at all.
 
 pub mod callback;
+pub mod com;
 pub mod context;
 pub mod flags;
 pub mod frame_info;

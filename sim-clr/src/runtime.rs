@@ -714,6 +714,7 @@ fn pushed_frames(code: &CodeMap, context: CallContext) -> Vec<StackEntry> {
     let call = |name: &str| StackEntry::Call {
         function: index_of(code, name),
         offset: None,
+        funclet: None,
     };
     match context {
         CallContext::Thread => Vec::new(),

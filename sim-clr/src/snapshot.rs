@@ -345,6 +345,16 @@ fn walk(st: &State, t: usize, seed: Option<Context>) -> Walk {
             context: context.clone(),
             reported: function.kind.has_metadata(),
         });
+        // R28: a catch/finally funclet is reported under its method; the frames between it and
+        // its parent are already unwound, and the parent is not reported again.
+        let here = thread
+            .layout
+            .calls
+            .iter()
+            .position(|c| c.rsp == context.rsp && c.rip == context.rip);
+        if let Some(parent) = here.and_then(|i| thread.funclet_parent(i)) {
+            context = thread.call_context(parent);
+        }
         // Unwind the managed frame (its CFA is RSP + frame size): read the return address and
         // saved RBP first — an unmapped read faults — then check the new SP against the
         // target's stack (R17's speculative-walk check).

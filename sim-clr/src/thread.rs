@@ -65,6 +65,26 @@ impl FrameKind {
     }
 }
 
+/// The kind of exception-handler funclet a call is (R28).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Funclet {
+    /// A catch handler, run in the second pass.
+    Catch,
+    /// A finally (or fault) handler, run in the second pass.
+    Finally,
+    /// An exception filter, run in the first pass, before anything is unwound.
+    Filter,
+}
+
+impl Funclet {
+    /// True for handlers that run once the frames between them and their parent were unwound:
+    /// a walk reports such a funclet under its method, then resumes after its parent (which it
+    /// does not report again). Filters run before unwinding, so their parent is reported too.
+    pub fn second_pass(self) -> bool {
+        self != Funclet::Filter
+    }
+}
+
 /// One element of a thread's ground-truth stack.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StackEntry {
@@ -75,6 +95,8 @@ pub enum StackEntry {
         function: FunctionIndex,
         /// IP offset from the function's start.
         offset: Option<u64>,
+        /// The handler funclet of `function` this activation is, if it is one.
+        funclet: Option<Funclet>,
     },
     /// A runtime explicit Frame, living in the memory of the next call below it.
     Frame(FrameKind),
@@ -164,6 +186,8 @@ pub struct LaidCall {
     pub rsp: u64,
     /// The canonical frame address: RSP before the call that created this frame.
     pub cfa: u64,
+    /// The handler funclet this activation is, if any.
+    pub funclet: Option<Funclet>,
 }
 
 impl LaidCall {
@@ -311,7 +335,12 @@ impl Thread {
         let mut cfa = self.stack_base - 0x40;
         let mut leafward: Vec<LaidCall> = Vec::new();
         for (entry, item) in self.stack.iter().enumerate().rev() {
-            if let StackEntry::Call { function, offset } = *item {
+            if let StackEntry::Call {
+                function,
+                offset,
+                funclet,
+            } = *item
+            {
                 let f = code.function(function);
                 let is_leaf = !self.stack[..entry]
                     .iter()
@@ -323,6 +352,7 @@ impl Thread {
                     rip: f.start + offset.unwrap_or(default),
                     rsp: cfa - f.frame_size,
                     cfa,
+                    funclet,
                 };
                 cfa = call.rsp;
                 leafward.push(call);
@@ -393,6 +423,16 @@ impl Thread {
         (!self.layout.calls.is_empty()).then(|| self.call_context(0))
     }
 
+    /// For a second-pass funclet at laid-out call `index`, the call of its parent method
+    /// (the next activation of the same function that is not a funclet).
+    pub fn funclet_parent(&self, index: usize) -> Option<usize> {
+        let call = self.layout.calls.get(index)?;
+        call.funclet.filter(|f| f.second_pass())?;
+        (index + 1..self.layout.calls.len()).find(|&i| {
+            self.layout.calls[i].function == call.function && self.layout.calls[i].funclet.is_none()
+        })
+    }
+
     /// The index into `layout.calls` of the call at stack entry `entry`.
     pub fn call_at_entry(&self, entry: usize) -> Option<usize> {
         self.layout.calls.iter().position(|c| c.entry == entry)
@@ -418,20 +458,24 @@ mod tests {
             StackEntry::Call {
                 function: 2,
                 offset: Some(0x40),
+                funclet: None,
             },
             StackEntry::Frame(FrameKind::InlinedCall),
             StackEntry::Call {
                 function: 0,
                 offset: None,
+                funclet: None,
             },
             StackEntry::Call {
                 function: 1,
                 offset: None,
+                funclet: None,
             },
             StackEntry::Frame(FrameKind::Gc),
             StackEntry::Call {
                 function: 2,
                 offset: None,
+                funclet: None,
             },
         ];
         t.materialize(&code, &mut memory);

@@ -6,7 +6,8 @@ use super::model::{CallModel, CodeModel, FileModel, FrameModel, ThreadModel};
 use crate::code::{CodeKind, CodeMap, FunctionSpec};
 use crate::runtime::{builtin, CallContext, CallbackKind, Platform, Runtime, RuntimeConfig};
 use crate::thread::{
-    ExceptionState, FrameKind, Lifecycle, Mode, OsContext, StackEntry, Thread, ThreadKind, STACK_SIZE,
+    ExceptionState, FrameKind, Funclet, Lifecycle, Mode, OsContext, StackEntry, Thread, ThreadKind,
+    STACK_SIZE,
 };
 use crate::trace::FaultKind;
 use corprof::flags::{event, snapshot};
@@ -52,6 +53,8 @@ pub struct Call {
     pub expect_fault: Option<FaultKind>,
     /// Free text shown in reports.
     pub note: Option<String>,
+    /// A label matching this call with a record of a real runtime (conformance).
+    pub case: Option<String>,
 }
 
 /// A profiler API call or a runtime event.
@@ -583,14 +586,28 @@ impl Builder<'_> {
                         ));
                     }
                 }
+                let funclet = match &m.funclet {
+                    None => None,
+                    Some(f) if func.kind.is_managed() => Some(self.choice(
+                        f,
+                        "funclet",
+                        &[
+                            ("catch", Funclet::Catch),
+                            ("finally", Funclet::Finally),
+                            ("filter", Funclet::Filter),
+                        ],
+                    )?),
+                    Some(f) => return Err(self.err(f.span(), "funclet", "only managed code has funclets")),
+                };
                 StackEntry::Call {
                     function,
                     offset: m.offset.as_ref().map(|o| *o.get_ref()),
+                    funclet,
                 }
             }
             (None, Some(kind)) => {
-                if m.offset.is_some() {
-                    return Err(self.err(f.span(), "offset", "an explicit Frame has no offset"));
+                if m.offset.is_some() || m.funclet.is_some() {
+                    return Err(self.err(f.span(), "offset", "an explicit Frame has no offset or funclet"));
                 }
                 let known: Vec<(&str, FrameKind)> = FrameKind::ALL.iter().map(|k| (k.as_str(), *k)).collect();
                 StackEntry::Frame(self.choice(kind, "frame", &known)?)
@@ -779,6 +796,7 @@ impl Builder<'_> {
             expect_frames: m.expect_frames.as_ref().map(|v| *v.get_ref()),
             expect_fault,
             note: m.note.clone(),
+            case: m.case.clone(),
         };
         let parent = call_shell(&call);
         if let (Some(nested), Action::Api(ApiCall::DoStackSnapshot { nested: slot, .. })) =
@@ -1179,5 +1197,6 @@ fn call_shell(call: &Call) -> Call {
         expect_frames: None,
         expect_fault: None,
         note: None,
+        case: None,
     }
 }

@@ -355,6 +355,7 @@ fn blank(call: &Call, index: usize) -> CallReport {
         nested: Vec::new(),
         skipped: None,
         note: call.note.clone(),
+        case: call.case.clone(),
     }
 }
 

@@ -84,6 +84,7 @@ pub(crate) struct FrameModel {
     pub frame: Option<Spanned<String>>,
     pub repeat: Option<Spanned<u32>>,
     pub offset: Option<Spanned<u64>>,
+    pub funclet: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -112,4 +113,5 @@ pub(crate) struct CallModel {
     pub expect_frames: Option<Spanned<usize>>,
     pub expect_fault: Option<Spanned<String>>,
     pub note: Option<String>,
+    pub case: Option<String>,
 }

@@ -64,6 +64,9 @@ pub struct CallReport {
     /// The scenario's note on the call.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The call's conformance label (`case` in the file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub case: Option<String>,
 }
 
 /// One snapshot callback.

@@ -1,0 +1,59 @@
+//! The log: one JSON line per API call, appended to the file `CONF_LOG` names.
+
+use crate::names;
+use std::io::Write;
+use std::sync::Mutex;
+
+static LOG: Mutex<()> = Mutex::new(());
+
+/// One frame as logged: the method name (`None` for `funcId == 0`) and `contextSize`.
+pub type LoggedFrame = (Option<String>, u32);
+
+fn quote(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Names the frames of a walk (after it, never inside a callback).
+pub fn name_frames(frames: &[(usize, u32)]) -> Vec<LoggedFrame> {
+    frames
+        .iter()
+        .map(|&(f, size)| ((f != 0).then(|| names::function_name(f)), size))
+        .collect()
+}
+
+/// Appends one record.
+pub fn record(case: &str, caller: &str, api: &str, hr: i32, frames: Option<&[LoggedFrame]>) {
+    let frames = frames.map_or("null".to_string(), |frames| {
+        let items: Vec<String> = frames
+            .iter()
+            .map(|(name, size)| {
+                let name = name.as_deref().map_or("null".to_string(), quote);
+                format!("{{\"function\":{name},\"context_size\":{size}}}")
+            })
+            .collect();
+        format!("[{}]", items.join(","))
+    });
+    let line = format!(
+        "{{\"case\":{},\"caller\":{},\"api\":{},\"hresult\":\"0x{:08X}\",\"frames\":{frames}}}\n",
+        quote(case),
+        quote(caller),
+        quote(api),
+        hr as u32
+    );
+    let _guard = LOG.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(path) = std::env::var_os("CONF_LOG") {
+        if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            let _ = file.write_all(line.as_bytes());
+        }
+    }
+}

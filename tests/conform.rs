@@ -1,0 +1,159 @@
+//! `simclr conform` without a real runtime: results synthesized from the simulator's own
+//! reports must all pass; a perturbed record, a missing run, or an unexpected survival must
+//! fail. Also checks that the conformance scenarios are valid and their labels unique.
+
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn simclr(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_simclr"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn scenarios_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/scenarios")
+}
+
+fn stems() -> Vec<String> {
+    let mut stems: Vec<String> = std::fs::read_dir(scenarios_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    stems.sort();
+    stems
+}
+
+/// Writes, for every scenario, the log and exit a real runtime behaving exactly like the
+/// simulator would have produced.
+fn synthesize(dir: &Path) -> usize {
+    std::fs::create_dir_all(dir).unwrap();
+    let mut cases = 0;
+    for stem in stems() {
+        let file = scenarios_dir().join(format!("{stem}.toml"));
+        let out = simclr(&["run", file.to_str().unwrap(), "--json"]);
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let fatal = |index: u64| {
+            report["faults"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["call"] == index && f["fatal"] == true)
+                .cloned()
+        };
+        let (mut log, mut exit) = (String::new(), "ok");
+        'calls: for call in report["calls"].as_array().unwrap() {
+            for c in std::iter::once(call).chain(call["nested"].as_array().into_iter().flatten()) {
+                let Some(case) = c["case"].as_str() else { continue };
+                cases += 1;
+                if let Some(fault) = fatal(call["index"].as_u64().unwrap()) {
+                    exit = if fault["kind"] == "leaked_suspension_hang" || fault["kind"] == "deadlock" {
+                        "hang"
+                    } else {
+                        "crash"
+                    };
+                    break 'calls;
+                }
+                let frames = c.get("frames").map(|frames| {
+                    Value::Array(
+                        frames
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .map(|f| json!({"function": f["function"], "context_size": f["context_size"]}))
+                            .collect(),
+                    )
+                });
+                let record = json!({"case": case, "caller": c["from"], "api": c["api"], "hresult": c["hresult"], "frames": frames.unwrap_or(Value::Null)});
+                log.push_str(&format!("{record}\n"));
+            }
+        }
+        std::fs::write(dir.join(format!("{stem}.jsonl")), log).unwrap();
+        std::fs::write(dir.join(format!("{stem}.exit")), exit).unwrap();
+    }
+    cases
+}
+
+fn results_dir(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("conform-{name}-{}", std::process::id()))
+}
+
+#[test]
+fn matching_results_pass_every_case() {
+    let dir = results_dir("match");
+    let cases = synthesize(&dir);
+    assert!(cases >= 40, "{cases} conformance cases");
+    let out = simclr(&[
+        "conform",
+        scenarios_dir().to_str().unwrap(),
+        dir.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    assert_eq!(text.lines().last().unwrap(), format!("{cases} passed, 0 failed"));
+}
+
+#[test]
+fn a_differing_record_a_missing_run_and_a_survival_fail() {
+    let dir = results_dir("perturbed");
+    synthesize(&dir);
+    let sync = dir.join("sync.jsonl");
+    let text = std::fs::read_to_string(&sync).unwrap().replacen(
+        "\"hresult\":\"0x8013135F\"",
+        "\"hresult\":\"0x00000000\"",
+        1,
+    );
+    std::fs::write(&sync, text).unwrap();
+    std::fs::remove_file(dir.join("noflag.exit")).unwrap();
+    std::fs::write(dir.join("crash-bogus.exit"), "ok").unwrap();
+    let out = simclr(&[
+        "conform",
+        scenarios_dir().to_str().unwrap(),
+        dir.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.lines().last().unwrap().ends_with(" passed, 3 failed"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("oa_d5_zero ") && l.contains("FAIL: differs")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("noflag ") && l.contains("no real run")),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("crash_bogus ") && l.contains("predicts a crash")),
+        "{text}"
+    );
+}
+
+#[test]
+fn conformance_scenarios_are_valid_and_labels_unique() {
+    for stem in stems() {
+        let file = scenarios_dir().join(format!("{stem}.toml"));
+        let scenario = sim_clr::scenario::Scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
+        let mut labels: Vec<String> = Vec::new();
+        for call in &scenario.calls {
+            labels.push(
+                call.case
+                    .clone()
+                    .unwrap_or_else(|| panic!("{stem}: a call without `case` (line {})", call.line)),
+            );
+        }
+        let total = labels.len();
+        labels.sort();
+        labels.dedup();
+        assert_eq!(labels.len(), total, "{stem}: duplicate case labels");
+    }
+}
