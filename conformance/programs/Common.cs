@@ -23,7 +23,18 @@ static class Native
 static class Helpers
 {
     public static int Sink;
+    public static volatile bool Ready;
+    public static volatile bool Stop;
     static object kept;
+
+    // Recurses to the given depth, then spins in managed code until Stop (a cross-thread target).
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void SpinAt(int depth)
+    {
+        if (depth > 1) { SpinAt(depth - 1); Sink++; return; }
+        Ready = true;
+        while (!Stop) { }
+    }
 
     // Allocates a Marker at the given depth: ObjectAllocated runs the armed case there.
     [MethodImpl(MethodImplOptions.NoInlining)]

@@ -2,28 +2,16 @@
 // frame, same-thread and cross-thread under SuspendRuntime; a bogus ThreadID; a leaked
 // second SuspendRuntime followed by a GC.
 using System;
-using System.Runtime.CompilerServices;
 using System.Threading;
 
 class Program
 {
-    static volatile bool ready;
-    static volatile bool stop;
-
-    [MethodImpl(MethodImplOptions.NoInlining)]
-    static void SpinAt(int depth)
-    {
-        if (depth > 1) { SpinAt(depth - 1); Helpers.Sink++; return; }
-        ready = true;
-        while (!stop) { }
-    }
-
     static void Main(string[] args)
     {
-        var worker = new Thread(() => { Native.RegisterTarget(); SpinAt(3); });
+        var worker = new Thread(() => { Native.RegisterTarget(); Helpers.SpinAt(3); });
         worker.IsBackground = true;
         worker.Start();
-        while (!ready) Thread.Sleep(1);
+        while (!Helpers.Ready) Thread.Sleep(1);
         switch (args[0])
         {
             case "nullcb": Helpers.MatrixAt(3, "crash_nullcb:nullcb"); break;
@@ -32,6 +20,6 @@ class Program
             case "double": Native.Run("hang_double:nt_double_suspend"); GC.Collect(); break;
         }
         Console.WriteLine("survived " + args[0]);
-        stop = true;
+        Helpers.Stop = true;
     }
 }

@@ -7,17 +7,6 @@ using System.Threading;
 
 class Program
 {
-    static volatile bool ready;
-    static volatile bool stop;
-
-    [MethodImpl(MethodImplOptions.NoInlining)]
-    static void SpinAt(int depth)
-    {
-        if (depth > 1) { SpinAt(depth - 1); Helpers.Sink++; return; }
-        ready = true;
-        while (!stop) { }
-    }
-
     [MethodImpl(MethodImplOptions.NoInlining)]
     static void CollectAt()
     {
@@ -26,9 +15,9 @@ class Program
 
     static void Main()
     {
-        var worker = new Thread(() => { Native.RegisterTarget(); SpinAt(7); });
+        var worker = new Thread(() => { Native.RegisterTarget(); Helpers.SpinAt(7); });
         worker.Start();
-        while (!ready) Thread.Sleep(1);
+        while (!Helpers.Ready) Thread.Sleep(1);
         Helpers.MatrixAt(2, "x_pi:target");
         Native.Run("x_nt:nt_target");
         Native.Run("x_nt_regctx:nt_target_regctx");
@@ -39,7 +28,7 @@ class Program
         Native.Run("x_susp:nt_suspended");
         Native.Arm("gc:gc");
         CollectAt();
-        stop = true;
+        Helpers.Stop = true;
         worker.Join();
     }
 }

@@ -116,8 +116,9 @@ impl Shape {
     }
 }
 
-/// Walks with `shape` and logs the call (and a nested call, if any) under `label`.
-fn walk(label: &str, caller: Caller, shape: Shape) {
+/// Walks with `shape` (named `name`) and logs the call (and a nested call, if any) under
+/// `label`.
+fn walk(label: &str, caller: Caller, name: &str, shape: Shape) {
     let info = Info::get();
     let mut seed = match shape.seed {
         Seed::None => None,
@@ -165,13 +166,14 @@ fn walk(label: &str, caller: Caller, shape: Shape) {
     };
     let hr = info.do_stack_snapshot(shape.thread, cb, shape.flags, seed.as_deref_mut(), shape.size);
     let named = name_frames(&frames);
-    record(label, caller.label(), "DoStackSnapshot", hr, Some(&named));
+    record(label, caller.label(), "DoStackSnapshot", name, hr, Some(&named));
     if let Some((hr, inner)) = nested {
         let named: Vec<LoggedFrame> = name_frames(&inner);
         record(
             &format!("{label}/inner"),
             caller.label(),
             "DoStackSnapshot",
+            "default",
             hr,
             Some(&named),
         );
@@ -303,54 +305,27 @@ pub fn run(name: &str, caller: Caller) -> bool {
 fn run_here(label: &str, shape: &str, caller: Caller) -> bool {
     let info = Info::get();
     let step = |step: &str, api: &str, hr: HRESULT| {
-        record(&format!("{label}/{step}"), caller.label(), api, hr, None)
+        record(&format!("{label}/{step}"), caller.label(), api, step, hr, None)
+    };
+    let call = |api: &str, hr: HRESULT| record(label, caller.label(), api, shape, hr, None);
+    let walk_as = |step: &str| {
+        walk(
+            &format!("{label}/{step}"),
+            caller,
+            step,
+            snapshot_shape(step).unwrap(),
+        )
     };
     match shape {
-        "threadid" => record(
-            label,
-            caller.label(),
-            "GetCurrentThreadID",
-            info.get_current_thread_id().0,
-            None,
-        ),
-        "init" => record(
-            label,
-            caller.label(),
-            "InitializeCurrentThread",
-            info.initialize_current_thread(),
-            None,
-        ),
-        "resume" => record(
-            label,
-            caller.label(),
-            "ResumeRuntime",
-            info.resume_runtime(),
-            None,
-        ),
-        "fip_managed" => record(
-            label,
-            caller.label(),
+        "threadid" => call("GetCurrentThreadID", info.get_current_thread_id().0),
+        "init" => call("InitializeCurrentThread", info.initialize_current_thread()),
+        "resume" => call("ResumeRuntime", info.resume_runtime()),
+        "fip_managed" => call("GetFunctionFromIP", info.get_function_from_ip(first_ip()).0),
+        "fip_native" => call(
             "GetFunctionFromIP",
-            info.get_function_from_ip(first_ip()).0,
-            None,
+            info.get_function_from_ip(crate::RunCase as *const () as usize).0,
         ),
-        "fip_native" => {
-            let native = crate::RunCase as *const () as usize;
-            record(
-                label,
-                caller.label(),
-                "GetFunctionFromIP",
-                info.get_function_from_ip(native).0,
-                None,
-            )
-        }
-        "fip2_managed" => record(
-            label,
-            caller.label(),
-            "GetFunctionFromIP2",
-            info.get_function_from_ip2(first_ip()),
-            None,
-        ),
+        "fip2_managed" => call("GetFunctionFromIP2", info.get_function_from_ip2(first_ip())),
         "suspended" => {
             // The sampler protocol of dotnet/samples, step by step (real-clr.md rows 27-36).
             step(
@@ -369,23 +344,20 @@ fn run_here(label: &str, shape: &str, caller: Caller) -> bool {
                 "target_efail1",
                 "default",
             ] {
-                walk(&format!("{label}/{s}"), caller, snapshot_shape(s).unwrap());
+                walk_as(s);
             }
             step("resume", "ResumeRuntime", info.resume_runtime());
             step("resume_again", "ResumeRuntime", info.resume_runtime());
             walk(
                 &format!("{label}/after_resume"),
                 caller,
+                "target",
                 snapshot_shape("target").unwrap(),
             );
         }
         "suspended_null" => {
             step("suspend", "SuspendRuntime", info.suspend_runtime());
-            walk(
-                &format!("{label}/target_null"),
-                caller,
-                snapshot_shape("target_null").unwrap(),
-            );
+            walk_as("target_null");
         }
         "double_suspend" => {
             step("suspend", "SuspendRuntime", info.suspend_runtime());
@@ -397,16 +369,13 @@ fn run_here(label: &str, shape: &str, caller: Caller) -> bool {
             walk(
                 &format!("{label}/self"),
                 caller,
+                "default",
                 snapshot_shape("default").unwrap(),
             );
-            walk(
-                &format!("{label}/target"),
-                caller,
-                snapshot_shape("target").unwrap(),
-            );
+            walk_as("target");
         }
         other => match snapshot_shape(other) {
-            Some(shape) => walk(label, caller, shape),
+            Some(s) => walk(label, caller, other, s),
             None => return false,
         },
     }

@@ -31,8 +31,10 @@ pub fn name_frames(frames: &[(usize, u32)]) -> Vec<LoggedFrame> {
         .collect()
 }
 
-/// Appends one record.
-pub fn record(case: &str, caller: &str, api: &str, hr: i32, frames: Option<&[LoggedFrame]>) {
+/// Appends one record: the case label, the caller kind, the API, the argument shape, the
+/// HRESULT and, for walks, each callback's method name (`null` for `funcId == 0`) and
+/// context size.
+pub fn record(case: &str, caller: &str, api: &str, shape: &str, hr: i32, frames: Option<&[LoggedFrame]>) {
     let frames = frames.map_or("null".to_string(), |frames| {
         let items: Vec<String> = frames
             .iter()
@@ -44,10 +46,11 @@ pub fn record(case: &str, caller: &str, api: &str, hr: i32, frames: Option<&[Log
         format!("[{}]", items.join(","))
     });
     let line = format!(
-        "{{\"case\":{},\"caller\":{},\"api\":{},\"hresult\":\"0x{:08X}\",\"frames\":{frames}}}\n",
+        "{{\"case\":{},\"caller\":{},\"api\":{},\"shape\":{},\"hresult\":\"0x{:08X}\",\"frames\":{frames}}}\n",
         quote(case),
         quote(caller),
         quote(api),
+        quote(shape),
         hr as u32
     );
     let _guard = LOG.lock().unwrap_or_else(|e| e.into_inner());
