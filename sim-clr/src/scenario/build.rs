@@ -675,7 +675,9 @@ fn builtins() -> Vec<FunctionSpec> {
 }
 
 impl Builder<'_> {
-    fn call(&self, c: &Spanned<CallModel>, ctx: &CallCtx, parent: Option<&Call>) -> Res<Call> {
+    /// Validates one call; `parent` is the (thread, context) of the call a nested call is made
+    /// from.
+    fn call(&self, c: &Spanned<CallModel>, ctx: &CallCtx, parent: Option<(&str, CallContext)>) -> Res<Call> {
         let span = c.span();
         let m = c.get_ref();
         let line = self.src.line(span.start);
@@ -692,7 +694,7 @@ impl Builder<'_> {
                 })
         };
         let (caller, context) = match parent {
-            Some(p) => {
+            Some((thread, context)) => {
                 if let Some(x) = m
                     .caller
                     .as_ref()
@@ -705,7 +707,7 @@ impl Builder<'_> {
                         "a nested call runs on its parent's thread and context",
                     ));
                 }
-                (p.caller.clone(), p.context)
+                (thread.to_string(), context)
             }
             None if m.event.is_some() => {
                 let t = m
@@ -798,12 +800,12 @@ impl Builder<'_> {
             note: m.note.clone(),
             case: m.case.clone(),
         };
-        let parent = call_shell(&call);
+        let parent = (call.caller.clone(), call.context);
         if let (Some(nested), Action::Api(ApiCall::DoStackSnapshot { nested: slot, .. })) =
             (&m.nested, &mut call.action)
         {
             let at = m.nested_at.unwrap_or(0);
-            *slot = Some((at, Box::new(self.call(nested, ctx, Some(&parent))?)));
+            *slot = Some((at, Box::new(self.call(nested, ctx, Some((&parent.0, parent.1)))?)));
         } else if m.nested.is_some() || m.nested_at.is_some() {
             return Err(self.err(
                 span,
@@ -1184,19 +1186,5 @@ impl Builder<'_> {
                 "expected a function name, a number or \"frame\"",
             )),
         }
-    }
-}
-
-fn call_shell(call: &Call) -> Call {
-    Call {
-        line: call.line,
-        caller: call.caller.clone(),
-        context: call.context,
-        action: Action::Gc,
-        expect: None,
-        expect_frames: None,
-        expect_fault: None,
-        note: None,
-        case: None,
     }
 }
