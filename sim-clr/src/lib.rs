@@ -15,6 +15,7 @@ pub mod memory;
 pub mod runtime;
 pub mod scenario;
 mod snapshot;
+pub mod synth;
 pub mod thread;
 pub mod trace;
 

@@ -1,0 +1,16 @@
+//! Real x64 code for simulated functions, from one declarative description.
+//!
+//! A [`FunctionShape`] says how a function's frame is built (pushes, allocation, frame
+//! pointer, register saves), what its body does (calls, loops) and how it leaves (one or more
+//! epilogues). [`assemble`] turns it into machine code with iced-x86's code assembler;
+//! [`emulate`] executes that code instruction by instruction and records, at every
+//! instruction boundary, the state an unwinder must recover — without looking at any unwind
+//! table. The unwind tables themselves are written from the same description.
+
+mod assemble;
+mod emulate;
+mod shape;
+
+pub use assemble::{assemble, Assembled, EXTERNAL_OFFSET};
+pub use emulate::{emulate, sentinel, xmm_sentinel, Boundary, EmulationError, ENTRY_RSP, RETURN_ADDRESS};
+pub use shape::{Epilogue, FunctionShape, PrologStep, ShapeError};
