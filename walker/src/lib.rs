@@ -5,7 +5,11 @@
 //! managed frames, and native runs (`funcId == 0`) with the context a native unwinder needs to
 //! expand them. Collecting never allocates once the buffer exists, because an asynchronous walk
 //! runs while its target is suspended and may hold the heap lock.
+//!
+//! [`unwind`] walks native frames: one step from a frame's registers to its caller's, from
+//! DWARF CFI, with memory reads supplied by the caller.
 
 pub mod snapshot;
+pub mod unwind;
 
 pub use snapshot::{snapshot, Frame, StackBuffer, WalkOutcome};

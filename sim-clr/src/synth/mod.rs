@@ -8,9 +8,11 @@
 //! table. The unwind tables themselves are written from the same description.
 
 mod assemble;
+mod cfi;
 mod emulate;
 mod shape;
 
 pub use assemble::{assemble, Assembled, EXTERNAL_OFFSET};
+pub use cfi::{dwarf_register, write_eh_frame};
 pub use emulate::{emulate, sentinel, xmm_sentinel, Boundary, EmulationError, ENTRY_RSP, RETURN_ADDRESS};
 pub use shape::{Epilogue, FunctionShape, PrologStep, ShapeError};

@@ -1,0 +1,137 @@
+//! `.eh_frame` for synthesized functions, written with gimli from the shapes — not derived
+//! from the instructions.
+//!
+//! Each function gets one FDE: the prologue's rows (CFA offset, saved registers, the switch
+//! to RBP), unchanged rows through the body, and for each epilogue a remembered state that
+//! the pops unwind step by step and the next block restores.
+
+use super::assemble::Assembled;
+use super::shape::PrologStep;
+use corprof::Register;
+use gimli::write::{
+    Address, CallFrameInstruction, CommonInformationEntry, EhFrame, EndianVec, FrameDescriptionEntry,
+    FrameTable,
+};
+use gimli::{Encoding, Format, LittleEndian, X86_64};
+
+/// The DWARF number of a general-purpose register.
+pub fn dwarf_register(r: Register) -> gimli::Register {
+    match r {
+        Register::Rax => X86_64::RAX,
+        Register::Rdx => X86_64::RDX,
+        Register::Rcx => X86_64::RCX,
+        Register::Rbx => X86_64::RBX,
+        Register::Rsi => X86_64::RSI,
+        Register::Rdi => X86_64::RDI,
+        Register::Rbp => X86_64::RBP,
+        Register::Rsp => X86_64::RSP,
+        Register::R8 => X86_64::R8,
+        Register::R9 => X86_64::R9,
+        Register::R10 => X86_64::R10,
+        Register::R11 => X86_64::R11,
+        Register::R12 => X86_64::R12,
+        Register::R13 => X86_64::R13,
+        Register::R14 => X86_64::R14,
+        Register::R15 => X86_64::R15,
+    }
+}
+
+fn xmm_register(n: u8) -> gimli::Register {
+    gimli::Register(X86_64::XMM0.0 + u16::from(n))
+}
+
+/// The FDE of one function.
+fn fde(code: &Assembled) -> FrameDescriptionEntry {
+    use CallFrameInstruction as I;
+    let shape = &code.shape;
+    let mut fde = FrameDescriptionEntry::new(Address::Constant(code.base), code.code_len as u32);
+    let mut depth: i32 = 8; // CFA - RSP
+    let mut on_rbp = false;
+    for (step, &end) in shape.prologue.iter().zip(&code.prolog_ends) {
+        let at = end as u32;
+        match *step {
+            PrologStep::Push(r) => {
+                depth += 8;
+                if !on_rbp {
+                    fde.add_instruction(at, I::CfaOffset(depth));
+                }
+                fde.add_instruction(at, I::Offset(dwarf_register(r), -depth));
+            }
+            PrologStep::Alloc(n) => {
+                depth += n as i32;
+                if !on_rbp {
+                    fde.add_instruction(at, I::CfaOffset(depth));
+                }
+            }
+            PrologStep::SetFramePointer(o) => {
+                on_rbp = true;
+                fde.add_instruction(at, I::Cfa(X86_64::RBP, depth - i32::from(o)));
+            }
+            PrologStep::Save(r, off) => {
+                fde.add_instruction(at, I::Offset(dwarf_register(r), off as i32 - depth))
+            }
+            PrologStep::SaveXmm(x, off) => {
+                fde.add_instruction(at, I::Offset(xmm_register(x), off as i32 - depth))
+            }
+        }
+    }
+    let pushes: Vec<Register> = shape.pushes().collect();
+    let pushes_depth = 8 + 8 * pushes.len() as i32;
+    let has_reset = on_rbp || shape.allocation() > 0;
+    for (k, &(block, proper)) in code.epilogues.iter().enumerate() {
+        if k > 0 {
+            fde.add_instruction(block as u32, I::RestoreState);
+        }
+        if k + 1 < code.epilogues.len() {
+            fde.add_instruction(block as u32, I::RememberState);
+        }
+        // Walk the epilogue proper instruction by instruction.
+        let mut at = proper;
+        let mut decoder = iced_x86::Decoder::with_ip(
+            64,
+            &code.bytes[proper as usize..code.code_len as usize],
+            code.base + proper,
+            iced_x86::DecoderOptions::NONE,
+        );
+        let mut next = || {
+            let i = decoder.decode();
+            at += i.len() as u64;
+            at as u32
+        };
+        if has_reset {
+            let after = next();
+            fde.add_instruction(after, I::Cfa(X86_64::RSP, pushes_depth));
+        }
+        let mut cfa = pushes_depth;
+        for r in pushes.iter().rev() {
+            let after = next();
+            cfa -= 8;
+            fde.add_instruction(after, I::CfaOffset(cfa));
+            fde.add_instruction(after, I::Restore(dwarf_register(*r)));
+        }
+    }
+    fde
+}
+
+/// Writes `.eh_frame` for `functions` (one CIE, one FDE each), to be mapped at
+/// `section_address`. Locations are absolute (`DW_EH_PE_absptr`).
+pub fn write_eh_frame(functions: &[Assembled]) -> Vec<u8> {
+    let encoding = Encoding {
+        format: Format::Dwarf32,
+        version: 1,
+        address_size: 8,
+    };
+    let mut cie = CommonInformationEntry::new(encoding, 1, -8, X86_64::RA);
+    cie.add_instruction(CallFrameInstruction::Cfa(X86_64::RSP, 8));
+    cie.add_instruction(CallFrameInstruction::Offset(X86_64::RA, -8));
+    let mut table = FrameTable::default();
+    let cie_id = table.add_cie(cie);
+    for f in functions {
+        table.add_fde(cie_id, fde(f));
+    }
+    let mut eh_frame = EhFrame(EndianVec::new(LittleEndian));
+    table
+        .write_eh_frame(&mut eh_frame)
+        .expect("synthesized CFI is always encodable");
+    eh_frame.0.into_vec()
+}
