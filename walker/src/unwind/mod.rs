@@ -6,6 +6,7 @@
 //! above the old one; a corrupt table, an unmapped read or a cycle is a typed error.
 
 pub mod dwarf;
+pub mod pe;
 
 use corprof::Register;
 use std::fmt;
@@ -17,6 +18,8 @@ pub struct Regs {
     pub rip: u64,
     /// The general-purpose registers, by [`Register`] number (RSP included).
     pub gpr: [u64; 16],
+    /// XMM0–XMM15 (Windows unwind info restores XMM6–XMM15; DWARF CFI leaves them alone).
+    pub xmm: [u128; 16],
 }
 
 impl Regs {
