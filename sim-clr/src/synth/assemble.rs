@@ -92,7 +92,7 @@ fn build(shape: &FunctionShape, base: u64) -> Result<Built, IcedError> {
     let mut a = CodeAssembler::new(64)?;
     let fp = shape.frame_pointer();
     // Where RSP and RBP stand relative to the CFA after the prologue, for the epilogue's LEA.
-    let mut depth = 8i64; // CFA - RSP
+    let mut depth = shape.entry_size() as i64; // CFA - RSP
     let mut fp_depth = 0i64; // CFA - RBP once RBP is the frame pointer
     for step in &shape.prologue {
         match *step {
@@ -170,7 +170,7 @@ fn build(shape: &FunctionShape, base: u64) -> Result<Built, IcedError> {
             lead += 1;
         }
         epilogue_lead.push(lead);
-        let pushes_depth = 8 + 8 * shape.pushes().count() as i64;
+        let pushes_depth = shape.entry_size() as i64 + 8 * shape.pushes().count() as i64;
         if fp.is_some() {
             // RSP = CFA - pushes_depth = RBP + (fp_depth - pushes_depth).
             a.lea(rsp, ptr(rbp + (fp_depth - pushes_depth) as i32))?;
@@ -188,6 +188,7 @@ fn build(shape: &FunctionShape, base: u64) -> Result<Built, IcedError> {
             Epilogue::TailJmp => a.jmp(external)?,
             Epilogue::TailJmpIndirect => a.jmp(qword_ptr(slot))?,
             Epilogue::TailJmpRax => a.db(&[0x48, 0xFF, 0xE0])?,
+            Epilogue::Iret => a.iretq()?,
         }
     }
     a.set_label(&mut slot)?;

@@ -45,7 +45,13 @@ fn fde(code: &Assembled) -> FrameDescriptionEntry {
     use CallFrameInstruction as I;
     let shape = &code.shape;
     let mut fde = FrameDescriptionEntry::new(Address::Constant(code.base), code.code_len as u32);
-    let mut depth: i32 = 8; // CFA - RSP
+    let mut depth = shape.entry_size() as i32; // CFA - RSP
+    if shape.machine_frame {
+        // The processor's frame: RIP at CFA-40, the caller's RSP at CFA-16.
+        fde.add_instruction(0, I::CfaOffset(depth));
+        fde.add_instruction(0, I::Offset(X86_64::RA, -depth));
+        fde.add_instruction(0, I::Offset(X86_64::RSP, -16));
+    }
     let mut on_rbp = false;
     for (step, &end) in shape.prologue.iter().zip(&code.prolog_ends) {
         let at = end as u32;
@@ -76,7 +82,7 @@ fn fde(code: &Assembled) -> FrameDescriptionEntry {
         }
     }
     let pushes: Vec<Register> = shape.pushes().collect();
-    let pushes_depth = 8 + 8 * pushes.len() as i32;
+    let pushes_depth = shape.entry_size() as i32 + 8 * pushes.len() as i32;
     let has_reset = on_rbp || shape.allocation() > 0;
     for (k, &(block, proper)) in code.epilogues.iter().enumerate() {
         if k > 0 {

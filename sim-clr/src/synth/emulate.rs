@@ -3,7 +3,9 @@
 //! every instruction boundary. It never reads an unwind table.
 //!
 //! At entry RSP is [`ENTRY_RSP`], `[RSP]` holds [`RETURN_ADDRESS`], and every register holds
-//! its own sentinel ([`sentinel`]). A correct unwind of any boundary therefore yields RIP =
+//! its own sentinel ([`sentinel`]). A machine-frame function is entered with RSP 32 bytes
+//! lower and the processor's frame there (RIP = `RETURN_ADDRESS`, CS, RFLAGS, RSP =
+//! `ENTRY_RSP + 8`, SS), so that in both cases a correct unwind of any boundary yields RIP =
 //! `RETURN_ADDRESS`, RSP = `ENTRY_RSP + 8`, and every nonvolatile register back at its
 //! sentinel.
 
@@ -96,13 +98,24 @@ pub fn emulate(code: &Assembled) -> Result<Vec<Boundary>, EmulationError> {
     for r in Register::ALL {
         regs[r as usize] = sentinel(r);
     }
-    regs[Register::Rsp as usize] = ENTRY_RSP;
+    let mut stack = BTreeMap::new();
+    if code.shape.machine_frame {
+        let t = ENTRY_RSP - 32;
+        for (i, v) in [RETURN_ADDRESS, 0x33, 0x246, ENTRY_RSP + 8, 0x2b]
+            .into_iter()
+            .enumerate()
+        {
+            stack.insert(t + 8 * i as u64, v);
+        }
+        regs[Register::Rsp as usize] = t;
+    } else {
+        stack.insert(ENTRY_RSP, RETURN_ADDRESS);
+        regs[Register::Rsp as usize] = ENTRY_RSP;
+    }
     let mut xmm = [0u128; 16];
     for (n, x) in xmm.iter_mut().enumerate() {
         *x = xmm_sentinel(n as u8);
     }
-    let mut stack = BTreeMap::new();
-    stack.insert(ENTRY_RSP, RETURN_ADDRESS);
     let mut seen: HashMap<u64, Boundary> = HashMap::new();
     let mut work = vec![(code.base, State { regs, xmm, stack }, false)];
     while let Some((ip, mut state, return_site)) = work.pop() {
@@ -278,7 +291,7 @@ fn step(i: &Instruction, s: &mut State, external: u64) -> Result<Flow, Emulation
         Mnemonic::Jmp if i.op0_kind() == OpKind::NearBranch64 && i.near_branch_target() != external => {
             return Ok(Flow::Jump(i.near_branch_target()));
         }
-        Mnemonic::Jmp | Mnemonic::Ret => return Ok(Flow::Leave),
+        Mnemonic::Jmp | Mnemonic::Ret | Mnemonic::Iretq => return Ok(Flow::Leave),
         _ => return unsupported(),
     }
     Ok(Flow::Next)
@@ -308,6 +321,7 @@ mod tests {
                 Epilogue::TailJmpRax,
                 Epilogue::RetImm(16),
             ],
+            machine_frame: false,
         }
     }
 

@@ -66,9 +66,9 @@ fn slot(code_offset: u8, op: u8, info: u8) -> [u8; 2] {
 /// The unwind code slots of a prologue, in array order (descending code offset).
 fn prologue_codes(code: &Assembled) -> Result<Vec<[u8; 2]>, ShapeError> {
     let mut fp_depth = None; // bytes pushed/allocated when RBP became the frame pointer
-    let mut depth = 0u64; // bytes below RSP-after-push-of-return-address, for save offsets
+    let mut depth = 0u64; // bytes pushed or allocated so far
     let mut ops: Vec<Vec<[u8; 2]>> = Vec::new();
-    let total: u64 = code.shape.frame_size() - 8;
+    let total: u64 = code.shape.frame_size() - code.shape.entry_size();
     for (step, &end) in code.shape.prologue.iter().zip(&code.prolog_ends) {
         let at = u8::try_from(end).map_err(|_| ShapeError("prologue longer than 255 bytes".into()))?;
         let mut op_slots = Vec::new();
@@ -125,11 +125,19 @@ fn prologue_codes(code: &Assembled) -> Result<Vec<[u8; 2]>, ShapeError> {
         ops.push(op_slots);
     }
     ops.reverse();
+    if code.shape.machine_frame {
+        ops.push(vec![slot(0, op::PUSH_MACHFRAME, 0)]);
+    }
     Ok(ops.into_iter().flatten().collect())
 }
 
 /// Version 2's epilogue descriptors: the header, then each epilogue's distance from the end.
+/// An `iretq` epilogue cannot be described (its emulation would return-emulate), so a
+/// machine-frame function gets none.
 fn epilog_codes(code: &Assembled) -> Result<Vec<[u8; 2]>, ShapeError> {
+    if code.shape.machine_frame {
+        return Ok(Vec::new());
+    }
     let pushes: Vec<Register> = code.shape.pushes().collect();
     let pop_bytes: u64 = pushes.iter().map(|r| if (*r as u8) < 8 { 1 } else { 2 }).sum();
     let size = pop_bytes + 1; // the pops and the terminator's first byte
@@ -162,55 +170,130 @@ fn reset_length(code: &Assembled, proper: u64) -> u64 {
     decoder.decode().len() as u64
 }
 
-/// Builds an image holding `functions` (assembled at `image_base + TEXT_RVA + …`, in order,
-/// non-overlapping) with version `version` unwind info.
-pub fn write_pe(functions: &[Assembled], image_base: u64, version: PeVersion) -> Result<PeImage, ShapeError> {
+/// How unwind info is laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PeLayout {
+    /// UNWIND_INFO version.
+    pub version: PeVersion,
+    /// Split each function at its first epilogue: the epilogues live in a second
+    /// RUNTIME_FUNCTION whose UNWIND_INFO has no prologue codes and chains (UNW_FLAG_CHAININFO)
+    /// to the primary entry, as compilers do for non-contiguous code.
+    pub chained: bool,
+}
+
+/// One RUNTIME_FUNCTION to emit: its range, its unwind codes, its frame register byte, and
+/// the primary entry it chains to, if any.
+struct Fragment {
+    begin: u32,
+    end: u32,
+    prolog: u8,
+    frame: u8,
+    codes: Vec<[u8; 2]>,
+    parent: Option<usize>,
+}
+
+/// Builds an image holding `functions` (assembled at `image_base + TEXT_RVA + …`,
+/// non-overlapping) with unwind info laid out as `layout` says.
+pub fn write_pe(functions: &[Assembled], image_base: u64, layout: PeLayout) -> Result<PeImage, ShapeError> {
+    let version = layout.version;
     let text_end = functions
         .iter()
         .map(|f| f.base + f.bytes.len() as u64 - image_base)
         .max()
         .unwrap_or(u64::from(TEXT_RVA));
-    let pdata_rva = (text_end as u32).next_multiple_of(16);
-    let xdata_rva = pdata_rva + 12 * functions.len() as u32;
-    let mut bytes = vec![0u8; xdata_rva as usize];
-    let mut xdata = Vec::new();
     let mut order: Vec<&Assembled> = functions.iter().collect();
     order.sort_by_key(|f| f.base);
-    for (n, f) in order.into_iter().enumerate() {
-        let rva = u32::try_from(f.base - image_base)
+    let mut fragments: Vec<Fragment> = Vec::new();
+    for f in order {
+        let begin = u32::try_from(f.base - image_base)
             .map_err(|_| ShapeError("function outside the image".into()))?;
-        bytes[rva as usize..rva as usize + f.bytes.len()].copy_from_slice(&f.bytes);
-        let mut codes = Vec::new();
-        if version == PeVersion::V2 {
-            codes.extend(epilog_codes(f)?);
+        let end = begin + f.code_len as u32;
+        let mut prologue = prologue_codes(f)?;
+        let mut epilogues = if version == PeVersion::V2 {
+            epilog_codes(f)?
+        } else {
+            Vec::new()
+        };
+        let split = begin + f.epilogues[0].0 as u32;
+        let prolog = f.prolog_ends.last().copied().unwrap_or(0) as u8;
+        let frame = match f.shape.frame_pointer() {
+            Some(o) => Register::Rbp as u8 | (o / 16) << 4,
+            None => 0,
+        };
+        if layout.chained && split > begin {
+            let primary = fragments.len();
+            fragments.push(Fragment {
+                begin,
+                end: split,
+                prolog,
+                frame,
+                codes: prologue,
+                parent: None,
+            });
+            fragments.push(Fragment {
+                begin: split,
+                end,
+                prolog: 0,
+                frame,
+                codes: epilogues,
+                parent: Some(primary),
+            });
+        } else {
+            epilogues.append(&mut prologue);
+            fragments.push(Fragment {
+                begin,
+                end,
+                prolog,
+                frame,
+                codes: epilogues,
+                parent: None,
+            });
         }
-        codes.extend(prologue_codes(f)?);
-        if codes.len() > 255 {
+    }
+    let pdata_rva = (text_end as u32).next_multiple_of(16);
+    let xdata_rva = pdata_rva + 12 * fragments.len() as u32;
+    let mut bytes = vec![0u8; xdata_rva as usize];
+    for f in functions {
+        let rva = (f.base - image_base) as usize;
+        bytes[rva..rva + f.bytes.len()].copy_from_slice(&f.bytes);
+    }
+    let mut xdata = Vec::new();
+    let mut info_rvas = Vec::new();
+    for (n, fragment) in fragments.iter().enumerate() {
+        if fragment.codes.len() > 255 {
             return Err(ShapeError("more than 255 unwind code slots".into()));
         }
-        let prolog = f.prolog_ends.last().copied().unwrap_or(0) as u8;
-        let (frame_reg, frame_off) = match f.shape.frame_pointer() {
-            Some(o) => (Register::Rbp as u8, o / 16),
-            None => (0, 0),
-        };
         let info_rva = xdata_rva + xdata.len() as u32;
+        info_rvas.push(info_rva);
         let v = if version == PeVersion::V1 { 1 } else { 2 };
-        xdata.extend_from_slice(&[v, prolog, codes.len() as u8, frame_reg | (frame_off << 4)]);
-        for c in &codes {
+        let flags = if fragment.parent.is_some() { 0x4 << 3 } else { 0 };
+        xdata.extend_from_slice(&[
+            v | flags,
+            fragment.prolog,
+            fragment.codes.len() as u8,
+            fragment.frame,
+        ]);
+        for c in &fragment.codes {
             xdata.extend_from_slice(c);
         }
-        if codes.len() % 2 == 1 {
+        if fragment.codes.len() % 2 == 1 {
             xdata.extend_from_slice(&[0, 0]);
         }
+        if let Some(p) = fragment.parent {
+            let parent = &fragments[p];
+            xdata.extend_from_slice(&parent.begin.to_le_bytes());
+            xdata.extend_from_slice(&parent.end.to_le_bytes());
+            xdata.extend_from_slice(&info_rvas[p].to_le_bytes());
+        }
         let entry = pdata_rva as usize + 12 * n;
-        bytes[entry..entry + 4].copy_from_slice(&rva.to_le_bytes());
-        bytes[entry + 4..entry + 8].copy_from_slice(&(rva + f.code_len as u32).to_le_bytes());
+        bytes[entry..entry + 4].copy_from_slice(&fragment.begin.to_le_bytes());
+        bytes[entry + 4..entry + 8].copy_from_slice(&fragment.end.to_le_bytes());
         bytes[entry + 8..entry + 12].copy_from_slice(&info_rva.to_le_bytes());
     }
     bytes.extend_from_slice(&xdata);
     Ok(PeImage {
         image_base,
         bytes,
-        pdata: (pdata_rva, 12 * functions.len() as u32),
+        pdata: (pdata_rva, 12 * fragments.len() as u32),
     })
 }

@@ -34,6 +34,8 @@ pub enum Epilogue {
     TailJmpIndirect,
     /// `rex.w jmp rax` (`48 FF E0`), RAX loaded before the epilogue (a tail call).
     TailJmpRax,
+    /// `iretq`: leaves a function entered through a machine frame.
+    Iret,
 }
 
 /// A function: its prologue, body and epilogues.
@@ -47,6 +49,9 @@ pub struct FunctionShape {
     pub back_edges: bool,
     /// The epilogues (at least one); the body branches to each.
     pub epilogues: Vec<Epilogue>,
+    /// Entered through a machine frame (RIP, CS, RFLAGS, RSP, SS pushed by the processor, as
+    /// for an interrupt or exception) instead of a return address; left with `iretq`.
+    pub machine_frame: bool,
 }
 
 /// Why a shape cannot be assembled.
@@ -69,6 +74,7 @@ impl FunctionShape {
             calls: 0,
             back_edges: false,
             epilogues: vec![Epilogue::Ret],
+            machine_frame: false,
         }
     }
 
@@ -99,9 +105,19 @@ impl FunctionShape {
         })
     }
 
-    /// Bytes from the CFA (caller's RSP) down to RSP after the prologue.
+    /// Bytes the caller (or the processor) pushed before the first instruction: a return
+    /// address, or a 40-byte machine frame.
+    pub fn entry_size(&self) -> u64 {
+        if self.machine_frame {
+            40
+        } else {
+            8
+        }
+    }
+
+    /// Bytes from the CFA down to RSP after the prologue.
     pub fn frame_size(&self) -> u64 {
-        8 + 8 * self.pushes().count() as u64 + u64::from(self.allocation())
+        self.entry_size() + 8 * self.pushes().count() as u64 + u64::from(self.allocation())
     }
 
     /// Checks the rules the encoders rely on (the Windows prologue constraints, which the
@@ -110,6 +126,13 @@ impl FunctionShape {
         let err = |m: &str| Err(ShapeError(m.to_string()));
         if self.epilogues.is_empty() {
             return err("a function needs at least one epilogue");
+        }
+        if self
+            .epilogues
+            .iter()
+            .any(|e| (*e == Epilogue::Iret) != self.machine_frame)
+        {
+            return err("a machine-frame function leaves with iretq, and only it does");
         }
         let mut pushed = Vec::new();
         let (mut allocs, mut fp, mut after_alloc) = (0, false, false);

@@ -155,8 +155,14 @@ impl<'a> DwarfModule<'a> {
         if ra == 0 {
             return Ok(None);
         }
-        check_step(regs.rsp(), cfa, bounds)?;
-        caller.gpr[Register::Rsp as usize] = cfa;
+        // The caller's RSP is the CFA, unless the CFI says where it was saved (a machine frame).
+        let rsp = if row.register(X86_64::RSP).is_some() {
+            caller.rsp()
+        } else {
+            cfa
+        };
+        check_step(regs.rsp(), rsp, bounds)?;
+        caller.gpr[Register::Rsp as usize] = rsp;
         caller.rip = ra;
         Ok(Some(caller))
     }

@@ -461,10 +461,12 @@ impl<'a> PeModule<'a> {
         let Some(start) = starts.into_iter().find(|&s| rva >= s && rva - s < size) else {
             return Ok(false);
         };
-        // Pops in epilogue order: the PUSH_NONVOL codes in array order.
+        // Pops in epilogue order: the primary entry's PUSH_NONVOL codes in array order.
+        let primary = self.info(self.primary(entry)?)?;
         let mut done = rva - start;
-        while i < usize::from(info.count) {
-            let (_, op, op_info) = self.code(info, i)?;
+        let mut i = 0;
+        while i < usize::from(primary.count) {
+            let (_, op, op_info) = self.code(&primary, i)?;
             if op == 0 {
                 let len = if op_info < 8 { 1 } else { 2 };
                 if done >= len {
