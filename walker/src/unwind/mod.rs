@@ -7,6 +7,9 @@
 
 pub mod dwarf;
 pub mod pe;
+mod unwinder;
+
+pub use unwinder::{frame_pointer_step, Module, UnwindData, Unwinder};
 
 use corprof::Register;
 use std::fmt;

@@ -1,6 +1,9 @@
 //! Shared by the unwinder property tests: run an unwind step at every emulated instruction
 //! boundary of a synthesized function and compare with the emulator's ground truth.
 
+// Each test crate that includes this module uses only part of it.
+#![allow(dead_code)]
+
 use corprof::Register;
 use proptest::prelude::*;
 use sim_clr::synth::{
@@ -16,7 +19,6 @@ pub const BOUNDS: StackBounds = StackBounds {
     base: ENTRY_RSP + 0x1000,
 };
 /// A stack at low addresses, for hand-made register sets.
-#[allow(dead_code)]
 pub const BOUNDS_LOW: StackBounds = StackBounds {
     limit: 0x100,
     base: 0x10_0000,
