@@ -3,14 +3,17 @@
 //! - `simclr` runs the bundled catalog, one line per scenario;
 //! - `simclr run FILE [--json]` runs one scenario file and shows every call, the frames each
 //!   walk reported beside the thread's ground truth, and any faults;
-//! - `simclr conform SCENARIOS RESULTS` compares a real runtime's answers with the simulator's.
+//! - `simclr conform SCENARIOS RESULTS` compares a real runtime's answers with the simulator's;
+//! - `simclr unwind-fuzz` checks the native unwinders on random synthesized functions.
 //!
 //! Exit codes: 0 success; 1 a scenario's own expectations failed; 2 a malformed scenario or
 //! bad command line.
 
 mod conform;
+mod unwind_fuzz;
 
 use clap::{Parser, Subcommand};
+use fixtures::unwind_oracle::Format;
 use sim_clr::scenario::{Report, Scenario};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -38,6 +41,19 @@ enum Command {
     },
     /// Run every bundled scenario (the default).
     Catalog,
+    /// Unwind every instruction boundary of random synthesized functions with this project's
+    /// unwinders and framehop, and check them against the emulator.
+    UnwindFuzz {
+        /// How many functions.
+        #[arg(long, default_value_t = 1000)]
+        functions: usize,
+        /// The generator's seed (same seed, same functions).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// `dwarf`, `pe1`, `pe2` or `all`.
+        #[arg(long, default_value = "all")]
+        format: String,
+    },
     /// Compare a real runtime's answers with the simulator's (see conformance/run.sh).
     Conform {
         /// Directory of scenarios (`NAME.toml`) with `case` labels.
@@ -63,6 +79,23 @@ fn main() -> ExitCode {
         Command::Run { file, json } => run(&file, json),
         Command::Catalog => catalog(),
         Command::Conform { scenarios, results } => conform(&scenarios, &results),
+        Command::UnwindFuzz {
+            functions,
+            seed,
+            format,
+        } => {
+            let formats = match format.as_str() {
+                "all" => Format::ALL.to_vec(),
+                "dwarf" => vec![Format::Dwarf],
+                "pe1" => vec![Format::PeV1],
+                "pe2" => vec![Format::PeV2],
+                other => {
+                    eprintln!("error: unknown format `{other}` (dwarf, pe1, pe2 or all)");
+                    return ExitCode::from(2);
+                }
+            };
+            unwind_fuzz::run(functions, seed, &formats)
+        }
     }
 }
 

@@ -113,6 +113,44 @@ fn bad_command_lines_exit_2() {
     );
 }
 
+#[test]
+fn unwind_fuzz_checks_random_functions_and_rejects_bad_formats() {
+    let out = simclr(&[
+        "unwind-fuzz",
+        "--functions",
+        "40",
+        "--seed",
+        "7",
+        "--format",
+        "all",
+    ]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    let last = text.lines().last().unwrap();
+    assert!(
+        last.starts_with("unwind-fuzz: ") && last.ends_with(" passed, 0 failed"),
+        "{text}"
+    );
+    for format in ["dwarf ", "pe1 ", "pe2 "] {
+        assert!(text.lines().any(|l| l.starts_with(format)), "{text}");
+    }
+    let again = simclr(&[
+        "unwind-fuzz",
+        "--functions",
+        "40",
+        "--seed",
+        "7",
+        "--format",
+        "all",
+    ]);
+    assert_eq!(
+        String::from_utf8(again.stdout).unwrap(),
+        text,
+        "same seed, same output"
+    );
+    assert_eq!(simclr(&["unwind-fuzz", "--format", "elf"]).status.code(), Some(2));
+}
+
 /// A fresh directory under the target dir (no extra dependency needed).
 pub fn tempdir() -> std::path::PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-{}", std::process::id()));

@@ -2,32 +2,20 @@
 //! instruction boundary (as the interrupted frame) and at every return site (as a caller),
 //! one step recovers exactly the caller's RIP, RSP and preserved registers.
 
-mod common;
-
-use common::{check_boundaries, regs, BASE, BOUNDS};
+use fixtures::unwind_oracle::{check, Format, BASE, BOUNDS};
 use proptest::prelude::*;
-use sim_clr::synth::{assemble, emulate, write_eh_frame, FunctionShape, ENTRY_RSP, RETURN_ADDRESS};
+use sim_clr::synth::{assemble, write_eh_frame, FunctionShape, ENTRY_RSP, RETURN_ADDRESS};
 use walker::unwind::dwarf::{DwarfCache, DwarfModule};
 use walker::unwind::{FrameKind, Regs, StackBounds, UnwindError};
-
-fn check(shape: &FunctionShape) -> Result<usize, TestCaseError> {
-    let code = assemble(shape, BASE).map_err(|e| TestCaseError::fail(e.to_string()))?;
-    let boundaries = emulate(&code).map_err(|e| TestCaseError::fail(e.to_string()))?;
-    let eh_frame = write_eh_frame(std::slice::from_ref(&code));
-    let module =
-        DwarfModule::new(&eh_frame, 0x7f30_0000_0000).map_err(|e| TestCaseError::fail(e.to_string()))?;
-    let mut cache = DwarfCache::default();
-    check_boundaries(shape, &boundaries, false, |b, kind| {
-        module.step(&regs(b), kind, BOUNDS, &mut cache, &mut |a| b.read(a))
-    })
-}
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     #[test]
     fn every_boundary_unwinds_to_the_emulated_caller(shape in fixtures::strategies::function_shape()) {
-        prop_assert!(check(&shape)? > 0);
+        let outcome = check(&shape, BASE, Format::Dwarf).map_err(TestCaseError::fail)?;
+        prop_assert!(outcome.steps > 0);
+        prop_assert!(outcome.mismatches.is_empty(), "{:?}", outcome.mismatches);
     }
 }
 

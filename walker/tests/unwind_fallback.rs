@@ -2,10 +2,8 @@
 //! that keeps `push rbp; mov rbp, rsp` frames it recovers the caller's RIP, RSP and RBP; and a
 //! walk over garbage memory ends with an error, never a loop.
 
-mod common;
-
-use common::{regs, BASE, BOUNDS};
 use corprof::Register;
+use fixtures::unwind_oracle::{regs, BASE, BOUNDS};
 use proptest::prelude::*;
 use sim_clr::synth::{assemble, emulate, sentinel, PrologStep, ENTRY_RSP, RETURN_ADDRESS};
 use walker::unwind::{FrameKind, UnwindError, Unwinder};

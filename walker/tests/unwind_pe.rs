@@ -1,45 +1,25 @@
-//! The Windows x64 unwinder (versions 1 and 2) against the emulator, as for DWARF: every
-//! boundary of random functions, first frame and caller, XMM saves included.
+//! The Windows x64 unwinder (versions 1 and 2, flat and chained layouts) against the
+//! emulator, as for DWARF: every boundary of random functions, first frame and caller, XMM
+//! saves included.
 
-mod common;
-
-use common::{check_boundaries, regs, BASE, BOUNDS};
+use fixtures::unwind_oracle::{check, Format, BASE};
 use proptest::prelude::*;
 use sim_clr::synth::{
-    assemble, emulate, write_pe, Epilogue, FunctionShape, PeLayout, PeVersion, PrologStep, TEXT_RVA,
+    assemble, write_pe, Epilogue, FunctionShape, PeLayout, PeVersion, PrologStep, TEXT_RVA,
 };
 use walker::unwind::pe::PeModule;
-use walker::unwind::{FrameKind, Regs, UnwindError};
+use walker::unwind::{FrameKind, Regs, StackBounds, UnwindError};
 
 const IMAGE_BASE: u64 = BASE - TEXT_RVA as u64;
+const LOW: StackBounds = StackBounds {
+    limit: 0x100,
+    base: 0x10_0000,
+};
 
-/// Checks every boundary with both layouts (one entry per function, and epilogues in a
-/// chained entry). Windows unwind info cannot describe an `iretq` epilogue, so in a
-/// machine-frame function the boundaries after its first epilogue instruction are skipped.
-fn check(shape: &FunctionShape, version: PeVersion) -> Result<usize, TestCaseError> {
-    let code = assemble(shape, BASE).map_err(|e| TestCaseError::fail(e.to_string()))?;
-    let boundaries = emulate(&code).map_err(|e| TestCaseError::fail(e.to_string()))?;
-    let first_epilogue = BASE + code.epilogues.iter().map(|e| e.1).min().unwrap_or(u64::MAX);
-    let describable: Vec<_> = boundaries
-        .into_iter()
-        .filter(|b| !shape.machine_frame || b.ip <= first_epilogue)
-        .collect();
-    let mut checked = 0;
-    for chained in [false, true] {
-        let Ok(image) = write_pe(
-            std::slice::from_ref(&code),
-            IMAGE_BASE,
-            PeLayout { version, chained },
-        ) else {
-            return Ok(0); // not encodable in Windows unwind info (a save below a Linux-style frame pointer)
-        };
-        let module = PeModule::new(IMAGE_BASE, &image.bytes, image.pdata)
-            .map_err(|e| TestCaseError::fail(e.to_string()))?;
-        checked += check_boundaries(shape, &describable, true, |b, kind| {
-            module.step(&regs(b), kind, BOUNDS, &mut |a| b.read(a))
-        })?;
-    }
-    Ok(checked)
+fn checked(shape: &FunctionShape, format: Format) -> Result<usize, TestCaseError> {
+    let outcome = check(shape, BASE, format).map_err(TestCaseError::fail)?;
+    prop_assert!(outcome.mismatches.is_empty(), "{:?}", outcome.mismatches);
+    Ok(outcome.steps)
 }
 
 proptest! {
@@ -47,12 +27,12 @@ proptest! {
 
     #[test]
     fn version_1_unwinds_every_boundary(shape in fixtures::strategies::function_shape()) {
-        check(&shape, PeVersion::V1)?;
+        checked(&shape, Format::PeV1)?;
     }
 
     #[test]
     fn version_2_unwinds_every_boundary(shape in fixtures::strategies::function_shape()) {
-        check(&shape, PeVersion::V2)?;
+        checked(&shape, Format::PeV2)?;
     }
 }
 
@@ -67,8 +47,8 @@ fn a_loop_back_edge_is_not_an_epilogue() {
         epilogues: vec![Epilogue::Ret],
         machine_frame: false,
     };
-    for version in [PeVersion::V1, PeVersion::V2] {
-        assert!(check(&shape, version).unwrap() > 0);
+    for format in [Format::PeV1, Format::PeV2] {
+        assert!(checked(&shape, format).unwrap() > 0);
     }
 }
 
@@ -88,21 +68,17 @@ fn version_2_in_prologue_ips_unwind() {
         epilogues: vec![Epilogue::Ret, Epilogue::TailJmp],
         machine_frame: false,
     };
-    assert!(check(&shape, PeVersion::V2).unwrap() > 0);
+    assert!(checked(&shape, Format::PeV2).unwrap() > 0);
 }
 
 #[test]
 fn a_function_without_unwind_info_is_a_leaf_and_garbage_is_an_error() {
     let code = assemble(&FunctionShape::leaf(), BASE).unwrap();
-    let image = write_pe(
-        std::slice::from_ref(&code),
-        IMAGE_BASE,
-        PeLayout {
-            version: PeVersion::V1,
-            chained: false,
-        },
-    )
-    .unwrap();
+    let layout = PeLayout {
+        version: PeVersion::V1,
+        chained: false,
+    };
+    let image = write_pe(std::slice::from_ref(&code), IMAGE_BASE, layout).unwrap();
     let module = PeModule::new(IMAGE_BASE, &image.bytes, image.pdata).unwrap();
     let regs = Regs {
         rip: BASE + 0x4000,
@@ -110,7 +86,7 @@ fn a_function_without_unwind_info_is_a_leaf_and_garbage_is_an_error() {
         xmm: [0; 16],
     };
     let caller = module
-        .step(&regs, FrameKind::First, common::BOUNDS_LOW, &mut |_| Some(0x1234))
+        .step(&regs, FrameKind::First, LOW, &mut |_| Some(0x1234))
         .unwrap()
         .unwrap();
     assert_eq!((caller.rip, caller.rsp()), (0x1234, 0x1008));
@@ -124,10 +100,8 @@ fn a_function_without_unwind_info_is_a_leaf_and_garbage_is_an_error() {
         gpr: [0x1000; 16],
         xmm: [0; 16],
     };
-    assert!(matches!(
-        module.step(&regs, FrameKind::First, common::BOUNDS_LOW, &mut |_| Some(1)),
-        Err(UnwindError::BadUnwindInfo(_))
-    ));
+    let result = module.step(&regs, FrameKind::First, LOW, &mut |_| Some(1));
+    assert!(matches!(result, Err(UnwindError::BadUnwindInfo(_))), "{result:?}");
 }
 
 /// Only shapes Windows cannot express are skipped (a `mov` save below a frame pointer set
@@ -138,11 +112,12 @@ fn only_unencodable_shapes_are_skipped() {
     use proptest::test_runner::TestRunner;
     let mut runner = TestRunner::deterministic();
     let strategy = fixtures::strategies::function_shape();
-    let (mut checked, total) = (0, 200);
+    let (mut encodable, total) = (0, 200);
     for _ in 0..total {
         let shape = strategy.new_tree(&mut runner).unwrap().current();
-        if check(&shape, PeVersion::V1).unwrap() > 0 && check(&shape, PeVersion::V2).unwrap() > 0 {
-            checked += 1;
+        let outcome = check(&shape, BASE, Format::PeV1).unwrap();
+        if !outcome.not_encodable {
+            encodable += 1;
             continue;
         }
         let steps = &shape.prologue;
@@ -156,7 +131,7 @@ fn only_unencodable_shapes_are_skipped() {
         assert!(saves && fp < alloc, "skipped an encodable shape: {shape:?}");
     }
     assert!(
-        checked * 2 >= total,
-        "only {checked} of {total} shapes are encodable"
+        encodable * 2 >= total,
+        "only {encodable} of {total} shapes are encodable"
     );
 }

@@ -1,0 +1,102 @@
+//! `simclr unwind-fuzz`: random synthesized functions, every instruction boundary unwound by
+//! this project's unwinders and by framehop, checked against the emulator.
+
+use fixtures::unwind_oracle::{check, Format, BASE};
+use proptest::strategy::{Strategy, ValueTree};
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use std::process::ExitCode;
+
+/// Totals for one format.
+#[derive(Default)]
+struct Totals {
+    functions: usize,
+    steps: usize,
+    mismatches: usize,
+    expected: usize,
+    unexpected: usize,
+    not_encodable: usize,
+    examples: Vec<String>,
+}
+
+/// Runs `functions` random functions from `seed` in each of `formats`; exit code 1 on any
+/// mismatch with the emulator or unexpected disagreement with framehop.
+pub fn run(functions: usize, seed: u64, formats: &[Format]) -> ExitCode {
+    let mut bytes = [0u8; 32];
+    bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    let mut runner = TestRunner::new_with_rng(
+        Config::default(),
+        TestRng::from_seed(RngAlgorithm::ChaCha, &bytes),
+    );
+    let strategy = fixtures::strategies::function_shape();
+    let mut totals: Vec<Totals> = formats.iter().map(|_| Totals::default()).collect();
+    for n in 0..functions {
+        let shape = match strategy.new_tree(&mut runner) {
+            Ok(tree) => tree.current(),
+            Err(e) => {
+                eprintln!("error: cannot generate a function: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let base = BASE + 0x1_0000 * (n as u64 % 4096);
+        for (format, t) in formats.iter().zip(&mut totals) {
+            let outcome = match check(&shape, base, *format) {
+                Ok(o) => o,
+                Err(e) => {
+                    t.mismatches += 1;
+                    t.examples.push(format!("cannot check {shape:?}: {e}"));
+                    continue;
+                }
+            };
+            t.functions += 1;
+            t.not_encodable += usize::from(outcome.not_encodable);
+            t.steps += outcome.steps;
+            t.mismatches += outcome.mismatches.len();
+            t.expected += outcome.framehop_expected;
+            t.unexpected += outcome.framehop_unexpected.len();
+            for problem in outcome
+                .mismatches
+                .iter()
+                .chain(&outcome.framehop_unexpected)
+                .take(3)
+            {
+                if t.examples.len() < 10 {
+                    t.examples.push(format!("{problem} in {shape:?}"));
+                }
+            }
+        }
+    }
+    println!(
+        "{:<7} {:>9} {:>13} {:>11} {:>21} {:>23} {:>13}",
+        "format",
+        "functions",
+        "steps",
+        "mismatches",
+        "framehop: expected",
+        "framehop: unexpected",
+        "not encodable"
+    );
+    for (format, t) in formats.iter().zip(&totals) {
+        println!(
+            "{:<7} {:>9} {:>13} {:>11} {:>21} {:>23} {:>13}",
+            format.as_str(),
+            t.functions,
+            t.steps,
+            t.mismatches,
+            t.expected,
+            t.unexpected,
+            t.not_encodable
+        );
+        for e in &t.examples {
+            println!("  {e}");
+        }
+    }
+    // A step is an unwind from one boundary (each kind, each layout) compared with the emulator.
+    let bad: usize = totals.iter().map(|t| t.mismatches + t.unexpected).sum();
+    let steps: usize = totals.iter().map(|t| t.steps).sum();
+    println!("unwind-fuzz: {} passed, {bad} failed", steps.saturating_sub(bad));
+    if bad == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
