@@ -115,7 +115,7 @@ fn bad_command_lines_exit_2() {
 
 #[test]
 fn unwind_fuzz_checks_random_functions_and_rejects_bad_formats() {
-    let out = simclr(&[
+    let args = [
         "unwind-fuzz",
         "--functions",
         "40",
@@ -123,7 +123,8 @@ fn unwind_fuzz_checks_random_functions_and_rejects_bad_formats() {
         "7",
         "--format",
         "all",
-    ]);
+    ];
+    let out = simclr(&args);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(out.status.success(), "{text}");
     let last = text.lines().last().unwrap();
@@ -134,15 +135,7 @@ fn unwind_fuzz_checks_random_functions_and_rejects_bad_formats() {
     for format in ["dwarf ", "pe1 ", "pe2 "] {
         assert!(text.lines().any(|l| l.starts_with(format)), "{text}");
     }
-    let again = simclr(&[
-        "unwind-fuzz",
-        "--functions",
-        "40",
-        "--seed",
-        "7",
-        "--format",
-        "all",
-    ]);
+    let again = simclr(&args);
     assert_eq!(
         String::from_utf8(again.stdout).unwrap(),
         text,

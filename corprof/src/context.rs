@@ -107,6 +107,18 @@ impl Register {
         Register::R15,
     ];
 
+    /// The volatile (caller-saved) integer registers of the Windows x64 convention
+    /// ([MS-REG]): a callee may clobber them without saving.
+    pub const VOLATILE: [Register; 7] = [
+        Register::Rax,
+        Register::Rcx,
+        Register::Rdx,
+        Register::R8,
+        Register::R9,
+        Register::R10,
+        Register::R11,
+    ];
+
     /// The lower-case name (`"rbx"`).
     pub fn name(self) -> &'static str {
         [

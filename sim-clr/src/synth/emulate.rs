@@ -274,15 +274,7 @@ fn step(i: &Instruction, s: &mut State, external: u64) -> Result<Flow, Emulation
                 return unsupported();
             }
             // The callee returns with RSP unchanged and clobbers the volatile registers.
-            for r in [
-                Register::Rax,
-                Register::Rcx,
-                Register::Rdx,
-                Register::R8,
-                Register::R9,
-                Register::R10,
-                Register::R11,
-            ] {
+            for r in Register::VOLATILE {
                 s.regs[r as usize] = 0xdead_0000_0000_0000 | r as u64;
             }
             return Ok(Flow::AfterCall);
