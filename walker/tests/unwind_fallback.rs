@@ -6,7 +6,7 @@ use corprof::Register;
 use fixtures::unwind_oracle::{regs, BASE, BOUNDS};
 use proptest::prelude::*;
 use sim_clr::synth::{assemble, emulate, sentinel, PrologStep, ENTRY_RSP, RETURN_ADDRESS};
-use walker::unwind::{FrameKind, UnwindError, Unwinder};
+use walker::unwind::{FrameKind, UnwindCache, UnwindError, Unwinder};
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
@@ -19,9 +19,11 @@ proptest! {
         let boundaries = emulate(&code).unwrap();
         let body_start = BASE + code.prolog_ends[1];
         let body_end = BASE + code.epilogues.iter().map(|e| e.1).min().unwrap();
-        let mut unwinder = Unwinder::new(Vec::new());
+        let unwinder = Unwinder::new(Vec::new());
+        let mut cache = UnwindCache::new();
         for b in boundaries.iter().filter(|b| b.ip >= body_start && b.ip <= body_end) {
-            let caller = unwinder.step(&regs(b), FrameKind::First, BOUNDS, &mut |a| b.read(a)).unwrap().unwrap();
+            let mut caller = regs(b);
+            prop_assert_eq!(unwinder.step(&mut caller, FrameKind::First, BOUNDS, &mut cache, &mut |a| b.read(a)), Ok(true));
             prop_assert_eq!((caller.rip, caller.rsp(), caller.get(Register::Rbp)), (RETURN_ADDRESS, ENTRY_RSP + 8, sentinel(Register::Rbp)));
         }
     }
@@ -29,7 +31,7 @@ proptest! {
 
 #[test]
 fn a_walk_over_garbage_ends_with_an_error_within_its_bound() {
-    let mut unwinder = Unwinder::new(Vec::new());
+    let unwinder = Unwinder::new(Vec::new());
     let mut r = walker::unwind::Regs {
         rip: 0x1234,
         gpr: [0; 16],
@@ -39,7 +41,7 @@ fn a_walk_over_garbage_ends_with_an_error_within_its_bound() {
     r.gpr[Register::Rbp as usize] = ENTRY_RSP - 0x80;
     // Every word reads as a pointer to itself: a frame-pointer cycle.
     let mut out = [0u64; 64];
-    let (n, end) = unwinder.walk(&r, BOUNDS, &mut |a| Some(a), &mut out);
+    let (n, end) = unwinder.walk(&r, BOUNDS, &mut UnwindCache::new(), &mut |a| Some(a), &mut out);
     assert!(n <= out.len());
     assert!(
         matches!(

@@ -2,13 +2,13 @@
 //! emulator, as for DWARF: every boundary of random functions, first frame and caller, XMM
 //! saves included.
 
-use fixtures::unwind_oracle::{check, Format, BASE};
+use fixtures::unwind_oracle::{check, one_module, Format, BASE};
 use proptest::prelude::*;
 use sim_clr::synth::{
     assemble, write_pe, Epilogue, FunctionShape, PeLayout, PeVersion, PrologStep, TEXT_RVA,
 };
 use walker::unwind::pe::PeModule;
-use walker::unwind::{FrameKind, Regs, StackBounds, UnwindError};
+use walker::unwind::{FrameKind, Regs, StackBounds, UnwindCache, UnwindData, UnwindError};
 
 const IMAGE_BASE: u64 = BASE - TEXT_RVA as u64;
 const LOW: StackBounds = StackBounds {
@@ -80,27 +80,30 @@ fn a_function_without_unwind_info_is_a_leaf_and_garbage_is_an_error() {
     };
     let image = write_pe(std::slice::from_ref(&code), IMAGE_BASE, layout).unwrap();
     let module = PeModule::new(IMAGE_BASE, &image.bytes, image.pdata).unwrap();
-    let regs = Regs {
-        rip: BASE + 0x4000,
+    let image_range = (IMAGE_BASE, IMAGE_BASE + image.bytes.len() as u64);
+    let unwinder = one_module(image_range, UnwindData::Pe(module));
+    let mut cache = UnwindCache::new();
+    let mut regs = Regs {
+        rip: IMAGE_BASE + u64::from(image.pdata.0), // in the image, in no RUNTIME_FUNCTION
         gpr: [0x1000; 16],
         xmm: [0; 16],
     };
-    let caller = module
-        .step(&regs, FrameKind::First, LOW, &mut |_| Some(0x1234))
-        .unwrap()
-        .unwrap();
-    assert_eq!((caller.rip, caller.rsp()), (0x1234, 0x1008));
+    let more = unwinder.step(&mut regs, FrameKind::First, LOW, &mut cache, &mut |_| {
+        Some(0x1234)
+    });
+    assert_eq!((more, regs.rip, regs.rsp()), (Ok(true), 0x1234, 0x1008));
     assert!(PeModule::new(IMAGE_BASE, &image.bytes, (0xFFFF_0000, 12)).is_err());
     let mut broken = image.bytes.clone();
     let info = u32::from_le_bytes(broken[image.pdata.0 as usize + 8..][..4].try_into().unwrap()) as usize;
     broken[info] = 0x07; // version 7
     let module = PeModule::new(IMAGE_BASE, &broken, image.pdata).unwrap();
-    let regs = Regs {
+    let unwinder = one_module(image_range, UnwindData::Pe(module));
+    let mut regs = Regs {
         rip: BASE,
         gpr: [0x1000; 16],
         xmm: [0; 16],
     };
-    let result = module.step(&regs, FrameKind::First, LOW, &mut |_| Some(1));
+    let result = unwinder.step(&mut regs, FrameKind::First, LOW, &mut cache, &mut |_| Some(1));
     assert!(matches!(result, Err(UnwindError::BadUnwindInfo(_))), "{result:?}");
 }
 

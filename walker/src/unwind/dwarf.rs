@@ -1,10 +1,11 @@
 //! Unwinding with DWARF CFI (`.eh_frame`), read with gimli.
 //!
 //! FDEs are found through a sorted index built once per module (binary search, never gimli's
-//! linear scan); the unwind row for an address is evaluated with a reusable
-//! `UnwindContext`.
+//! linear scan); the unwind row for an address is evaluated, with the cache's reusable
+//! `UnwindContext`, into a [`Rule`].
 
-use super::{check_step, FrameKind, Regs, StackBounds, UnwindError};
+use super::rule::{Rule, Source};
+use super::UnwindError;
 use corprof::Register;
 use gimli::{
     BaseAddresses, CfaRule, EhFrame, LittleEndian, RegisterRule, UnwindContext, UnwindSection, X86_64,
@@ -16,19 +17,6 @@ pub struct DwarfModule<'a> {
     bases: BaseAddresses,
     /// (start, end, FDE offset), sorted by start.
     index: Vec<(u64, u64, usize)>,
-}
-
-/// Scratch space reused across steps.
-pub struct DwarfCache {
-    context: Box<UnwindContext<usize>>,
-}
-
-impl Default for DwarfCache {
-    fn default() -> DwarfCache {
-        DwarfCache {
-            context: Box::new(UnwindContext::new()),
-        }
-    }
 }
 
 const GPRS: [(Register, gimli::Register); 16] = [
@@ -83,11 +71,6 @@ impl<'a> DwarfModule<'a> {
         })
     }
 
-    /// True when an FDE covers `address`.
-    pub fn covers(&self, address: u64) -> bool {
-        self.find(address).is_some()
-    }
-
     fn find(&self, address: u64) -> Option<usize> {
         let i = self
             .index
@@ -97,18 +80,11 @@ impl<'a> DwarfModule<'a> {
         (address < end).then_some(offset)
     }
 
-    /// One step: the caller's registers. Registers the CFI does not restore keep their value
-    /// (callee-saved registers the function did not touch). Returns `Ok(None)` at the end of
-    /// the stack (return address undefined or 0).
-    pub fn step(
-        &self,
-        regs: &Regs,
-        kind: FrameKind,
-        bounds: StackBounds,
-        cache: &mut DwarfCache,
-        read: &mut dyn FnMut(u64) -> Option<u64>,
-    ) -> Result<Option<Regs>, UnwindError> {
-        let address = kind.lookup_address(regs.rip);
+    /// The rule at `address` (already adjusted for the frame kind): CFA, return address and
+    /// every register the CFI restores. Registers it does not mention keep their value
+    /// (callee-saved registers the function did not touch); an undefined return address is
+    /// the end of the stack.
+    pub(crate) fn rule(&self, address: u64, context: &mut UnwindContext<usize>) -> Result<Rule, UnwindError> {
         let offset = self.find(address).ok_or(UnwindError::NoUnwindInfo(address))?;
         let bad = |_| UnwindError::BadUnwindInfo(address);
         let fde = self
@@ -120,50 +96,35 @@ impl<'a> DwarfModule<'a> {
             )
             .map_err(bad)?;
         let row = fde
-            .unwind_info_for_address(&self.eh_frame, &self.bases, &mut cache.context, address)
+            .unwind_info_for_address(&self.eh_frame, &self.bases, context, address)
             .map_err(bad)?;
+        let dwarf_register = |r| by_dwarf(r).ok_or(UnwindError::BadUnwindInfo(address));
         let cfa = match *row.cfa() {
             CfaRule::RegisterAndOffset { register, offset } => {
-                let base = by_dwarf(register).ok_or(UnwindError::BadUnwindInfo(address))?;
-                regs.get(base).wrapping_add_signed(offset)
+                Source::same(dwarf_register(register)?).plus(offset, address)?
             }
             CfaRule::Expression(_) => return Err(UnwindError::BadUnwindInfo(address)),
         };
-        let mut caller = *regs;
-        let mut read_at = |a: u64| read(a).ok_or(UnwindError::MemoryRead(a));
+        let mut rule = Rule::identity();
         // gimli gives `None` for a register with the default rule: for the return address
         // that means "undefined" (the end of the stack), for others "same value".
-        let ra = match row.register(X86_64::RA) {
-            Some(RegisterRule::Offset(o)) => read_at(cfa.wrapping_add_signed(o))?,
-            None | Some(RegisterRule::Undefined) => return Ok(None),
+        match row.register(X86_64::RA) {
+            Some(RegisterRule::Offset(o)) => rule.set_return(cfa.plus(o, address)?.load(address)?),
+            None | Some(RegisterRule::Undefined) => return Ok(rule),
             Some(_) => return Err(UnwindError::BadUnwindInfo(address)),
-        };
-        for &(r, d) in &GPRS {
-            match row.register(d) {
-                None | Some(RegisterRule::Undefined | RegisterRule::SameValue) => {}
-                Some(RegisterRule::Offset(o)) => {
-                    caller.gpr[r as usize] = read_at(cfa.wrapping_add_signed(o))?
-                }
-                Some(RegisterRule::ValOffset(o)) => caller.gpr[r as usize] = cfa.wrapping_add_signed(o),
-                Some(RegisterRule::Register(from)) => {
-                    let from = by_dwarf(from).ok_or(UnwindError::BadUnwindInfo(address))?;
-                    caller.gpr[r as usize] = regs.get(from);
-                }
-                Some(_) => return Err(UnwindError::BadUnwindInfo(address)),
-            }
-        }
-        if ra == 0 {
-            return Ok(None);
         }
         // The caller's RSP is the CFA, unless the CFI says where it was saved (a machine frame).
-        let rsp = if row.register(X86_64::RSP).is_some() {
-            caller.rsp()
-        } else {
-            cfa
-        };
-        check_step(regs.rsp(), rsp, bounds)?;
-        caller.gpr[Register::Rsp as usize] = rsp;
-        caller.rip = ra;
-        Ok(Some(caller))
+        rule.set(Register::Rsp, cfa);
+        for &(r, d) in &GPRS {
+            let source = match row.register(d) {
+                None | Some(RegisterRule::Undefined | RegisterRule::SameValue) => continue,
+                Some(RegisterRule::Offset(o)) => cfa.plus(o, address)?.load(address)?,
+                Some(RegisterRule::ValOffset(o)) => cfa.plus(o, address)?,
+                Some(RegisterRule::Register(from)) => Source::same(dwarf_register(from)?),
+                Some(_) => return Err(UnwindError::BadUnwindInfo(address)),
+            };
+            rule.set(r, source);
+        }
+        Ok(rule)
     }
 }

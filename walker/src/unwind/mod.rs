@@ -2,13 +2,17 @@
 //! unwind data and a memory-read function supplied by the caller (the unwinder never touches
 //! memory itself, so it works on a suspended thread, offline, or on simulated memory).
 //!
-//! Every step is checked: the new RSP must be 8-aligned, inside the stack bounds and strictly
+//! Each format evaluates its tables into a rule for the address, which the thread's
+//! [`UnwindCache`] keeps for the next visit. Every step is checked: the new RSP must be 8-aligned, inside the stack bounds and strictly
 //! above the old one; a corrupt table, an unmapped read or a cycle is a typed error.
 
+mod cache;
 pub mod dwarf;
 pub mod pe;
+mod rule;
 mod unwinder;
 
+pub use cache::{CacheStats, UnwindCache};
 pub use unwinder::{frame_pointer_step, Module, UnwindData, Unwinder};
 
 use corprof::Register;

@@ -6,8 +6,12 @@
 //!   from the UWOP_EPILOG descriptors — and, in an epilogue, emulation of the rest of it;
 //! - otherwise the prologue codes, skipping those whose CodeOffset lies beyond the IP, the
 //!   FrameBase rule for saves, chained entries (up to 32), MACHFRAME.
+//!
+//! All of it is evaluated into a [`Rule`] from the tables and the code alone, without
+//! reading the stack.
 
-use super::{check_step, FrameKind, Regs, StackBounds, UnwindError};
+use super::rule::{Rule, Source};
+use super::{FrameKind, UnwindError};
 use corprof::Register;
 use iced_x86::{Code, Decoder, DecoderOptions};
 
@@ -165,82 +169,62 @@ impl<'a> PeModule<'a> {
         ))
     }
 
-    /// One step: the caller's registers, or `Ok(None)` at a return address of 0.
-    pub fn step(
-        &self,
-        regs: &Regs,
-        kind: FrameKind,
-        bounds: StackBounds,
-        read: &mut dyn FnMut(u64) -> Option<u64>,
-    ) -> Result<Option<Regs>, UnwindError> {
-        let address = kind.lookup_address(regs.rip);
-        let mut read = |a: u64| read(a).ok_or(UnwindError::MemoryRead(a));
+    /// The rule at `address` (already adjusted for the frame kind; epilogues are detected
+    /// only in the interrupted frame).
+    pub(crate) fn rule(&self, address: u64, kind: FrameKind) -> Result<Rule, UnwindError> {
+        let mut rule = Rule::identity();
         let rva = address
             .checked_sub(self.image_base)
             .and_then(|r| u32::try_from(r).ok());
-        let mut ctx = *regs;
-        let mut machine_frame = None;
         if let Some((rva, entry)) = rva.and_then(|rva| self.lookup(rva).map(|e| (rva, e))) {
             let info = self.info(entry)?;
-            let in_epilogue =
-                kind == FrameKind::First && self.epilogue(rva, entry, &info, &mut ctx, &mut read)?;
-            if !in_epilogue {
-                machine_frame = self.prologue(rva, entry, info, &mut ctx, &mut read)?;
+            let in_epilogue = kind == FrameKind::First && self.epilogue(rva, entry, &info, &mut rule)?;
+            if !in_epilogue && self.prologue(rva, entry, info, &mut rule)? {
+                return Ok(rule);
             }
         }
         // Return emulation, unless a MACHFRAME gave the caller's RIP and RSP.
-        let (ra, rsp) = match machine_frame {
-            Some(frame) => frame,
-            None => (read(ctx.rsp())?, ctx.rsp() + 8),
-        };
-        check_step(regs.rsp(), rsp, bounds)?;
-        ctx.gpr[Register::Rsp as usize] = rsp;
-        ctx.rip = ra;
-        Ok((ra != 0).then_some(ctx))
+        rule.pop_return(address)?;
+        Ok(rule)
     }
 
     /// Undoes the prologue codes of `entry` and its chain, leaving RSP at the return address;
-    /// returns the caller's (RIP, RSP) instead when a UWOP_PUSH_MACHFRAME supplies them.
+    /// returns true when a UWOP_PUSH_MACHFRAME supplied the caller's RIP and RSP instead.
     fn prologue(
         &self,
         rva: u32,
         mut entry: Entry,
         mut info: Info,
-        ctx: &mut Regs,
-        read: &mut dyn FnMut(u64) -> Result<u64, UnwindError>,
-    ) -> Result<Option<(u64, u64)>, UnwindError> {
+        rule: &mut Rule,
+    ) -> Result<bool, UnwindError> {
         let mut chained = false;
         for _ in 0..CHAIN_LIMIT {
+            let at = self.image_base + u64::from(info.codes);
             let offset = rva.wrapping_sub(entry.begin);
-            let frame_base = self.frame_base(&info, offset, chained, ctx)?;
+            let frame_base = self.frame_base(&info, offset, chained, rule)?;
             let mut i = 0;
             while i < usize::from(info.count) {
                 let (code_offset, op, op_info) = self.code(&info, i)?;
-                let n = slots(op, op_info).ok_or(UnwindError::BadUnwindInfo(
-                    self.image_base + u64::from(info.codes),
-                ))?;
+                let n = slots(op, op_info).ok_or(UnwindError::BadUnwindInfo(at))?;
                 if op == 6 || (!chained && u32::from(code_offset) > offset) {
                     i += n;
                     continue;
                 }
-                let rsp = ctx.rsp();
+                let rsp = rule.get(Register::Rsp);
                 match op {
-                    0 => {
-                        ctx.gpr[register(op_info) as usize] = read(rsp)?;
-                        ctx.gpr[Register::Rsp as usize] = rsp + 8;
-                    }
+                    0 => rule.pop(register(op_info), at)?,
                     1 => {
                         let size = if op_info == 0 {
                             self.slot16(&info, i + 1)? * 8
                         } else {
-                            self.slot16(&info, i + 1)? | self.slot16(&info, i + 2)? << 16
+                            self.far(&info, i)?
                         };
-                        ctx.gpr[Register::Rsp as usize] = rsp + u64::from(size);
+                        rule.set(Register::Rsp, rsp.plus(i64::from(size), at)?);
                     }
-                    2 => ctx.gpr[Register::Rsp as usize] = rsp + 8 * u64::from(op_info) + 8,
+                    2 => rule.set(Register::Rsp, rsp.plus(8 * i64::from(op_info) + 8, at)?),
                     3 => {
-                        let fp = ctx.gpr[usize::from(info.frame_register)];
-                        ctx.gpr[Register::Rsp as usize] = fp - 16 * u64::from(info.frame_offset);
+                        let fp = rule.get(register(info.frame_register));
+                        rule.set(Register::Rsp, fp.plus(-16 * i64::from(info.frame_offset), at)?);
                     }
                     4 | 5 => {
                         let off = if op == 4 {
@@ -248,7 +232,7 @@ impl<'a> PeModule<'a> {
                         } else {
                             self.far(&info, i)?
                         };
-                        ctx.gpr[register(op_info) as usize] = read(frame_base + u64::from(off))?;
+                        rule.set(register(op_info), frame_base.plus(i64::from(off), at)?.load(at)?);
                     }
                     8 | 9 => {
                         let off = if op == 8 {
@@ -256,26 +240,22 @@ impl<'a> PeModule<'a> {
                         } else {
                             self.far(&info, i)?
                         };
-                        let at = frame_base + u64::from(off);
-                        ctx.xmm[usize::from(op_info)] =
-                            u128::from(read(at)?) | u128::from(read(at + 8)?) << 64;
+                        rule.set_xmm(op_info, frame_base.plus(i64::from(off), at)?, at)?;
                     }
                     10 => {
                         // A hardware frame (RIP, CS, EFLAGS, RSP, SS, after an error code if
                         // OpInfo is 1) replaces the return address.
-                        let t = rsp + if op_info == 1 { 8 } else { 0 };
-                        return Ok(Some((read(t)?, read(t + 24)?)));
+                        let frame = rsp.plus(if op_info == 1 { 8 } else { 0 }, at)?;
+                        rule.set_return(frame.load(at)?);
+                        rule.set(Register::Rsp, frame.plus(24, at)?.load(at)?);
+                        return Ok(true);
                     }
-                    _ => {
-                        return Err(UnwindError::BadUnwindInfo(
-                            self.image_base + u64::from(info.codes),
-                        ))
-                    }
+                    _ => return Err(UnwindError::BadUnwindInfo(at)),
                 }
                 i += n;
             }
             if info.flags & UNW_FLAG_CHAININFO == 0 {
-                return Ok(None);
+                return Ok(false);
             }
             let at = info.after_codes();
             entry = Entry {
@@ -296,11 +276,21 @@ impl<'a> PeModule<'a> {
     }
 
     /// The FrameBase (establisher frame) save offsets are relative to.
-    fn frame_base(&self, info: &Info, offset: u32, chained: bool, ctx: &Regs) -> Result<u64, UnwindError> {
+    fn frame_base(
+        &self,
+        info: &Info,
+        offset: u32,
+        chained: bool,
+        rule: &Rule,
+    ) -> Result<Source, UnwindError> {
+        let rsp = rule.get(Register::Rsp);
         if info.frame_register == 0 {
-            return Ok(ctx.rsp());
+            return Ok(rsp);
         }
-        let fp = ctx.gpr[usize::from(info.frame_register)] - 16 * u64::from(info.frame_offset);
+        let at = self.image_base + u64::from(info.codes);
+        let fp = rule
+            .get(register(info.frame_register))
+            .plus(-16 * i64::from(info.frame_offset), at)?;
         if chained || offset >= u32::from(info.prolog_size) {
             return Ok(fp);
         }
@@ -308,31 +298,18 @@ impl<'a> PeModule<'a> {
         while i < usize::from(info.count) {
             let (code_offset, op, op_info) = self.code(info, i)?;
             if op == 3 {
-                return Ok(if u32::from(code_offset) <= offset {
-                    fp
-                } else {
-                    ctx.rsp()
-                });
+                return Ok(if u32::from(code_offset) <= offset { fp } else { rsp });
             }
-            i += slots(op, op_info).ok_or(UnwindError::BadUnwindInfo(
-                self.image_base + u64::from(info.codes),
-            ))?;
+            i += slots(op, op_info).ok_or(UnwindError::BadUnwindInfo(at))?;
         }
-        Ok(ctx.rsp())
+        Ok(rsp)
     }
 
-    /// If the IP is in an epilogue, emulates the rest of it up to the return address and
+    /// If the IP is in an epilogue, undoes the rest of it up to the return address and
     /// returns true.
-    fn epilogue(
-        &self,
-        rva: u32,
-        entry: Entry,
-        info: &Info,
-        ctx: &mut Regs,
-        read: &mut dyn FnMut(u64) -> Result<u64, UnwindError>,
-    ) -> Result<bool, UnwindError> {
+    fn epilogue(&self, rva: u32, entry: Entry, info: &Info, rule: &mut Rule) -> Result<bool, UnwindError> {
         if info.version == 2 {
-            return self.epilogue_v2(rva, entry, info, ctx, read);
+            return self.epilogue_v2(rva, entry, info, rule);
         }
         let code = self
             .image
@@ -342,11 +319,13 @@ impl<'a> PeModule<'a> {
         let mut decoder = Decoder::with_ip(64, code, ip, DecoderOptions::NONE);
         let mut pos = 0usize;
         let mut i = decoder.decode();
+        // The epilogue is undone on a copy, kept only if a terminator follows.
+        let mut undone = *rule;
         // 1. add rsp, imm / lea rsp, [fp + disp] in the exact Windows encodings.
         let raw = |p: usize| code.get(p).copied().unwrap_or(0);
-        let mut reset: Option<u64> = None;
+        let mut reset = None;
         if raw(0) == 0x48 && (raw(1) == 0x83 || raw(1) == 0x81) && raw(2) == 0xC4 {
-            reset = Some(ctx.rsp().wrapping_add(i.immediate(1)));
+            reset = Some(rule.get(Register::Rsp).plus(i.immediate(1) as i64, ip)?);
         } else if (raw(0) == 0x48 || raw(0) == 0x49) && raw(1) == 0x8D && matches!(i.code(), Code::Lea_r64_m)
         {
             let modrm = raw(2);
@@ -359,14 +338,17 @@ impl<'a> PeModule<'a> {
             {
                 return Ok(false);
             }
-            reset = Some(ctx.gpr[usize::from(fp)].wrapping_add(i.memory_displacement64()));
+            reset = Some(
+                rule.get(register(fp))
+                    .plus(i.memory_displacement64() as i64, ip)?,
+            );
         }
-        if reset.is_some() {
+        if let Some(rsp) = reset {
+            undone.set(Register::Rsp, rsp);
             pos += i.len();
             i = decoder.decode();
         }
         // 2. pops: 58+r, optionally after a REX prefix.
-        let mut pops = Vec::new();
         loop {
             let b = raw(pos);
             let (rex, opcode) = if (0x40..=0x4F).contains(&b) {
@@ -377,7 +359,7 @@ impl<'a> PeModule<'a> {
             if !(0x58..=0x5F).contains(&opcode) || i.code() != Code::Pop_r64 {
                 break;
             }
-            pops.push(((rex & 1) << 3) | (opcode - 0x58));
+            undone.pop(register(((rex & 1) << 3) | (opcode - 0x58)), ip)?;
             pos += i.len();
             i = decoder.decode();
         }
@@ -391,18 +373,10 @@ impl<'a> PeModule<'a> {
             0x48..=0x4F => raw(t + 1) == 0xFF && raw(t + 2) & 0x38 == 0x20,
             _ => false,
         };
-        if !is_epilogue {
-            return Ok(false);
+        if is_epilogue {
+            *rule = undone;
         }
-        if let Some(rsp) = reset {
-            ctx.gpr[Register::Rsp as usize] = rsp;
-        }
-        for r in pops {
-            let rsp = ctx.rsp();
-            ctx.gpr[usize::from(r)] = read(rsp)?;
-            ctx.gpr[Register::Rsp as usize] = rsp + 8;
-        }
-        Ok(true)
+        Ok(is_epilogue)
     }
 
     /// A relative jump ends an epilogue when it leaves the logical function, or targets the
@@ -429,39 +403,35 @@ impl<'a> PeModule<'a> {
 
     /// Version 2: the UWOP_EPILOG descriptors say whether the IP is in an epilogue; the
     /// prologue's PUSH_NONVOL codes say which pops remain.
-    fn epilogue_v2(
-        &self,
-        rva: u32,
-        entry: Entry,
-        info: &Info,
-        ctx: &mut Regs,
-        read: &mut dyn FnMut(u64) -> Result<u64, UnwindError>,
-    ) -> Result<bool, UnwindError> {
+    fn epilogue_v2(&self, rva: u32, entry: Entry, info: &Info, rule: &mut Rule) -> Result<bool, UnwindError> {
         if info.count == 0 || self.code(info, 0)?.1 != 6 {
             return Ok(false);
         }
         let (size, _, flags) = self.code(info, 0)?;
         let size = u32::from(size);
-        let mut starts = Vec::new();
-        if flags & 1 != 0 {
-            starts.push(entry.end - size);
-        }
+        let holds = |start: u32| rva >= start && rva - start < size;
+        // The first descriptor may describe an epilogue at the very end; the others give
+        // their distance from the end (0 ends the list).
+        let mut start = (flags & 1 != 0)
+            .then(|| entry.end.wrapping_sub(size))
+            .filter(|&s| holds(s));
         let mut i = 1;
-        while i < usize::from(info.count) {
+        while start.is_none() && i < usize::from(info.count) {
             let (low, op, high) = self.code(info, i)?;
             if op != 6 {
                 break;
             }
             let distance = u32::from(low) | u32::from(high) << 8;
-            if distance != 0 {
-                starts.push(entry.end.wrapping_sub(distance));
-            }
+            start = (distance != 0)
+                .then(|| entry.end.wrapping_sub(distance))
+                .filter(|&s| holds(s));
             i += 1;
         }
-        let Some(start) = starts.into_iter().find(|&s| rva >= s && rva - s < size) else {
+        let Some(start) = start else {
             return Ok(false);
         };
         // Pops in epilogue order: the primary entry's PUSH_NONVOL codes in array order.
+        let at = self.image_base + u64::from(rva);
         let primary = self.info(self.primary(entry)?)?;
         let mut done = rva - start;
         let mut i = 0;
@@ -473,9 +443,7 @@ impl<'a> PeModule<'a> {
                     done -= len;
                 } else {
                     done = 0;
-                    let rsp = ctx.rsp();
-                    ctx.gpr[register(op_info) as usize] = read(rsp)?;
-                    ctx.gpr[Register::Rsp as usize] = rsp + 8;
+                    rule.pop(register(op_info), at)?;
                 }
             }
             i += slots(op, op_info).ok_or(UnwindError::BadUnwindInfo(
