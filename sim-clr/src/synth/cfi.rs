@@ -4,6 +4,8 @@
 //! Each function gets one FDE: the prologue's rows (CFA offset, saved registers, the switch
 //! to RBP), unchanged rows through the body, and for each epilogue a remembered state that
 //! the pops unwind step by step and the next block restores.
+//!
+//! [`write_eh_frame_hdr`] adds the linker's binary-search header for any `.eh_frame`.
 
 use super::assemble::Assembled;
 use super::shape::PrologStep;
@@ -119,8 +121,8 @@ fn fde(code: &Assembled) -> FrameDescriptionEntry {
     fde
 }
 
-/// Writes `.eh_frame` for `functions` (one CIE, one FDE each), to be mapped at
-/// `section_address`. Locations are absolute (`DW_EH_PE_absptr`).
+/// Writes `.eh_frame` for `functions` (one CIE, one FDE each). Locations are absolute
+/// (`DW_EH_PE_absptr`), so the section may be mapped anywhere.
 pub fn write_eh_frame(functions: &[Assembled]) -> Vec<u8> {
     let encoding = Encoding {
         format: Format::Dwarf32,
@@ -140,4 +142,55 @@ pub fn write_eh_frame(functions: &[Assembled]) -> Vec<u8> {
         .write_eh_frame(&mut eh_frame)
         .expect("synthesized CFI is always encodable");
     eh_frame.0.into_vec()
+}
+
+/// Why an `.eh_frame_hdr` cannot be written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EhFrameHdrError(pub String);
+
+impl std::fmt::Display for EhFrameHdrError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot write .eh_frame_hdr: {}", self.0)
+    }
+}
+
+impl std::error::Error for EhFrameHdrError {}
+
+/// Writes the `.eh_frame_hdr` for `eh_frame` (mapped at `eh_frame_address`), to be mapped at
+/// `hdr_address`, as linkers do: version 1, a PC-relative pointer to `.eh_frame`, and the
+/// binary-search table of (initial location, FDE address) sorted by location, both relative
+/// to the header (`DW_EH_PE_datarel | DW_EH_PE_sdata4`). gimli reads the FDEs; the header
+/// format is too small to need a writer library.
+pub fn write_eh_frame_hdr(
+    eh_frame: &[u8],
+    eh_frame_address: u64,
+    hdr_address: u64,
+) -> Result<Vec<u8>, EhFrameHdrError> {
+    use gimli::{BaseAddresses, CieOrFde, UnwindSection};
+    let section = gimli::EhFrame::new(eh_frame, LittleEndian);
+    let bases = BaseAddresses::default().set_eh_frame(eh_frame_address);
+    let error = |e: gimli::Error| EhFrameHdrError(e.to_string());
+    let mut table = Vec::new();
+    let mut entries = section.entries(&bases);
+    while let Some(entry) = entries.next().map_err(error)? {
+        if let CieOrFde::Fde(partial) = entry {
+            let fde = partial.parse(gimli::EhFrame::cie_from_offset).map_err(error)?;
+            table.push((fde.initial_address(), eh_frame_address + fde.offset() as u64));
+        }
+    }
+    table.sort_unstable();
+    let relative = |to: u64, from: u64| {
+        i32::try_from(to.wrapping_sub(from) as i64)
+            .map_err(|_| EhFrameHdrError(format!("0x{to:x} is beyond ±2 GiB of 0x{from:x}")))
+    };
+    let count = u32::try_from(table.len()).map_err(|_| EhFrameHdrError("too many FDEs".into()))?;
+    // version, eh_frame_ptr (pcrel|sdata4), fde_count (udata4), table (datarel|sdata4)
+    let mut hdr = vec![1, 0x1b, 0x03, 0x3b];
+    hdr.extend(relative(eh_frame_address, hdr_address + 4)?.to_le_bytes());
+    hdr.extend(count.to_le_bytes());
+    for (location, fde) in table {
+        hdr.extend(relative(location, hdr_address)?.to_le_bytes());
+        hdr.extend(relative(fde, hdr_address)?.to_le_bytes());
+    }
+    Ok(hdr)
 }

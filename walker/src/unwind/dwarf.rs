@@ -1,22 +1,24 @@
 //! Unwinding with DWARF CFI (`.eh_frame`), read with gimli.
 //!
-//! FDEs are found through a sorted index built once per module (binary search, never gimli's
-//! linear scan); the unwind row for an address is evaluated, with the cache's reusable
-//! `UnwindContext`, into a [`Rule`].
+//! FDEs are found through a sorted index built once per module, from the FDEs themselves or
+//! from the module's `.eh_frame_hdr` table (binary search, never gimli's linear scan); the
+//! unwind row for an address is evaluated, with the cache's reusable `UnwindContext`, into a
+//! [`Rule`].
 
 use super::rule::{Rule, Source};
 use super::UnwindError;
 use corprof::Register;
 use gimli::{
-    BaseAddresses, CfaRule, EhFrame, LittleEndian, RegisterRule, UnwindContext, UnwindSection, X86_64,
+    BaseAddresses, CfaRule, EhFrame, EhFrameHdr, LittleEndian, RegisterRule, UnwindContext, UnwindSection,
+    X86_64,
 };
 
 /// One module's `.eh_frame` and its FDE index.
 pub struct DwarfModule<'a> {
     eh_frame: EhFrame<gimli::EndianSlice<'a, LittleEndian>>,
     bases: BaseAddresses,
-    /// (start, end, FDE offset), sorted by start.
-    index: Vec<(u64, u64, usize)>,
+    /// (first address, FDE offset), sorted.
+    index: Vec<(u64, usize)>,
 }
 
 const GPRS: [(Register, gimli::Register); 16] = [
@@ -43,41 +45,78 @@ fn by_dwarf(r: gimli::Register) -> Option<Register> {
 }
 
 impl<'a> DwarfModule<'a> {
-    /// Indexes `eh_frame` (absolute FDE locations) once. A malformed section is an error.
+    /// Indexes `eh_frame`, mapped at `section_address`, by parsing every FDE once. A
+    /// malformed section is an error.
     pub fn new(eh_frame: &'a [u8], section_address: u64) -> Result<DwarfModule<'a>, UnwindError> {
+        let bad = |_| UnwindError::BadUnwindInfo(section_address);
         let eh_frame = EhFrame::new(eh_frame, LittleEndian);
         let bases = BaseAddresses::default().set_eh_frame(section_address);
         let mut index = Vec::new();
         let mut entries = eh_frame.entries(&bases);
-        loop {
-            match entries.next() {
-                Ok(Some(gimli::CieOrFde::Fde(partial))) => {
-                    let fde = partial
-                        .parse(EhFrame::cie_from_offset)
-                        .map_err(|_| UnwindError::BadUnwindInfo(section_address))?;
-                    let offset = fde.offset();
-                    index.push((fde.initial_address(), fde.end_address(), offset));
-                }
-                Ok(Some(gimli::CieOrFde::Cie(_))) => {}
-                Ok(None) => break,
-                Err(_) => return Err(UnwindError::BadUnwindInfo(section_address)),
+        while let Some(entry) = entries.next().map_err(bad)? {
+            if let gimli::CieOrFde::Fde(partial) = entry {
+                let fde = partial.parse(EhFrame::cie_from_offset).map_err(bad)?;
+                index.push((fde.initial_address(), fde.offset()));
             }
         }
+        Ok(DwarfModule::indexed(eh_frame, bases, index))
+    }
+
+    /// Uses the binary-search table of the module's `.eh_frame_hdr` (mapped at
+    /// `hdr_address`) instead of parsing every FDE: for large modules. A malformed header, or
+    /// an entry pointing outside `eh_frame`, is an error.
+    pub fn with_eh_frame_hdr(
+        eh_frame: &'a [u8],
+        section_address: u64,
+        hdr: &[u8],
+        hdr_address: u64,
+    ) -> Result<DwarfModule<'a>, UnwindError> {
+        let bad = |_| UnwindError::BadUnwindInfo(hdr_address);
+        let bases = BaseAddresses::default()
+            .set_eh_frame(section_address)
+            .set_eh_frame_hdr(hdr_address);
+        let parsed = EhFrameHdr::new(hdr, LittleEndian).parse(&bases, 8).map_err(bad)?;
+        let table = parsed.table().ok_or(UnwindError::BadUnwindInfo(hdr_address))?;
+        let mut index = Vec::new();
+        let mut rows = table.iter(&bases);
+        while let Some((start, fde)) = rows.next().map_err(bad)? {
+            let offset = fde
+                .direct()
+                .ok()
+                .and_then(|p| p.checked_sub(section_address))
+                .filter(|&o| o < eh_frame.len() as u64)
+                .ok_or(UnwindError::BadUnwindInfo(hdr_address))?;
+            index.push((start.pointer(), offset as usize));
+        }
+        let eh_frame = EhFrame::new(eh_frame, LittleEndian);
+        Ok(DwarfModule::indexed(eh_frame, bases, index))
+    }
+
+    fn indexed(
+        eh_frame: EhFrame<gimli::EndianSlice<'a, LittleEndian>>,
+        bases: BaseAddresses,
+        mut index: Vec<(u64, usize)>,
+    ) -> DwarfModule<'a> {
         index.sort_unstable();
-        Ok(DwarfModule {
+        DwarfModule {
             eh_frame,
             bases,
             index,
-        })
+        }
     }
 
+    /// The FDEs by first address: (address, offset in `.eh_frame`), sorted.
+    pub fn index(&self) -> &[(u64, usize)] {
+        &self.index
+    }
+
+    /// The offset of the FDE that may cover `address`: the last one starting at or before it.
     fn find(&self, address: u64) -> Option<usize> {
         let i = self
             .index
-            .partition_point(|&(start, _, _)| start <= address)
+            .partition_point(|&(start, _)| start <= address)
             .checked_sub(1)?;
-        let (_, end, offset) = self.index[i];
-        (address < end).then_some(offset)
+        Some(self.index[i].1)
     }
 
     /// The rule at `address` (already adjusted for the frame kind): CFA, return address and
@@ -95,6 +134,9 @@ impl<'a> DwarfModule<'a> {
                 EhFrame::cie_from_offset,
             )
             .map_err(bad)?;
+        if !fde.contains(address) {
+            return Err(UnwindError::NoUnwindInfo(address));
+        }
         let row = fde
             .unwind_info_for_address(&self.eh_frame, &self.bases, context, address)
             .map_err(bad)?;
