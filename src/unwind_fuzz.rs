@@ -3,7 +3,6 @@
 
 use fixtures::unwind_oracle::{check, Format, BASE};
 use proptest::strategy::{Strategy, ValueTree};
-use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use std::process::ExitCode;
 
 /// Totals for one format.
@@ -21,12 +20,7 @@ struct Totals {
 /// Runs `functions` random functions from `seed` in each of `formats`; exit code 1 on any
 /// mismatch with the emulator or unexpected disagreement with framehop.
 pub fn run(functions: usize, seed: u64, formats: &[Format]) -> ExitCode {
-    let mut bytes = [0u8; 32];
-    bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    let mut runner = TestRunner::new_with_rng(
-        Config::default(),
-        TestRng::from_seed(RngAlgorithm::ChaCha, &bytes),
-    );
+    let mut runner = fixtures::strategies::seeded_runner(seed);
     let strategy = fixtures::strategies::function_shape();
     let mut totals: Vec<Totals> = formats.iter().map(|_| Totals::default()).collect();
     for n in 0..functions {

@@ -194,3 +194,32 @@ pub fn write_eh_frame_hdr(
     }
     Ok(hdr)
 }
+
+/// `.eh_frame_hdr` followed by `.eh_frame` for a set of functions, laid out as a linker does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EhFrameSections {
+    /// Where the header is mapped.
+    pub hdr_address: u64,
+    /// `.eh_frame_hdr`.
+    pub hdr: Vec<u8>,
+    /// Where `.eh_frame` is mapped (just after the header, 8-aligned).
+    pub eh_frame_address: u64,
+    /// `.eh_frame`.
+    pub eh_frame: Vec<u8>,
+}
+
+impl EhFrameSections {
+    /// Writes both sections for `functions`, the header at `hdr_address`.
+    pub fn write(functions: &[Assembled], hdr_address: u64) -> Result<EhFrameSections, EhFrameHdrError> {
+        let eh_frame = write_eh_frame(functions);
+        let hdr_len = 12 + 8 * functions.len() as u64;
+        let eh_frame_address = hdr_address + hdr_len.next_multiple_of(8);
+        let hdr = write_eh_frame_hdr(&eh_frame, eh_frame_address, hdr_address)?;
+        Ok(EhFrameSections {
+            hdr_address,
+            hdr,
+            eh_frame_address,
+            eh_frame,
+        })
+    }
+}

@@ -2,12 +2,13 @@
 //! iced-x86) from a known entry state along every path, and records the machine state at
 //! every instruction boundary. It never reads an unwind table.
 //!
-//! At entry RSP is [`ENTRY_RSP`], `[RSP]` holds [`RETURN_ADDRESS`], and every register holds
+//! In the standard entry state RSP is [`ENTRY_RSP`], `[RSP]` holds [`RETURN_ADDRESS`], and every register holds
 //! its own sentinel ([`sentinel`]). A machine-frame function is entered with RSP 32 bytes
 //! lower and the processor's frame there (RIP = `RETURN_ADDRESS`, CS, RFLAGS, RSP =
 //! `ENTRY_RSP + 8`, SS), so that in both cases a correct unwind of any boundary yields RIP =
 //! `RETURN_ADDRESS`, RSP = `ENTRY_RSP + 8`, and every nonvolatile register back at its
-//! sentinel.
+//! sentinel. [`emulate_from`] starts from any other state, such as the one a caller left
+//! at its call ([`EntryState::called_from`]): chaining those builds deep stacks of real frames.
 
 use super::assemble::Assembled;
 use corprof::Register;
@@ -88,34 +89,71 @@ fn xmm_index(r: iced_x86::Register) -> Option<usize> {
     offset_in(r, iced_x86::Register::XMM0, 16)
 }
 
-/// Executes `code` along every path and returns one [`Boundary`] per instruction reached,
-/// in address order.
+/// The machine state a function is entered with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntryState {
+    /// General-purpose registers, by [`Register`] number.
+    pub regs: [u64; 16],
+    /// XMM registers.
+    pub xmm: [u128; 16],
+    /// Stack memory (8-byte words by address), the return address (or machine frame) included.
+    pub stack: BTreeMap<u64, u64>,
+}
+
+impl EntryState {
+    /// The standard entry described above: sentinels, [`ENTRY_RSP`], [`RETURN_ADDRESS`]
+    /// (behind a machine frame if `machine_frame`).
+    pub fn standard(machine_frame: bool) -> EntryState {
+        let mut regs = Register::ALL.map(sentinel);
+        let mut stack = BTreeMap::new();
+        if machine_frame {
+            let t = ENTRY_RSP - 32;
+            for (i, v) in [RETURN_ADDRESS, 0x33, 0x246, ENTRY_RSP + 8, 0x2b]
+                .into_iter()
+                .enumerate()
+            {
+                stack.insert(t + 8 * i as u64, v);
+            }
+            regs[Register::Rsp as usize] = t;
+        } else {
+            stack.insert(ENTRY_RSP, RETURN_ADDRESS);
+            regs[Register::Rsp as usize] = ENTRY_RSP;
+        }
+        EntryState {
+            regs,
+            xmm: std::array::from_fn(|n| xmm_sentinel(n as u8)),
+            stack,
+        }
+    }
+
+    /// The state a function is entered with when it is called from the call just before
+    /// return site `site`: the caller's registers and stack, and the return address pushed.
+    pub fn called_from(site: &Boundary) -> EntryState {
+        let mut regs = site.regs;
+        regs[Register::Rsp as usize] -= 8;
+        let mut stack = site.stack.clone();
+        stack.insert(regs[Register::Rsp as usize], site.ip);
+        EntryState {
+            regs,
+            xmm: site.xmm,
+            stack,
+        }
+    }
+}
+
+/// Executes `code` from the standard entry ([`EntryState::standard`]) along every path and
+/// returns one [`Boundary`] per instruction reached, in address order.
 pub fn emulate(code: &Assembled) -> Result<Vec<Boundary>, EmulationError> {
+    emulate_from(code, EntryState::standard(code.shape.machine_frame))
+}
+
+/// Executes `code` from `entry` along every path and returns one [`Boundary`] per
+/// instruction reached, in address order.
+pub fn emulate_from(code: &Assembled, entry: EntryState) -> Result<Vec<Boundary>, EmulationError> {
     let err = |m: String| Err(EmulationError(m));
     let text = &code.bytes[..code.code_len as usize];
     let end = code.base + code.code_len;
-    let mut regs = [0u64; 16];
-    for r in Register::ALL {
-        regs[r as usize] = sentinel(r);
-    }
-    let mut stack = BTreeMap::new();
-    if code.shape.machine_frame {
-        let t = ENTRY_RSP - 32;
-        for (i, v) in [RETURN_ADDRESS, 0x33, 0x246, ENTRY_RSP + 8, 0x2b]
-            .into_iter()
-            .enumerate()
-        {
-            stack.insert(t + 8 * i as u64, v);
-        }
-        regs[Register::Rsp as usize] = t;
-    } else {
-        stack.insert(ENTRY_RSP, RETURN_ADDRESS);
-        regs[Register::Rsp as usize] = ENTRY_RSP;
-    }
-    let mut xmm = [0u128; 16];
-    for (n, x) in xmm.iter_mut().enumerate() {
-        *x = xmm_sentinel(n as u8);
-    }
+    let EntryState { regs, xmm, stack } = entry;
     let mut seen: HashMap<u64, Boundary> = HashMap::new();
     let mut work = vec![(code.base, State { regs, xmm, stack }, false)];
     while let Some((ip, mut state, return_site)) = work.pop() {

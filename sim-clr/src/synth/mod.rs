@@ -14,7 +14,10 @@ mod pe;
 mod shape;
 
 pub use assemble::{assemble, Assembled, EXTERNAL_OFFSET};
-pub use cfi::{dwarf_register, write_eh_frame, write_eh_frame_hdr, EhFrameHdrError};
-pub use emulate::{emulate, sentinel, xmm_sentinel, Boundary, EmulationError, ENTRY_RSP, RETURN_ADDRESS};
+pub use cfi::{dwarf_register, write_eh_frame, write_eh_frame_hdr, EhFrameHdrError, EhFrameSections};
+pub use emulate::{
+    emulate, emulate_from, sentinel, xmm_sentinel, Boundary, EmulationError, EntryState, ENTRY_RSP,
+    RETURN_ADDRESS,
+};
 pub use pe::{op as unwind_op, write_pe, PeImage, PeLayout, PeVersion, TEXT_RVA};
 pub use shape::{Epilogue, FunctionShape, PrologStep, ShapeError};

@@ -13,7 +13,7 @@ mod rule;
 mod unwinder;
 
 pub use cache::{CacheStats, UnwindCache};
-pub use unwinder::{frame_pointer_step, Module, UnwindData, Unwinder};
+pub use unwinder::{Module, UnwindData, Unwinder};
 
 use corprof::Register;
 use std::fmt;

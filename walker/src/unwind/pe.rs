@@ -246,8 +246,7 @@ impl<'a> PeModule<'a> {
                         // A hardware frame (RIP, CS, EFLAGS, RSP, SS, after an error code if
                         // OpInfo is 1) replaces the return address.
                         let frame = rsp.plus(if op_info == 1 { 8 } else { 0 }, at)?;
-                        rule.set_return(frame.load(at)?);
-                        rule.set(Register::Rsp, frame.plus(24, at)?.load(at)?);
+                        rule.machine_frame(frame, at)?;
                         return Ok(true);
                     }
                     _ => return Err(UnwindError::BadUnwindInfo(at)),

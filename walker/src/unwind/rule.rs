@@ -2,11 +2,15 @@
 //! of the callee's registers and the memory they point to.
 //!
 //! Both unwind formats are evaluated into a [`Rule`] without reading memory; the rule is then
-//! applied to the registers (reading only the slots it names) and cached per address, so a
-//! second visit to the same address skips the table lookup and evaluation. Evaluation works
-//! on symbolic values — "callee register plus offset" or "the 8 bytes there" — and refuses,
-//! as corrupt unwind data, an address that would have to be computed from a value loaded
-//! from memory (a frame register restored before the frame it set up was unwound).
+//! applied to the registers and cached per address, so a second visit to the same address
+//! skips the table lookup and evaluation. Evaluation works on symbolic values — "callee
+//! register plus offset" or "the 8 bytes there" — and refuses, as corrupt unwind data, an
+//! address that would have to be computed from a value loaded from memory (a frame register
+//! restored before the frame it set up was unwound).
+//!
+//! A walk applies rules to [`LazyRegs`]: a restored register's saved value is read only when
+//! a later rule uses the register as a base, so walking reads little more than the return
+//! addresses. A single step reads every restored register.
 
 use super::{check_step, Regs, StackBounds, UnwindError};
 use corprof::Register;
@@ -39,24 +43,62 @@ impl Source {
 
     /// The memory this value points to (an error if the value itself was loaded).
     pub(crate) fn load(self, at: u64) -> Result<Source, UnwindError> {
+        self.address(at).map(|a| Source::Load(a.base, a.offset))
+    }
+
+    /// This value as an address (an error if it was loaded).
+    fn address(self, at: u64) -> Result<Address, UnwindError> {
         match self {
-            Source::Add(r, o) => Ok(Source::Load(r, o)),
+            Source::Add(base, offset) => Ok(Address { base, offset }),
             Source::Load(..) => Err(UnwindError::BadUnwindInfo(at)),
         }
     }
+}
 
-    fn address(base: Register, offset: i32, regs: &Regs) -> u64 {
-        regs.get(base).wrapping_add_signed(i64::from(offset))
+/// A callee register plus an offset: an address, or a value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Address {
+    base: Register,
+    offset: i32,
+}
+
+impl Address {
+    fn at(self, gpr: &[u64; 16]) -> u64 {
+        gpr[self.base as usize].wrapping_add_signed(i64::from(self.offset))
+    }
+}
+
+fn read_at(read: &mut impl FnMut(u64) -> Option<u64>, a: u64) -> Result<u64, UnwindError> {
+    read(a).ok_or(UnwindError::MemoryRead(a))
+}
+
+/// General-purpose registers during a walk. A register whose `pending` bit is set holds, in
+/// `gpr`, the address of its saved value rather than the value.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LazyRegs {
+    /// The instruction pointer.
+    pub(crate) rip: u64,
+    gpr: [u64; 16],
+    pending: u16,
+}
+
+impl LazyRegs {
+    /// Registers whose values are all known.
+    pub(crate) fn new(rip: u64, gpr: [u64; 16]) -> LazyRegs {
+        LazyRegs { rip, gpr, pending: 0 }
     }
 
-    fn value(self, regs: &Regs, read: &mut dyn FnMut(u64) -> Option<u64>) -> Result<u64, UnwindError> {
-        match self {
-            Source::Add(r, o) => Ok(Source::address(r, o, regs)),
-            Source::Load(r, o) => {
-                let a = Source::address(r, o, regs);
-                read(a).ok_or(UnwindError::MemoryRead(a))
-            }
+    /// Reads the saved values of the pending registers in `mask`.
+    fn materialize(
+        &mut self,
+        mask: u16,
+        read: &mut impl FnMut(u64) -> Option<u64>,
+    ) -> Result<(), UnwindError> {
+        for r in bits(self.pending & mask) {
+            self.gpr[r] = read_at(read, self.gpr[r])?;
         }
+        self.pending &= !mask;
+        Ok(())
     }
 }
 
@@ -64,13 +106,19 @@ impl Source {
 /// Registers it does not name keep the callee's value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Rule {
-    /// The caller's RIP; `None` when the unwind data marks the end of the stack.
-    rip: Option<Source>,
-    /// Bit `r` set: `gpr[r]` restores general-purpose register `r` (RSP is always bit 4).
-    /// Bit `16 + x` set: XMM register `x` is restored from the 16 bytes at `xmm[x]`.
-    mask: u32,
-    gpr: [Source; 16],
-    xmm: [Source; 16],
+    /// Where the caller's RIP is loaded from; `None` when the unwind data marks the end of
+    /// the stack.
+    rip: Option<Address>,
+    /// Bit `r` set: general-purpose register `r` is loaded from `gpr[r]`.
+    loads: u16,
+    /// Bit `r` set: general-purpose register `r` is `gpr[r]` itself (RSP, nearly always).
+    adds: u16,
+    /// Bit `x` set: XMM register `x` is loaded from the 16 bytes at `xmm[x]`.
+    xmms: u16,
+    /// The registers the addresses and values are computed from (a superset).
+    bases: u16,
+    gpr: [Address; 16],
+    xmm: [Address; 16],
 }
 
 const RSP: usize = Register::Rsp as usize;
@@ -79,36 +127,78 @@ impl Rule {
     /// The identity: every register keeps its value and there is no caller RIP (applied as it
     /// is, the end of the stack).
     pub(crate) fn identity() -> Rule {
+        let same = |base| Address { base, offset: 0 };
         Rule {
             rip: None,
-            mask: 1 << RSP,
-            gpr: Register::ALL.map(Source::same),
-            xmm: [Source::same(Register::Rsp); 16],
+            loads: 0,
+            adds: 0,
+            xmms: 0,
+            bases: 0,
+            gpr: Register::ALL.map(same),
+            xmm: [same(Register::Rsp); 16],
         }
+    }
+
+    /// The frame-pointer rule, for code no unwind data covers: the caller's RIP at
+    /// `[RBP + 8]`, its RSP at `RBP + 16`, its RBP at `[RBP]` (right only inside the body of a
+    /// function that keeps a frame pointer).
+    pub(crate) fn frame_pointer() -> Rule {
+        let mut rule = Rule::identity();
+        rule.return_from(Address {
+            base: Register::Rbp,
+            offset: 8,
+        });
+        rule.set(Register::Rsp, Source::Add(Register::Rbp, 16));
+        rule.set(Register::Rbp, Source::Load(Register::Rbp, 0));
+        rule
     }
 
     /// Where register `r`'s caller value comes from, as evaluated so far.
     pub(crate) fn get(&self, r: Register) -> Source {
-        self.gpr[r as usize]
+        let Address { base, offset } = self.gpr[r as usize];
+        if self.loads & 1 << r as usize != 0 {
+            Source::Load(base, offset)
+        } else {
+            Source::Add(base, offset)
+        }
     }
 
     /// Restores `r` from `source`.
     pub(crate) fn set(&mut self, r: Register, source: Source) {
-        self.gpr[r as usize] = source;
-        self.mask |= 1 << r as usize;
+        let bit = 1 << r as usize;
+        let (address, loaded) = match source {
+            Source::Add(base, offset) => (Address { base, offset }, false),
+            Source::Load(base, offset) => (Address { base, offset }, true),
+        };
+        if loaded {
+            self.adds &= !bit;
+            self.loads |= bit;
+        } else {
+            self.loads &= !bit;
+            self.adds |= bit;
+        }
+        self.bases |= 1 << address.base as usize;
+        self.gpr[r as usize] = address;
     }
 
     /// Restores XMM register `x` (0–15) from the 16 bytes at `at`.
     pub(crate) fn set_xmm(&mut self, x: u8, at: Source, info: u64) -> Result<(), UnwindError> {
-        at.load(info)?; // an address, not a loaded value
-        self.xmm[usize::from(x & 15)] = at;
-        self.mask |= 1 << (16 + u32::from(x & 15));
+        let address = at.address(info)?;
+        self.bases |= 1 << address.base as usize;
+        self.xmm[usize::from(x & 15)] = address;
+        self.xmms |= 1 << (x & 15);
         Ok(())
     }
 
-    /// Sets the caller's RIP.
-    pub(crate) fn set_return(&mut self, rip: Source) {
-        self.rip = Some(rip);
+    /// Sets the caller's RIP, loaded from `at`.
+    fn set_return(&mut self, at: Source, info: u64) -> Result<(), UnwindError> {
+        self.return_from(at.address(info)?);
+        Ok(())
+    }
+
+    fn return_from(&mut self, address: Address) {
+        self.bases |= 1 << address.base as usize;
+        self.rip = Some(address);
     }
 
     /// Undoes a `push r`: `r` from `[RSP]`, RSP past it.
@@ -119,53 +209,93 @@ impl Rule {
         Ok(())
     }
 
+    /// The caller's RIP and RSP from a hardware frame at `frame` (RIP, CS, RFLAGS, RSP, SS).
+    pub(crate) fn machine_frame(&mut self, frame: Source, at: u64) -> Result<(), UnwindError> {
+        self.set_return(frame, at)?;
+        self.set(Register::Rsp, frame.plus(24, at)?.load(at)?);
+        Ok(())
+    }
+
+    /// The return address at `[CFA + offset]` (DWARF).
+    pub(crate) fn return_at(&mut self, cfa: Source, offset: i64, at: u64) -> Result<(), UnwindError> {
+        self.set_return(cfa.plus(offset, at)?, at)
+    }
+
     /// The return-address emulation that ends most unwinds: RIP from `[RSP]`, RSP past it.
     pub(crate) fn pop_return(&mut self, at: u64) -> Result<(), UnwindError> {
         let rsp = self.get(Register::Rsp);
-        self.set_return(rsp.load(at)?);
+        self.set_return(rsp, at)?;
         self.set(Register::Rsp, rsp.plus(8, at)?);
         Ok(())
     }
 
-    /// Applies the rule to `regs` in place. `Ok(false)` at the end of the stack (no return
-    /// address, or a return address of 0), leaving `regs` as they were; on an error `regs`
-    /// are unchanged too. The new RSP is checked against the old one and the bounds.
-    pub(crate) fn apply(
+    /// Applies the rule to a walk's registers: reads the pending registers it computes from
+    /// and the caller's RIP, records where the restored registers were saved, and checks the
+    /// new RSP. `Ok(false)` at the end of the stack: no return address, a return address of
+    /// 0, or a return address relative to a register holding 0 (the outermost frame's RBP).
+    /// On an error `regs` are no longer meaningful.
+    pub(crate) fn apply_lazy(
         &self,
-        regs: &mut Regs,
+        regs: &mut LazyRegs,
         bounds: StackBounds,
-        read: &mut dyn FnMut(u64) -> Option<u64>,
+        read: &mut impl FnMut(u64) -> Option<u64>,
     ) -> Result<bool, UnwindError> {
         let Some(rip) = self.rip else {
             return Ok(false);
         };
-        let rip = rip.value(regs, read)?;
+        regs.materialize(self.bases, read)?;
+        if regs.gpr[rip.base as usize] == 0 {
+            return Ok(false);
+        }
+        let rip = read_at(read, rip.at(&regs.gpr))?;
         if rip == 0 {
             return Ok(false);
         }
-        let mut gpr = regs.gpr;
-        for r in bits(self.mask & 0xffff) {
-            gpr[r] = self.gpr[r].value(regs, read)?;
+        // Every address and value comes from the callee's registers.
+        // Every address and value comes from the callee's registers: a loaded register holds
+        // its address until it is materialized, an added one its value.
+        let callee = regs.gpr;
+        for r in bits(self.loads | self.adds) {
+            regs.gpr[r] = self.gpr[r].at(&callee);
         }
-        check_step(regs.rsp(), gpr[RSP], bounds)?;
-        let xmm_mask = self.mask >> 16;
-        if xmm_mask != 0 {
-            let mut xmm = regs.xmm;
-            for x in bits(xmm_mask) {
-                let at = self.xmm[x].value(regs, read)?;
-                let mut half = |a: u64| read(a).ok_or(UnwindError::MemoryRead(a));
-                xmm[x] = u128::from(half(at)?) | u128::from(half(at.wrapping_add(8))?) << 64;
-            }
-            regs.xmm = xmm;
-        }
-        regs.gpr = gpr;
+        regs.pending = (regs.pending & !self.adds) | self.loads;
+        // A machine frame's RSP comes from memory: it is needed now.
+        regs.materialize(1 << RSP, read)?;
+        check_step(callee[RSP], regs.gpr[RSP], bounds)?;
         regs.rip = rip;
+        Ok(true)
+    }
+
+    /// Applies the rule to `regs` in place, reading every restored register (XMM included).
+    /// `Ok(false)` at the end of the stack as for a walk; at the end or on an error `regs` are
+    /// unchanged.
+    pub(crate) fn apply(
+        &self,
+        regs: &mut Regs,
+        bounds: StackBounds,
+        read: &mut impl FnMut(u64) -> Option<u64>,
+    ) -> Result<bool, UnwindError> {
+        let mut lazy = LazyRegs::new(regs.rip, regs.gpr);
+        if !self.apply_lazy(&mut lazy, bounds, read)? {
+            return Ok(false);
+        }
+        lazy.materialize(u16::MAX, read)?;
+        let mut xmm = regs.xmm;
+        for x in bits(self.xmms) {
+            let at = self.xmm[x].at(&regs.gpr);
+            xmm[x] = u128::from(read_at(read, at)?) | u128::from(read_at(read, at.wrapping_add(8))?) << 64;
+        }
+        *regs = Regs {
+            rip: lazy.rip,
+            gpr: lazy.gpr,
+            xmm,
+        };
         Ok(true)
     }
 }
 
 /// The indices of the set bits of `mask`, lowest first.
-fn bits(mut mask: u32) -> impl Iterator<Item = usize> {
+fn bits(mut mask: u16) -> impl Iterator<Item = usize> {
     std::iter::from_fn(move || {
         (mask != 0).then(|| {
             let i = mask.trailing_zeros() as usize;

@@ -1,12 +1,11 @@
 //! Unwinding across modules: each module's own unwind data through the rule cache, the
-//! frame-pointer fallback where none covers the address, and a bounded walk over many frames.
+//! frame-pointer rule where none covers the address, and a bounded walk over many frames.
 
 use super::cache::UnwindCache;
 use super::dwarf::DwarfModule;
 use super::pe::PeModule;
-use super::rule::Rule;
-use super::{check_step, FrameKind, Regs, StackBounds, UnwindError};
-use corprof::Register;
+use super::rule::{LazyRegs, Rule};
+use super::{FrameKind, Regs, StackBounds, UnwindError};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A module's unwind data.
@@ -36,31 +35,6 @@ pub struct Unwinder<'a> {
 
 /// Module generations, unique in the process (0 marks an empty cache slot).
 static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
-
-/// The frame-pointer rule: the caller's RIP at `[RBP + 8]`, its RSP at `RBP + 16`, its RBP at
-/// `[RBP]` (right only inside the body of a function that keeps a frame pointer). `Ok(false)`
-/// at the end of the stack (RBP or the return address 0).
-pub fn frame_pointer_step(
-    regs: &mut Regs,
-    bounds: StackBounds,
-    read: &mut dyn FnMut(u64) -> Option<u64>,
-) -> Result<bool, UnwindError> {
-    let rbp = regs.get(Register::Rbp);
-    if rbp == 0 {
-        return Ok(false);
-    }
-    let rip = read(rbp.wrapping_add(8)).ok_or(UnwindError::MemoryRead(rbp.wrapping_add(8)))?;
-    let saved_rbp = read(rbp).ok_or(UnwindError::MemoryRead(rbp))?;
-    if rip == 0 {
-        return Ok(false);
-    }
-    let rsp = rbp.wrapping_add(16);
-    check_step(regs.rsp(), rsp, bounds)?;
-    regs.rip = rip;
-    regs.gpr[Register::Rsp as usize] = rsp;
-    regs.gpr[Register::Rbp as usize] = saved_rbp;
-    Ok(true)
-}
 
 impl<'a> Unwinder<'a> {
     /// An unwinder over `modules` (ranges must not overlap).
@@ -92,64 +66,76 @@ impl<'a> Unwinder<'a> {
         (address < m.end).then_some(&m.data)
     }
 
-    /// The rule for `address` (already adjusted for `kind`); `None` where no unwind data
-    /// covers it.
-    fn rule(
+    /// The rule for (`address`, `kind`) from the cache, or else evaluated and cached.
+    #[inline]
+    fn rule<'c>(
         &self,
         address: u64,
         kind: FrameKind,
-        cache: &mut UnwindCache,
-    ) -> Result<Option<Rule>, UnwindError> {
-        match self.module(address) {
-            Some(UnwindData::Dwarf(dwarf)) => match dwarf.rule(address, cache.context()) {
-                Err(UnwindError::NoUnwindInfo(_)) => Ok(None),
-                other => other.map(Some),
-            },
-            Some(UnwindData::Pe(pe)) => pe.rule(address, kind).map(Some),
-            None => Ok(None),
-        }
+        cache: &'c mut UnwindCache,
+    ) -> Result<&'c Rule, UnwindError> {
+        let index = match cache.lookup(self.generation, address, kind) {
+            Some(index) => index,
+            None => self.evaluate(address, kind, cache)?,
+        };
+        Ok(cache.rule(index))
     }
 
-    /// One step from `regs` to the caller's registers, in place. `Ok(false)` at the end of
-    /// the stack; on an error or at the end, `regs` are unchanged. Rules come from `cache`
-    /// when an earlier step visited the same address.
+    /// Evaluates the rule for (`address`, `kind`) and caches it: the module's unwind data, or
+    /// the frame-pointer rule where none covers the address.
+    #[cold]
+    fn evaluate(&self, address: u64, kind: FrameKind, cache: &mut UnwindCache) -> Result<usize, UnwindError> {
+        let rule = match self.module(address) {
+            Some(UnwindData::Dwarf(dwarf)) => match dwarf.rule(address, cache.saved_rows()) {
+                Err(UnwindError::NoUnwindInfo(_)) => Rule::frame_pointer(),
+                other => other?,
+            },
+            Some(UnwindData::Pe(pe)) => pe.rule(address, kind)?,
+            None => Rule::frame_pointer(),
+        };
+        Ok(cache.insert(self.generation, address, kind, rule))
+    }
+
+    /// One step from `regs` to the caller's registers, in place, every register the unwind
+    /// data restores read from memory. `Ok(false)` at the end of the stack (no return address,
+    /// or one of 0 or relative to a register holding 0); at the end or on an error `regs` are
+    /// unchanged. Where no unwind data covers the IP, the frame-pointer rule applies: the
+    /// caller's RIP at `[RBP + 8]`, its RSP at `RBP + 16`, its RBP at `[RBP]`. Rules come from
+    /// `cache` when an earlier step visited the same address.
     pub fn step(
         &self,
         regs: &mut Regs,
         kind: FrameKind,
         bounds: StackBounds,
         cache: &mut UnwindCache,
-        read: &mut dyn FnMut(u64) -> Option<u64>,
+        read: &mut impl FnMut(u64) -> Option<u64>,
     ) -> Result<bool, UnwindError> {
         let address = kind.lookup_address(regs.rip);
-        if let Some(rule) = cache.lookup(self.generation, address, kind) {
-            return rule.apply(regs, bounds, read);
-        }
-        match self.rule(address, kind, cache)? {
-            Some(rule) => {
-                cache.insert(self.generation, address, kind, rule);
-                rule.apply(regs, bounds, read)
-            }
-            None => frame_pointer_step(regs, bounds, read),
-        }
+        self.rule(address, kind, cache)?.apply(regs, bounds, read)
     }
 
     /// Walks from `regs` (the interrupted frame) and writes each frame's IP into `out`, leaf
     /// first; returns how many were written and how the walk ended (`Ok` at the end of the
-    /// stack or a full buffer). Never more than `out.len()` steps.
+    /// stack or a full buffer). Never more than `out.len()` steps. A register's saved value
+    /// is read only when a later frame's rule needs it, so the walk reads fewer stack words
+    /// than as many [`Unwinder::step`]s.
     pub fn walk(
         &self,
         regs: &Regs,
         bounds: StackBounds,
         cache: &mut UnwindCache,
-        read: &mut dyn FnMut(u64) -> Option<u64>,
+        read: &mut impl FnMut(u64) -> Option<u64>,
         out: &mut [u64],
     ) -> (usize, Result<(), UnwindError>) {
-        let mut current = *regs;
+        let mut current = LazyRegs::new(regs.rip, regs.gpr);
         let mut kind = FrameKind::First;
         for (n, slot) in out.iter_mut().enumerate() {
             *slot = current.rip;
-            match self.step(&mut current, kind, bounds, cache, read) {
+            let address = kind.lookup_address(current.rip);
+            let step = self
+                .rule(address, kind, cache)
+                .and_then(|rule| rule.apply_lazy(&mut current, bounds, read));
+            match step {
                 Ok(true) => {}
                 Ok(false) => return (n + 1, Ok(())),
                 Err(e) => return (n + 1, Err(e)),

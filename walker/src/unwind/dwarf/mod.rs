@@ -1,0 +1,237 @@
+//! Unwinding with DWARF CFI (`.eh_frame`), read with gimli.
+//!
+//! FDEs are found through a sorted index built once per module, from the FDEs themselves or
+//! from the module's `.eh_frame_hdr` table (binary search, never gimli's linear scan); the
+//! unwind row for an address is evaluated from gimli's parsed instructions (`row`) and turned
+//! into a [`Rule`].
+
+use super::rule::{Rule, Source};
+use super::UnwindError;
+use corprof::Register;
+use gimli::{BaseAddresses, EhFrame, EhFrameHdr, LittleEndian, UnwindSection};
+use row::{initial_row, row_at, RegisterRule};
+
+mod row;
+
+pub(crate) use row::{Row, STATE_DEPTH};
+
+type Slice<'a> = gimli::EndianSlice<'a, LittleEndian>;
+
+/// One module's `.eh_frame`, its FDE index and its CIEs.
+pub struct DwarfModule<'a> {
+    eh_frame: EhFrame<Slice<'a>>,
+    bases: BaseAddresses,
+    /// (first address, FDE offset), sorted.
+    index: Vec<(u64, usize)>,
+    /// By offset (the order of the section).
+    cies: Vec<Cie<'a>>,
+}
+
+/// A parsed CIE and the row its initial instructions set up.
+struct Cie<'a> {
+    offset: usize,
+    entry: gimli::CommonInformationEntry<Slice<'a>>,
+    initial: Result<Row, UnwindError>,
+}
+
+/// The general-purpose registers by DWARF number (0–15).
+const BY_DWARF: [Register; 16] = [
+    Register::Rax,
+    Register::Rdx,
+    Register::Rcx,
+    Register::Rbx,
+    Register::Rsi,
+    Register::Rdi,
+    Register::Rbp,
+    Register::Rsp,
+    Register::R8,
+    Register::R9,
+    Register::R10,
+    Register::R11,
+    Register::R12,
+    Register::R13,
+    Register::R14,
+    Register::R15,
+];
+
+fn by_dwarf(r: gimli::Register) -> Option<Register> {
+    BY_DWARF.get(usize::from(r.0)).copied()
+}
+
+impl<'a> DwarfModule<'a> {
+    /// Indexes `eh_frame`, mapped at `section_address`, by parsing every FDE once. A
+    /// malformed section is an error.
+    pub fn new(eh_frame: &'a [u8], section_address: u64) -> Result<DwarfModule<'a>, UnwindError> {
+        let bad = |_| UnwindError::BadUnwindInfo(section_address);
+        let eh_frame = EhFrame::new(eh_frame, LittleEndian);
+        let bases = BaseAddresses::default().set_eh_frame(section_address);
+        let mut index = Vec::new();
+        let mut entries = eh_frame.entries(&bases);
+        while let Some(entry) = entries.next().map_err(bad)? {
+            if let gimli::CieOrFde::Fde(partial) = entry {
+                let fde = partial.parse(EhFrame::cie_from_offset).map_err(bad)?;
+                index.push((fde.initial_address(), fde.offset()));
+            }
+        }
+        DwarfModule::indexed(eh_frame, bases, index)
+    }
+
+    /// Uses the binary-search table of the module's `.eh_frame_hdr` (mapped at
+    /// `hdr_address`) instead of parsing every FDE: for large modules. A malformed header, or
+    /// an entry pointing outside `eh_frame`, is an error.
+    pub fn with_eh_frame_hdr(
+        eh_frame: &'a [u8],
+        section_address: u64,
+        hdr: &[u8],
+        hdr_address: u64,
+    ) -> Result<DwarfModule<'a>, UnwindError> {
+        let bad = |_| UnwindError::BadUnwindInfo(hdr_address);
+        let bases = BaseAddresses::default()
+            .set_eh_frame(section_address)
+            .set_eh_frame_hdr(hdr_address);
+        let parsed = EhFrameHdr::new(hdr, LittleEndian).parse(&bases, 8).map_err(bad)?;
+        let table = parsed.table().ok_or(UnwindError::BadUnwindInfo(hdr_address))?;
+        let mut index = Vec::new();
+        let mut rows = table.iter(&bases);
+        while let Some((start, fde)) = rows.next().map_err(bad)? {
+            let offset = fde
+                .direct()
+                .ok()
+                .and_then(|p| p.checked_sub(section_address))
+                .filter(|&o| o < eh_frame.len() as u64)
+                .ok_or(UnwindError::BadUnwindInfo(hdr_address))?;
+            index.push((start.pointer(), offset as usize));
+        }
+        let eh_frame = EhFrame::new(eh_frame, LittleEndian);
+        DwarfModule::indexed(eh_frame, bases, index)
+    }
+
+    /// The module with its FDE index, and its CIEs parsed and evaluated once (a module has
+    /// few, each shared by many FDEs).
+    fn indexed(
+        eh_frame: EhFrame<Slice<'a>>,
+        bases: BaseAddresses,
+        mut index: Vec<(u64, usize)>,
+    ) -> Result<DwarfModule<'a>, UnwindError> {
+        let bad = |_| UnwindError::BadUnwindInfo(bases.eh_frame.section.unwrap_or(0));
+        index.sort_unstable();
+        let mut cies = Vec::new();
+        let mut saved = Vec::with_capacity(STATE_DEPTH);
+        let mut entries = eh_frame.entries(&bases);
+        while let Some(entry) = entries.next().map_err(bad)? {
+            if let gimli::CieOrFde::Cie(entry) = entry {
+                let initial = initial_row(&eh_frame, &bases, &entry, &mut saved);
+                cies.push(Cie {
+                    offset: entry.offset(),
+                    entry,
+                    initial,
+                });
+            }
+        }
+        Ok(DwarfModule {
+            eh_frame,
+            bases,
+            index,
+            cies,
+        })
+    }
+
+    /// The CIE at `offset`, if there is one there.
+    fn cie(&self, offset: usize) -> Option<&Cie<'a>> {
+        let i = self.cies.binary_search_by_key(&offset, |c| c.offset).ok()?;
+        Some(&self.cies[i])
+    }
+
+    /// The FDEs by first address: (address, offset in `.eh_frame`), sorted.
+    pub fn index(&self) -> &[(u64, usize)] {
+        &self.index
+    }
+
+    /// The offset of the FDE that may cover `address`: the last one starting at or before it.
+    fn find(&self, address: u64) -> Option<usize> {
+        let i = self
+            .index
+            .partition_point(|&(start, _)| start <= address)
+            .checked_sub(1)?;
+        Some(self.index[i].1)
+    }
+
+    /// The rule at `address` (already adjusted for the frame kind): CFA, return address and
+    /// every register the CFI restores. Registers it does not mention keep their value
+    /// (callee-saved registers the function did not touch); an undefined return address is
+    /// the end of the stack. `saved` is scratch space for `DW_CFA_remember_state`.
+    pub(crate) fn rule(&self, address: u64, saved: &mut Vec<Row>) -> Result<Rule, UnwindError> {
+        let offset = self.find(address).ok_or(UnwindError::NoUnwindInfo(address))?;
+        let bad = UnwindError::BadUnwindInfo(address);
+        let parsed_cie =
+            |section: &EhFrame<Slice<'a>>, bases: &BaseAddresses, at: gimli::EhFrameOffset| match self
+                .cie(at.0)
+            {
+                Some(cie) => Ok(cie.entry.clone()),
+                None => section.cie_from_offset(bases, at),
+            };
+        let fde = self
+            .eh_frame
+            .fde_from_offset(&self.bases, gimli::EhFrameOffset(offset), parsed_cie)
+            .map_err(|_| bad)?;
+        if !fde.contains(address) {
+            return Err(UnwindError::NoUnwindInfo(address));
+        }
+        let initial = self
+            .cie(fde.cie().offset())
+            .ok_or(bad)?
+            .initial
+            .as_ref()
+            .map_err(|e| *e)?;
+        let row = row_at(&self.eh_frame, &self.bases, &fde, initial, address, saved)?;
+        let register = |r: gimli::Register| by_dwarf(r).ok_or(bad);
+        let (base, offset) = row.cfa.ok_or(bad)?;
+        let cfa = Source::same(register(base)?).plus(i64::from(offset), address)?;
+        let mut rule = Rule::identity();
+        let ra = usize::from(fde.cie().return_address_register().0);
+        match row.registers.get(ra).ok_or(bad)? {
+            RegisterRule::Offset(o) => rule.return_at(cfa, i64::from(*o), address)?,
+            RegisterRule::Same | RegisterRule::Undefined => return Ok(rule),
+            _ => return Err(bad),
+        }
+        // The caller's RSP is the CFA, unless the CFI says where it was saved (a machine frame).
+        rule.set(Register::Rsp, cfa);
+        for (r, register_rule) in BY_DWARF.iter().zip(&row.registers) {
+            let source = match *register_rule {
+                RegisterRule::Same | RegisterRule::Undefined => continue,
+                RegisterRule::Offset(o) => cfa.plus(i64::from(o), address)?.load(address)?,
+                RegisterRule::ValOffset(o) => cfa.plus(i64::from(o), address)?,
+                RegisterRule::Register(from) => Source::same(register(from)?),
+                RegisterRule::Expression => return Err(bad),
+            };
+            rule.set(*r, source);
+        }
+        Ok(rule)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gimli::X86_64;
+
+    #[test]
+    fn dwarf_numbers_name_the_right_registers() {
+        let named = [
+            (X86_64::RAX, Register::Rax),
+            (X86_64::RDX, Register::Rdx),
+            (X86_64::RCX, Register::Rcx),
+            (X86_64::RBX, Register::Rbx),
+            (X86_64::RSI, Register::Rsi),
+            (X86_64::RDI, Register::Rdi),
+            (X86_64::RBP, Register::Rbp),
+            (X86_64::RSP, Register::Rsp),
+            (X86_64::R8, Register::R8),
+            (X86_64::R15, Register::R15),
+        ];
+        for (d, r) in named {
+            assert_eq!(by_dwarf(d), Some(r));
+        }
+        assert_eq!(by_dwarf(X86_64::RA), None);
+    }
+}
