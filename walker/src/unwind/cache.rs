@@ -4,35 +4,13 @@
 
 use super::dwarf::{Row, STATE_DEPTH};
 use super::rule::Rule;
-use super::FrameKind;
+use super::{FrameKind, UnwindError};
 
 /// Sets of [`WAYS`] rules each: 512 rules. Four ways keep a deep stack's rules from
 /// evicting each other when their addresses hash alike.
 const SETS: usize = 128;
 const WAYS: usize = 4;
-
-/// Which (address, frame kind, module generation) a slot holds, and where its rule is.
-#[derive(Clone, Copy)]
-struct Tag {
-    address: u64,
-    /// The generation shifted left once, plus 1 for the first frame; 0 for an empty slot
-    /// (generations start at 1).
-    generation_kind: u64,
-    /// Index of the slot's rule in `rules` (meaningless while the slot is empty).
-    rule: u32,
-}
-
-impl Tag {
-    const EMPTY: Tag = Tag {
-        address: 0,
-        generation_kind: 0,
-        rule: 0,
-    };
-
-    fn key(generation: u64, kind: FrameKind) -> u64 {
-        generation << 1 | u64::from(kind == FrameKind::First)
-    }
-}
+const SLOTS: usize = SETS * WAYS;
 
 /// Cache hit and miss counts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -44,10 +22,18 @@ pub struct CacheStats {
 }
 
 /// Rules by address, and DWARF scratch space. One per walking thread.
+///
+/// Slots are grouped by set (a set's [`WAYS`] slots together). All-zero slot tags are empty,
+/// so a new cache is zeroed memory and little else.
 pub struct UnwindCache {
-    /// `SETS * WAYS` tags, a set's together.
-    tags: Box<[Tag]>,
-    /// The rules, appended as slots fill (so a new cache costs little more than its tags).
+    /// Each slot's address.
+    addresses: Box<[u64]>,
+    /// Each slot's module generation shifted left once, plus 1 for the first frame; 0 for a
+    /// slot without a valid rule (generations start at 1).
+    keys: Box<[u64]>,
+    /// Each slot's rule, as an index into `rules` plus 1; 0 until the slot first fills.
+    indices: Box<[u32]>,
+    /// The rules, appended as slots first fill.
     rules: Vec<Rule>,
     /// Per set, the way the next insertion replaces (round robin).
     next: Box<[u8]>,
@@ -62,12 +48,18 @@ impl Default for UnwindCache {
     }
 }
 
+fn key(generation: u64, kind: FrameKind) -> u64 {
+    generation << 1 | u64::from(kind == FrameKind::First)
+}
+
 impl UnwindCache {
     /// An empty cache.
     pub fn new() -> UnwindCache {
         UnwindCache {
-            tags: vec![Tag::EMPTY; SETS * WAYS].into_boxed_slice(),
-            rules: Vec::with_capacity(SETS * WAYS),
+            addresses: vec![0; SLOTS].into_boxed_slice(),
+            keys: vec![0; SLOTS].into_boxed_slice(),
+            indices: vec![0; SLOTS].into_boxed_slice(),
+            rules: Vec::with_capacity(SLOTS),
             next: vec![0; SETS].into_boxed_slice(),
             saved_rows: Vec::with_capacity(STATE_DEPTH),
             stats: CacheStats::default(),
@@ -79,60 +71,64 @@ impl UnwindCache {
         self.stats
     }
 
+    /// The first slot of `address`'s set.
     fn set(address: u64) -> usize {
         // Fibonacci hashing: the high bits of the product mix every bit of the address.
-        (address.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SETS.trailing_zeros())) as usize
+        let set = address.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SETS.trailing_zeros());
+        set as usize * WAYS
     }
 
     /// Where the cached rule for (`address`, `kind`) under `generation` is, counting a hit or
     /// a miss.
     #[inline]
     pub(crate) fn lookup(&mut self, generation: u64, address: u64, kind: FrameKind) -> Option<usize> {
-        let key = Tag::key(generation, kind);
-        let first = UnwindCache::set(address) * WAYS;
+        let key = key(generation, kind);
+        let first = UnwindCache::set(address);
         // Branch-free over the ways: which one hits varies from frame to frame.
-        let mut rule = None;
-        for tag in &self.tags[first..first + WAYS] {
-            let hit = tag.address == address && tag.generation_kind == key;
-            rule = if hit { Some(tag.rule) } else { rule };
+        let mut index = 0;
+        for slot in first..first + WAYS {
+            let hit = self.addresses[slot] == address && self.keys[slot] == key;
+            index = if hit { self.indices[slot] } else { index };
         }
-        match rule {
-            Some(i) => {
-                self.stats.hits += 1;
-                Some(i as usize)
-            }
-            None => {
-                self.stats.misses += 1;
-                None
-            }
+        if index == 0 {
+            self.stats.misses += 1;
+            return None;
         }
+        self.stats.hits += 1;
+        Some(index as usize - 1)
     }
 
-    /// A rule by the index [`UnwindCache::lookup`] or [`UnwindCache::insert`] gave.
+    /// A rule by the index [`UnwindCache::lookup`] or [`UnwindCache::insert_with`] gave.
     #[inline]
     pub(crate) fn rule(&self, index: usize) -> &Rule {
         &self.rules[index]
     }
 
-    /// Caches `rule` for (`address`, `kind`) under `generation`; returns where it is.
-    pub(crate) fn insert(&mut self, generation: u64, address: u64, kind: FrameKind, rule: Rule) -> usize {
+    /// Evaluates the rule for (`address`, `kind`) under `generation` in place, in the slot it
+    /// will occupy (`evaluate` gets the reset rule and the DWARF scratch space); returns where
+    /// it is. On an error the slot is left empty.
+    pub(crate) fn insert_with(
+        &mut self,
+        generation: u64,
+        address: u64,
+        kind: FrameKind,
+        evaluate: impl FnOnce(&mut Rule, &mut Vec<Row>) -> Result<(), UnwindError>,
+    ) -> Result<usize, UnwindError> {
         let set = UnwindCache::set(address);
-        let way = usize::from(self.next[set]);
-        self.next[set] = ((way + 1) % WAYS) as u8;
-        let tag = &mut self.tags[set * WAYS + way];
-        if tag.generation_kind == 0 {
-            tag.rule = self.rules.len() as u32;
-            self.rules.push(rule);
-        } else {
-            self.rules[tag.rule as usize] = rule;
+        let way = usize::from(self.next[set / WAYS]);
+        self.next[set / WAYS] = ((way + 1) % WAYS) as u8;
+        let slot = set + way;
+        if self.indices[slot] == 0 {
+            self.rules.push(Rule::identity());
+            self.indices[slot] = self.rules.len() as u32;
         }
-        tag.address = address;
-        tag.generation_kind = Tag::key(generation, kind);
-        tag.rule as usize
-    }
-
-    /// The DWARF evaluation scratch space.
-    pub(crate) fn saved_rows(&mut self) -> &mut Vec<Row> {
-        &mut self.saved_rows
+        let index = self.indices[slot] as usize - 1;
+        let rule = &mut self.rules[index];
+        rule.reset();
+        self.keys[slot] = 0;
+        evaluate(rule, &mut self.saved_rows)?;
+        self.addresses[slot] = address;
+        self.keys[slot] = key(generation, kind);
+        Ok(index)
     }
 }

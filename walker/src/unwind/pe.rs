@@ -170,22 +170,20 @@ impl<'a> PeModule<'a> {
     }
 
     /// The rule at `address` (already adjusted for the frame kind; epilogues are detected
-    /// only in the interrupted frame).
-    pub(crate) fn rule(&self, address: u64, kind: FrameKind) -> Result<Rule, UnwindError> {
-        let mut rule = Rule::identity();
+    /// only in the interrupted frame), written into `rule` (reset).
+    pub(crate) fn rule(&self, address: u64, kind: FrameKind, rule: &mut Rule) -> Result<(), UnwindError> {
         let rva = address
             .checked_sub(self.image_base)
             .and_then(|r| u32::try_from(r).ok());
         if let Some((rva, entry)) = rva.and_then(|rva| self.lookup(rva).map(|e| (rva, e))) {
             let info = self.info(entry)?;
-            let in_epilogue = kind == FrameKind::First && self.epilogue(rva, entry, &info, &mut rule)?;
-            if !in_epilogue && self.prologue(rva, entry, info, &mut rule)? {
-                return Ok(rule);
+            let in_epilogue = kind == FrameKind::First && self.epilogue(rva, entry, &info, rule)?;
+            if !in_epilogue && self.prologue(rva, entry, info, rule)? {
+                return Ok(());
             }
         }
         // Return emulation, unless a MACHFRAME gave the caller's RIP and RSP.
-        rule.pop_return(address)?;
-        Ok(rule)
+        rule.pop_return(address)
     }
 
     /// Undoes the prologue codes of `entry` and its chain, leaving RSP at the return address;

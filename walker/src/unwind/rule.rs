@@ -104,7 +104,7 @@ impl LazyRegs {
 
 /// One address's unwind rule: the caller's RIP and every register the unwind data restores.
 /// Registers it does not name keep the callee's value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Rule {
     /// Where the caller's RIP is loaded from; `None` when the unwind data marks the end of
     /// the stack.
@@ -117,6 +117,7 @@ pub(crate) struct Rule {
     xmms: u16,
     /// The registers the addresses and values are computed from (a superset).
     bases: u16,
+    /// Meaningful only where `loads`, `adds` or `xmms` have the bit set.
     gpr: [Address; 16],
     xmm: [Address; 16],
 }
@@ -127,39 +128,52 @@ impl Rule {
     /// The identity: every register keeps its value and there is no caller RIP (applied as it
     /// is, the end of the stack).
     pub(crate) fn identity() -> Rule {
-        let same = |base| Address { base, offset: 0 };
+        let nowhere = Address {
+            base: Register::Rsp,
+            offset: 0,
+        };
         Rule {
             rip: None,
             loads: 0,
             adds: 0,
             xmms: 0,
             bases: 0,
-            gpr: Register::ALL.map(same),
-            xmm: [same(Register::Rsp); 16],
+            gpr: [nowhere; 16],
+            xmm: [nowhere; 16],
         }
     }
 
-    /// The frame-pointer rule, for code no unwind data covers: the caller's RIP at
+    /// Makes this rule the identity again (cheaply: only the masks say what is restored).
+    pub(crate) fn reset(&mut self) {
+        self.rip = None;
+        self.loads = 0;
+        self.adds = 0;
+        self.xmms = 0;
+        self.bases = 0;
+    }
+
+    /// Makes this (reset) rule the frame-pointer rule, for code no unwind data covers: the caller's RIP at
     /// `[RBP + 8]`, its RSP at `RBP + 16`, its RBP at `[RBP]` (right only inside the body of a
     /// function that keeps a frame pointer).
-    pub(crate) fn frame_pointer() -> Rule {
-        let mut rule = Rule::identity();
-        rule.return_from(Address {
+    pub(crate) fn use_frame_pointer(&mut self) {
+        self.return_from(Address {
             base: Register::Rbp,
             offset: 8,
         });
-        rule.set(Register::Rsp, Source::Add(Register::Rbp, 16));
-        rule.set(Register::Rbp, Source::Load(Register::Rbp, 0));
-        rule
+        self.set(Register::Rsp, Source::Add(Register::Rbp, 16));
+        self.set(Register::Rbp, Source::Load(Register::Rbp, 0));
     }
 
     /// Where register `r`'s caller value comes from, as evaluated so far.
     pub(crate) fn get(&self, r: Register) -> Source {
+        let bit = 1 << r as usize;
         let Address { base, offset } = self.gpr[r as usize];
-        if self.loads & 1 << r as usize != 0 {
+        if self.loads & bit != 0 {
             Source::Load(base, offset)
-        } else {
+        } else if self.adds & bit != 0 {
             Source::Add(base, offset)
+        } else {
+            Source::same(r)
         }
     }
 

@@ -81,19 +81,26 @@ impl<'a> Unwinder<'a> {
         Ok(cache.rule(index))
     }
 
-    /// Evaluates the rule for (`address`, `kind`) and caches it: the module's unwind data, or
-    /// the frame-pointer rule where none covers the address.
+    /// Evaluates the rule for (`address`, `kind`) into the cache: the module's unwind data,
+    /// or the frame-pointer rule where none covers the address.
     #[cold]
     fn evaluate(&self, address: u64, kind: FrameKind, cache: &mut UnwindCache) -> Result<usize, UnwindError> {
-        let rule = match self.module(address) {
-            Some(UnwindData::Dwarf(dwarf)) => match dwarf.rule(address, cache.saved_rows()) {
-                Err(UnwindError::NoUnwindInfo(_)) => Rule::frame_pointer(),
-                other => other?,
+        let module = self.module(address);
+        cache.insert_with(self.generation, address, kind, |rule, saved| match module {
+            Some(UnwindData::Dwarf(dwarf)) => match dwarf.rule(address, rule, saved) {
+                Err(UnwindError::NoUnwindInfo(_)) => {
+                    rule.reset();
+                    rule.use_frame_pointer();
+                    Ok(())
+                }
+                other => other,
             },
-            Some(UnwindData::Pe(pe)) => pe.rule(address, kind)?,
-            None => Rule::frame_pointer(),
-        };
-        Ok(cache.insert(self.generation, address, kind, rule))
+            Some(UnwindData::Pe(pe)) => pe.rule(address, kind, rule),
+            None => {
+                rule.use_frame_pointer();
+                Ok(())
+            }
+        })
     }
 
     /// One step from `regs` to the caller's registers, in place, every register the unwind

@@ -159,8 +159,14 @@ impl<'a> DwarfModule<'a> {
     /// The rule at `address` (already adjusted for the frame kind): CFA, return address and
     /// every register the CFI restores. Registers it does not mention keep their value
     /// (callee-saved registers the function did not touch); an undefined return address is
-    /// the end of the stack. `saved` is scratch space for `DW_CFA_remember_state`.
-    pub(crate) fn rule(&self, address: u64, saved: &mut Vec<Row>) -> Result<Rule, UnwindError> {
+    /// the end of the stack. Written into `rule` (reset); `saved` is scratch space for
+    /// `DW_CFA_remember_state`.
+    pub(crate) fn rule(
+        &self,
+        address: u64,
+        rule: &mut Rule,
+        saved: &mut Vec<Row>,
+    ) -> Result<(), UnwindError> {
         let offset = self.find(address).ok_or(UnwindError::NoUnwindInfo(address))?;
         let bad = UnwindError::BadUnwindInfo(address);
         let parsed_cie =
@@ -187,26 +193,25 @@ impl<'a> DwarfModule<'a> {
         let register = |r: gimli::Register| by_dwarf(r).ok_or(bad);
         let (base, offset) = row.cfa.ok_or(bad)?;
         let cfa = Source::same(register(base)?).plus(i64::from(offset), address)?;
-        let mut rule = Rule::identity();
         let ra = usize::from(fde.cie().return_address_register().0);
         match row.registers.get(ra).ok_or(bad)? {
             RegisterRule::Offset(o) => rule.return_at(cfa, i64::from(*o), address)?,
-            RegisterRule::Same | RegisterRule::Undefined => return Ok(rule),
+            RegisterRule::Same | RegisterRule::Undefined => return Ok(()),
             _ => return Err(bad),
         }
         // The caller's RSP is the CFA, unless the CFI says where it was saved (a machine frame).
         rule.set(Register::Rsp, cfa);
-        for (r, register_rule) in BY_DWARF.iter().zip(&row.registers) {
-            let source = match *register_rule {
+        for n in (0..BY_DWARF.len()).filter(|n| row.changed & 1 << n != 0) {
+            let source = match row.registers[n] {
                 RegisterRule::Same | RegisterRule::Undefined => continue,
                 RegisterRule::Offset(o) => cfa.plus(i64::from(o), address)?.load(address)?,
                 RegisterRule::ValOffset(o) => cfa.plus(i64::from(o), address)?,
                 RegisterRule::Register(from) => Source::same(register(from)?),
                 RegisterRule::Expression => return Err(bad),
             };
-            rule.set(*r, source);
+            rule.set(BY_DWARF[n], source);
         }
-        Ok(rule)
+        Ok(())
     }
 }
 

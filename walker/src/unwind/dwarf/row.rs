@@ -36,6 +36,8 @@ pub(crate) struct Row {
     pub(crate) cfa: Option<(Register, i32)>,
     /// Rules by DWARF register number.
     pub(crate) registers: [RegisterRule; COLUMNS],
+    /// Bit `n` set: register `n`'s rule is not [`RegisterRule::Same`].
+    pub(crate) changed: u32,
 }
 
 impl Default for Row {
@@ -43,6 +45,7 @@ impl Default for Row {
         Row {
             cfa: None,
             registers: [RegisterRule::Same; COLUMNS],
+            changed: 0,
         }
     }
 }
@@ -181,8 +184,14 @@ impl Evaluation<'_> {
             }
             _ => return Ok(true), // GNU_args_size, AArch64's negate_ra_state, nop
         };
-        if let Some(slot) = self.row.registers.get_mut(usize::from(register.0)) {
+        let n = usize::from(register.0);
+        if let Some(slot) = self.row.registers.get_mut(n) {
             *slot = rule;
+            if rule == RegisterRule::Same {
+                self.row.changed &= !(1 << n);
+            } else {
+                self.row.changed |= 1 << n;
+            }
         }
         Ok(true)
     }
