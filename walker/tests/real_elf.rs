@@ -5,60 +5,25 @@
 //! FDE index built from that header equals the one built by parsing the FDEs.
 
 use corprof::Register;
+use fixtures::elf::{self, Section, UNWIND_SAMPLE, UNWIND_SAMPLE_BASE};
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module as FhModule, Unwinder as _};
 use gimli::{BaseAddresses, CieOrFde, EhFrame, LittleEndian, UnwindContext, UnwindSection};
 use iced_x86::{Decoder, DecoderOptions, Mnemonic};
 use sim_clr::synth::write_eh_frame_hdr;
-use std::ops::Range;
 use walker::unwind::dwarf::DwarfModule;
 use walker::unwind::{FrameKind, Module, Regs, StackBounds, UnwindCache, UnwindData, Unwinder};
 
-const ELF: &[u8] = include_bytes!("../../fixtures/elf/unwind-sample.elf");
-/// The first PT_LOAD segment's address (`-no-pie`: loaded where linked).
-const IMAGE_BASE: u64 = 0x40_0000;
+const IMAGE_BASE: u64 = UNWIND_SAMPLE_BASE;
 const STACK: StackBounds = StackBounds {
     limit: 0x7ff0_0000_0000,
     base: 0x7ff0_0010_0000,
 };
 const RSP: u64 = 0x7ff0_0008_0000;
 
-/// A section: its address and bytes.
-struct Section {
-    address: u64,
-    bytes: &'static [u8],
-}
-
-impl Section {
-    fn range(&self) -> Range<u64> {
-        self.address..self.address + self.bytes.len() as u64
-    }
-}
-
-/// A named section of the ELF64 file, from the section headers (a few fixed offsets).
-fn section(name: &str) -> Section {
-    let u16_at = |o: usize| u16::from_le_bytes(ELF[o..o + 2].try_into().unwrap()) as usize;
-    let u32_at = |o: usize| u32::from_le_bytes(ELF[o..o + 4].try_into().unwrap()) as usize;
-    let u64_at = |o: usize| u64::from_le_bytes(ELF[o..o + 8].try_into().unwrap());
-    assert_eq!(&ELF[..5], b"\x7fELF\x02", "an ELF64 file");
-    let (shoff, shentsize, shnum, shstrndx) =
-        (u64_at(0x28) as usize, u16_at(0x3a), u16_at(0x3c), u16_at(0x3e));
-    let header = |i: usize| shoff + i * shentsize;
-    let names = u64_at(header(shstrndx) + 0x18) as usize;
-    (0..shnum)
-        .map(header)
-        .find(|&h| {
-            let start = names + u32_at(h);
-            ELF[start..].split(|&b| b == 0).next() == Some(name.as_bytes())
-        })
-        .map(|h| {
-            let (offset, size) = (u64_at(h + 0x18) as usize, u64_at(h + 0x20) as usize);
-            Section {
-                address: u64_at(h + 0x10),
-                bytes: &ELF[offset..offset + size],
-            }
-        })
-        .unwrap_or_else(|| panic!("no section {name}"))
+/// A section of the sample.
+fn section(name: &str) -> Section<'static> {
+    elf::section(UNWIND_SAMPLE, name).unwrap_or_else(|| panic!("no section {name}"))
 }
 
 /// Registers at `ip`: RSP on the stack, RBP above it (some functions compute the CFA from

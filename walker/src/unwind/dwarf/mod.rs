@@ -156,17 +156,9 @@ impl<'a> DwarfModule<'a> {
         Some(self.index[i].1)
     }
 
-    /// The rule at `address` (already adjusted for the frame kind): CFA, return address and
-    /// every register the CFI restores. Registers it does not mention keep their value
-    /// (callee-saved registers the function did not touch); an undefined return address is
-    /// the end of the stack. Written into `rule` (reset); `saved` is scratch space for
+    /// The CFI row at `address` and the return-address column. `saved` is scratch space for
     /// `DW_CFA_remember_state`.
-    pub(crate) fn rule(
-        &self,
-        address: u64,
-        rule: &mut Rule,
-        saved: &mut Vec<Row>,
-    ) -> Result<(), UnwindError> {
+    fn row(&self, address: u64, saved: &mut Vec<Row>) -> Result<(Row, usize), UnwindError> {
         let offset = self.find(address).ok_or(UnwindError::NoUnwindInfo(address))?;
         let bad = UnwindError::BadUnwindInfo(address);
         let parsed_cie =
@@ -183,17 +175,28 @@ impl<'a> DwarfModule<'a> {
         if !fde.contains(address) {
             return Err(UnwindError::NoUnwindInfo(address));
         }
-        let initial = self
-            .cie(fde.cie().offset())
-            .ok_or(bad)?
-            .initial
-            .as_ref()
-            .map_err(|e| *e)?;
+        let cie = self.cie(fde.cie().offset()).ok_or(bad)?;
+        let initial = cie.initial.as_ref().map_err(|e| *e)?;
         let row = row_at(&self.eh_frame, &self.bases, &fde, initial, address, saved)?;
+        Ok((row, usize::from(cie.entry.return_address_register().0)))
+    }
+
+    /// The rule at `address` (already adjusted for the frame kind): CFA, return address and
+    /// every register the CFI restores. Registers it does not mention keep their value
+    /// (callee-saved registers the function did not touch); an undefined return address is
+    /// the end of the stack. Written into `rule` (reset); `saved` is scratch space for
+    /// `DW_CFA_remember_state`.
+    pub(crate) fn rule(
+        &self,
+        address: u64,
+        rule: &mut Rule,
+        saved: &mut Vec<Row>,
+    ) -> Result<(), UnwindError> {
+        let (row, ra) = self.row(address, saved)?;
+        let bad = UnwindError::BadUnwindInfo(address);
         let register = |r: gimli::Register| by_dwarf(r).ok_or(bad);
         let (base, offset) = row.cfa.ok_or(bad)?;
         let cfa = Source::same(register(base)?).plus(i64::from(offset), address)?;
-        let ra = usize::from(fde.cie().return_address_register().0);
         match row.registers.get(ra).ok_or(bad)? {
             RegisterRule::Offset(o) => rule.return_at(cfa, i64::from(*o), address)?,
             RegisterRule::Same | RegisterRule::Undefined => return Ok(()),
@@ -219,6 +222,7 @@ impl<'a> DwarfModule<'a> {
 mod tests {
     use super::*;
     use gimli::X86_64;
+    use proptest::prelude::*;
 
     #[test]
     fn dwarf_numbers_name_the_right_registers() {
@@ -238,5 +242,70 @@ mod tests {
             assert_eq!(by_dwarf(d), Some(r));
         }
         assert_eq!(by_dwarf(X86_64::RA), None);
+    }
+
+    /// Our row evaluation against gimli's (`UnwindTable`) at the first and last address of
+    /// every row of every FDE in `eh_frame`; returns how many rows were compared.
+    fn rows_agree_with_gimli(eh_frame: &[u8], address: u64) -> usize {
+        use gimli::RegisterRule as G;
+        let module = DwarfModule::new(eh_frame, address).unwrap();
+        let mut saved = Vec::with_capacity(STATE_DEPTH);
+        let mut context = Box::new(gimli::UnwindContext::new());
+        let mut entries = module.eh_frame.entries(&module.bases);
+        let mut compared = 0;
+        while let Some(entry) = entries.next().unwrap() {
+            let gimli::CieOrFde::Fde(partial) = entry else {
+                continue;
+            };
+            let fde = partial.parse(EhFrame::cie_from_offset).unwrap();
+            let mut table = fde.rows(&module.eh_frame, &module.bases, &mut context).unwrap();
+            while let Some(theirs) = table.next_row().unwrap() {
+                for at in [theirs.start_address(), theirs.end_address() - 1] {
+                    let (ours, _) = module.row(at, &mut saved).unwrap();
+                    let cfa = match theirs.cfa() {
+                        gimli::CfaRule::RegisterAndOffset { register, offset } => {
+                            Some((*register, *offset as i32))
+                        }
+                        gimli::CfaRule::Expression(_) => None,
+                    };
+                    assert_eq!(ours.cfa, cfa, "CFA at 0x{at:x}");
+                    for n in 0..row::COLUMNS as u16 {
+                        let expected = match theirs.register(gimli::Register(n)) {
+                            None | Some(G::SameValue) => RegisterRule::Same,
+                            Some(G::Undefined) => RegisterRule::Undefined,
+                            Some(G::Offset(o)) => RegisterRule::Offset(o as i32),
+                            Some(G::ValOffset(o)) => RegisterRule::ValOffset(o as i32),
+                            Some(G::Register(r)) => RegisterRule::Register(r),
+                            Some(_) => RegisterRule::Expression,
+                        };
+                        assert_eq!(
+                            ours.registers[usize::from(n)],
+                            expected,
+                            "register {n} at 0x{at:x}"
+                        );
+                    }
+                    compared += 1;
+                }
+            }
+        }
+        compared
+    }
+
+    #[test]
+    fn rows_of_real_compiler_output_agree_with_gimli() {
+        let eh_frame = fixtures::elf::section(fixtures::elf::UNWIND_SAMPLE, ".eh_frame").unwrap();
+        assert!(rows_agree_with_gimli(eh_frame.bytes, eh_frame.address) > 20);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+        /// Synthesized CFI uses remember/restore state, restore and every CFA form.
+        #[test]
+        fn rows_of_synthesized_functions_agree_with_gimli(shape in fixtures::strategies::function_shape()) {
+            let code = sim_clr::synth::assemble(&shape, 0x7f20_0000_1000).unwrap();
+            let eh_frame = sim_clr::synth::write_eh_frame(std::slice::from_ref(&code));
+            prop_assert!(rows_agree_with_gimli(&eh_frame, 0x7f30_0000_0000) > 0);
+        }
     }
 }
