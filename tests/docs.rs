@@ -98,3 +98,36 @@ fn json_doc_lists_every_report_key() {
         );
     }
 }
+
+#[test]
+fn native_unwinding_doc_names_real_files_and_every_error() {
+    let doc = read("docs/native-unwinding.md");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for word in quoted(&doc) {
+        let path = word.split_whitespace().next().unwrap_or("");
+        if path.contains('/') && (path.ends_with(".rs") || path.ends_with(".c") || path.ends_with(".sh")) {
+            assert!(
+                root.join(path).exists(),
+                "docs/native-unwinding.md names a missing file `{path}`"
+            );
+        }
+    }
+    let errors = read("walker/src/unwind/mod.rs");
+    let enum_body = errors
+        .split("pub enum UnwindError {")
+        .nth(1)
+        .and_then(|rest| rest.split('}').next())
+        .expect("UnwindError");
+    for line in enum_body.lines().map(str::trim) {
+        if let Some(variant) = line
+            .split('(')
+            .next()
+            .filter(|v| !v.is_empty() && !v.starts_with("///"))
+        {
+            assert!(
+                doc.contains(&format!("`{variant}`")),
+                "docs/native-unwinding.md misses `{variant}`"
+            );
+        }
+    }
+}

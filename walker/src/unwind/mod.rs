@@ -3,8 +3,25 @@
 //! memory itself, so it works on a suspended thread, offline, or on simulated memory).
 //!
 //! Each format evaluates its tables into a rule for the address, which the thread's
-//! [`UnwindCache`] keeps for the next visit. Every step is checked: the new RSP must be 8-aligned, inside the stack bounds and strictly
-//! above the old one; a corrupt table, an unmapped read or a cycle is a typed error.
+//! [`UnwindCache`] keeps for the next visit. Every step is checked: the new RSP must be
+//! 8-aligned, inside the stack bounds and strictly above the old one; a corrupt table, an
+//! unmapped read or a cycle is a typed error.
+//!
+//! ```
+//! use walker::unwind::{dwarf::DwarfModule, Module, UnwindCache, UnwindData, Unwinder};
+//! # use fixtures::deep_stack::{DeepStack, Mix};
+//! # let stack = DeepStack::build(8, Mix::Any, 1).unwrap();
+//! # let (text, cfi) = (stack.text(), &stack.cfi);
+//! // A module: its code range and its `.eh_frame` (indexed through `.eh_frame_hdr`).
+//! let data = DwarfModule::with_eh_frame_hdr(&cfi.eh_frame, cfi.eh_frame_address, &cfi.hdr, cfi.hdr_address)?;
+//! let unwinder = Unwinder::new(vec![Module { start: text.start, end: text.end, data: UnwindData::Dwarf(data) }]);
+//! // One cache per walking thread, kept across samples.
+//! let mut cache = UnwindCache::new();
+//! let mut ips = [0u64; 128];
+//! let (n, end) = unwinder.walk(&stack.regs, stack.bounds, &mut cache, &mut |a| stack.read(a), &mut ips);
+//! assert_eq!((&ips[..n], end), (&stack.ips[..], Ok(())));
+//! # Ok::<(), walker::unwind::UnwindError>(())
+//! ```
 
 mod cache;
 pub mod dwarf;

@@ -265,7 +265,6 @@ impl Rule {
         if rip == 0 {
             return Ok(false);
         }
-        // Every address and value comes from the callee's registers.
         // Every address and value comes from the callee's registers: a loaded register holds
         // its address until it is materialized, an added one its value.
         let callee = regs.gpr;

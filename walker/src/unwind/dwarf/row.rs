@@ -93,6 +93,7 @@ impl Evaluation<'_> {
                 .and_then(|o| i32::try_from(o).ok())
                 .ok_or(bad)
         };
+        let unsigned = |f: u64| factored(i64::try_from(f).map_err(|_| bad)?);
         let unfactored = |o: u64| i32::try_from(o).map_err(|_| bad);
         let (register, rule) = match instruction {
             I::SetLoc { address } => return self.advance(address),
@@ -146,10 +147,7 @@ impl Evaluation<'_> {
             I::Offset {
                 register,
                 factored_offset,
-            } => (
-                register,
-                RegisterRule::Offset(factored(i64::try_from(factored_offset).map_err(|_| bad)?)?),
-            ),
+            } => (register, RegisterRule::Offset(unsigned(factored_offset)?)),
             I::OffsetExtendedSf {
                 register,
                 factored_offset,
@@ -157,10 +155,7 @@ impl Evaluation<'_> {
             I::ValOffset {
                 register,
                 factored_offset,
-            } => (
-                register,
-                RegisterRule::ValOffset(factored(i64::try_from(factored_offset).map_err(|_| bad)?)?),
-            ),
+            } => (register, RegisterRule::ValOffset(unsigned(factored_offset)?)),
             I::ValOffsetSf {
                 register,
                 factored_offset,
