@@ -1,4 +1,4 @@
-//! The unwind cache a thread keeps across walks: each address's [`Rule`], keyed by the
+//! The unwind cache a thread keeps across walks: each address's rule, keyed by the
 //! unwinder's 64-bit module generation (so a rule never outlives the modules it came from),
 //! and the scratch space DWARF evaluation reuses. Created once; nothing in a step allocates.
 
@@ -6,7 +6,7 @@ use super::dwarf::{Row, STATE_DEPTH};
 use super::rule::Rule;
 use super::{FrameKind, UnwindError};
 
-/// Sets of [`WAYS`] rules each: 512 rules. Four ways keep a deep stack's rules from
+/// Sets of `WAYS` rules each: 512 rules. Four ways keep a deep stack's rules from
 /// evicting each other when their addresses hash alike.
 const SETS: usize = 128;
 const WAYS: usize = 4;
@@ -23,7 +23,7 @@ pub struct CacheStats {
 
 /// Rules by address, and DWARF scratch space. One per walking thread.
 ///
-/// Slots are grouped by set (a set's [`WAYS`] slots together). All-zero slot tags are empty,
+/// Slots are grouped by set (a set's four slots together). All-zero slot tags are empty,
 /// so a new cache is zeroed memory and little else.
 pub struct UnwindCache {
     /// Each slot's address.

@@ -1,13 +1,13 @@
 //! Unwinding with Windows x64 unwind info (`.pdata`/`.xdata`, versions 1 and 2), as
 //! `RtlVirtualUnwind` does it (spec B.3):
-//! - no RUNTIME_FUNCTION for the address: a leaf, RIP = [RSP], RSP += 8;
+//! - no RUNTIME_FUNCTION for the address: a leaf, RIP = `[RSP]`, RSP += 8;
 //! - for the interrupted frame, epilogue detection against the entry that contains the IP —
 //!   version 1 by decoding the instructions at the IP with the exact Windows rules, version 2
 //!   from the UWOP_EPILOG descriptors — and, in an epilogue, emulation of the rest of it;
 //! - otherwise the prologue codes, skipping those whose CodeOffset lies beyond the IP, the
 //!   FrameBase rule for saves, chained entries (up to 32), MACHFRAME.
 //!
-//! All of it is evaluated into a [`Rule`] from the tables and the code alone, without
+//! All of it is evaluated into a rule from the tables and the code alone, without
 //! reading the stack.
 
 use super::rule::{Rule, Source};

@@ -3,7 +3,7 @@
 //! FDEs are found through a sorted index built once per module, from the FDEs themselves or
 //! from the module's `.eh_frame_hdr` table (binary search, never gimli's linear scan); the
 //! unwind row for an address is evaluated from gimli's parsed instructions (`row`) and turned
-//! into a [`Rule`].
+//! into a rule.
 
 use super::rule::{Rule, Source};
 use super::UnwindError;
