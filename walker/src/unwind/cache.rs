@@ -26,11 +26,10 @@ pub struct CacheStats {
 /// Slots are grouped by set (a set's four slots together). All-zero slot tags are empty,
 /// so a new cache is zeroed memory and little else.
 pub struct UnwindCache {
-    /// Each slot's address.
-    addresses: Box<[u64]>,
-    /// Each slot's module generation shifted left once, plus 1 for the first frame; 0 for a
-    /// slot without a valid rule (generations start at 1).
-    keys: Box<[u64]>,
+    /// Each slot's address, and its module generation shifted left once plus 1 for the first
+    /// frame (0 for a slot without a valid rule: generations start at 1). A set's tags share
+    /// a cache line.
+    tags: Box<[[u64; 2]]>,
     /// Each slot's rule, as an index into `rules` plus 1; 0 until the slot first fills.
     indices: Box<[u32]>,
     /// The rules, appended as slots first fill.
@@ -56,8 +55,7 @@ impl UnwindCache {
     /// An empty cache.
     pub fn new() -> UnwindCache {
         UnwindCache {
-            addresses: vec![0; SLOTS].into_boxed_slice(),
-            keys: vec![0; SLOTS].into_boxed_slice(),
+            tags: vec![[0; 2]; SLOTS].into_boxed_slice(),
             indices: vec![0; SLOTS].into_boxed_slice(),
             rules: Vec::with_capacity(SLOTS),
             next: vec![0; SETS].into_boxed_slice(),
@@ -87,7 +85,7 @@ impl UnwindCache {
         // Branch-free over the ways: which one hits varies from frame to frame.
         let mut index = 0;
         for slot in first..first + WAYS {
-            let hit = self.addresses[slot] == address && self.keys[slot] == key;
+            let hit = self.tags[slot] == [address, key];
             index = if hit { self.indices[slot] } else { index };
         }
         if index == 0 {
@@ -125,10 +123,9 @@ impl UnwindCache {
         let index = self.indices[slot] as usize - 1;
         let rule = &mut self.rules[index];
         rule.reset();
-        self.keys[slot] = 0;
+        self.tags[slot] = [0, 0];
         evaluate(rule, &mut self.saved_rows)?;
-        self.addresses[slot] = address;
-        self.keys[slot] = key(generation, kind);
+        self.tags[slot] = [address, key(generation, kind)];
         Ok(index)
     }
 }
