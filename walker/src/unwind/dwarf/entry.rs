@@ -69,6 +69,18 @@ impl<'a> Cursor<'a> {
     /// An unsigned LEB128 (at most 64 bits).
     #[inline]
     pub(crate) fn uleb(&mut self) -> Option<u64> {
+        // Nearly every operand fits one byte.
+        match self.section.get(self.pos) {
+            Some(&b) if b < 0x80 && self.pos < self.end => {
+                self.pos += 1;
+                Some(u64::from(b))
+            }
+            _ => self.uleb_long(),
+        }
+    }
+
+    #[inline(never)]
+    fn uleb_long(&mut self) -> Option<u64> {
         let (mut value, mut shift) = (0u64, 0u32);
         loop {
             let b = self.u8()?;
