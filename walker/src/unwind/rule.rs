@@ -248,6 +248,7 @@ impl Rule {
     /// new RSP. `Ok(false)` at the end of the stack: no return address, a return address of
     /// 0, or a return address relative to a register holding 0 (the outermost frame's RBP).
     /// On an error `regs` are no longer meaningful.
+    #[inline(always)]
     pub(crate) fn apply_lazy(
         &self,
         regs: &mut LazyRegs,
