@@ -1,6 +1,11 @@
 //! The unwind cache a thread keeps across walks: each address's rule, keyed by the
 //! unwinder's 64-bit module generation (so a rule never outlives the modules it came from),
 //! and the scratch space DWARF evaluation reuses. Created once; nothing in a step allocates.
+//!
+//! The generation keys the whole cache: rules are only ever used under the generation they
+//! were evaluated for, and a step under another one empties the cache first. That leaves
+//! room in each tag for the rule's index and, for a plain frame, its RSP offset: a hit
+//! tells where the return address is from the tag line alone, before the rule is read.
 
 use super::dwarf::{Row, STATE_DEPTH};
 use super::rule::Rule;
@@ -26,11 +31,14 @@ pub struct CacheStats {
 /// Slots are grouped by set (a set's four slots together). All-zero slot tags are empty,
 /// so a new cache is zeroed memory and little else.
 pub struct UnwindCache {
-    /// Each slot's address, and its module generation shifted left once plus 1 for the first
-    /// frame (0 for a slot without a valid rule: generations start at 1). A set's tags share
-    /// a cache line.
+    /// The module generation of every rule in the tags (0, which no unwinder has, while
+    /// there are none).
+    generation: u64,
+    /// Each slot's address and [`meta`] (all zero for a slot without a rule). A set's tags
+    /// share a cache line.
     tags: Box<[[u64; 2]]>,
-    /// Each slot's rule, as an index into `rules` plus 1; 0 until the slot first fills.
+    /// Each slot's rule, as an index into `rules` plus 1; 0 until the slot first fills. A
+    /// slot keeps its rule when the tags are emptied.
     indices: Box<[u32]>,
     /// The rules, appended as slots first fill.
     rules: Vec<Rule>,
@@ -47,14 +55,37 @@ impl Default for UnwindCache {
     }
 }
 
-fn key(generation: u64, kind: FrameKind) -> u64 {
-    generation << 1 | u64::from(kind == FrameKind::First)
+/// A tag's bit for a rule of the first frame.
+const FIRST: u64 = 1;
+/// A tag's bit for a slot with a rule.
+const VALID: u64 = 2;
+/// A tag's bit for a plain rule ([`Rule::plain`]), whose offset is in the high 32 bits.
+const PLAIN: u64 = 4;
+/// Where a tag keeps the rule's index.
+const INDEX_SHIFT: u32 = 3;
+
+/// The second word of a tag: which kind of frame the rule is for, where it is in `rules`,
+/// and whether it is plain, with its offset (so a walk knows where the return address is
+/// before it reads the rule).
+fn meta(index: usize, kind: FrameKind, plain: Option<i32>) -> u64 {
+    let plain = plain.map_or(0, |offset| u64::from(offset as u32) << 32 | PLAIN);
+    plain | (index as u64) << INDEX_SHIFT | VALID | if kind == FrameKind::First { FIRST } else { 0 }
+}
+
+/// A cached rule's place, and [`Rule::plain`] for it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Hit {
+    /// Where the rule is, for [`UnwindCache::rule`].
+    pub(crate) index: usize,
+    /// The rule's [`Rule::plain`].
+    pub(crate) plain: Option<i32>,
 }
 
 impl UnwindCache {
     /// An empty cache.
     pub fn new() -> UnwindCache {
         UnwindCache {
+            generation: 0,
             tags: vec![[0; 2]; SLOTS].into_boxed_slice(),
             indices: vec![0; SLOTS].into_boxed_slice(),
             rules: Vec::with_capacity(SLOTS),
@@ -76,42 +107,53 @@ impl UnwindCache {
         set as usize * WAYS
     }
 
-    /// Where the cached rule for (`address`, `kind`) under `generation` is, counting a hit or
-    /// a miss.
+    /// The cached rule for (`address`, `kind`) under `generation`, counting a hit or a miss.
+    /// Under a generation other than the cached rules', empties the cache first.
     #[inline]
-    pub(crate) fn lookup(&mut self, generation: u64, address: u64, kind: FrameKind) -> Option<usize> {
-        let key = key(generation, kind);
+    pub(crate) fn lookup(&mut self, generation: u64, address: u64, kind: FrameKind) -> Option<Hit> {
+        if generation != self.generation {
+            self.retire(generation);
+        }
+        let want = VALID | if kind == FrameKind::First { FIRST } else { 0 };
         let first = UnwindCache::set(address);
-        // Branch-free over the ways: which one hits varies from frame to frame.
-        let mut index = 0;
-        for slot in first..first + WAYS {
-            let hit = self.tags[slot] == [address, key];
-            index = if hit { self.indices[slot] } else { index };
+        for &[tag, meta] in &self.tags[first..first + WAYS] {
+            if tag == address && meta & (VALID | FIRST) == want {
+                self.stats.hits += 1;
+                return Some(Hit {
+                    index: (meta as u32 >> INDEX_SHIFT) as usize,
+                    plain: (meta & PLAIN != 0).then_some((meta >> 32) as i32),
+                });
+            }
         }
-        if index == 0 {
-            self.stats.misses += 1;
-            return None;
-        }
-        self.stats.hits += 1;
-        Some(index as usize - 1)
+        self.stats.misses += 1;
+        None
     }
 
-    /// A rule by the index [`UnwindCache::lookup`] or [`UnwindCache::insert_with`] gave.
+    /// Empties the tags for rules of `generation` (a new cache's are empty already).
+    #[cold]
+    fn retire(&mut self, generation: u64) {
+        if self.generation != 0 {
+            self.tags.fill([0, 0]);
+        }
+        self.generation = generation;
+    }
+
+    /// A rule by the index a [`Hit`] gives.
     #[inline]
     pub(crate) fn rule(&self, index: usize) -> &Rule {
         &self.rules[index]
     }
 
-    /// Evaluates the rule for (`address`, `kind`) under `generation` in place, in the slot it
-    /// will occupy (`evaluate` gets the reset rule and the DWARF scratch space); returns where
-    /// it is. On an error the slot is left empty.
+    /// Evaluates the rule for (`address`, `kind`) in place, in the slot it will occupy
+    /// (`evaluate` gets the reset rule and the DWARF scratch space), and seals it; returns
+    /// where it is. On an error the slot is left empty. The rule is for the generation of
+    /// the last [`UnwindCache::lookup`].
     pub(crate) fn insert_with(
         &mut self,
-        generation: u64,
         address: u64,
         kind: FrameKind,
         evaluate: impl FnOnce(&mut Rule, &mut Vec<Row>) -> Result<(), UnwindError>,
-    ) -> Result<usize, UnwindError> {
+    ) -> Result<Hit, UnwindError> {
         let set = UnwindCache::set(address);
         let way = usize::from(self.next[set / WAYS]);
         self.next[set / WAYS] = ((way + 1) % WAYS) as u8;
@@ -125,7 +167,9 @@ impl UnwindCache {
         rule.reset();
         self.tags[slot] = [0, 0];
         evaluate(rule, &mut self.saved_rows)?;
-        self.tags[slot] = [address, key(generation, kind)];
-        Ok(index)
+        rule.seal();
+        let plain = rule.plain();
+        self.tags[slot] = [address, meta(index, kind, plain)];
+        Ok(Hit { index, plain })
     }
 }

@@ -73,11 +73,14 @@ fn read_at(read: &mut impl FnMut(u64) -> Option<u64>, a: u64) -> Result<u64, Unw
 }
 
 /// General-purpose registers during a walk. A register whose `pending` bit is set holds, in
-/// `gpr`, the address of its saved value rather than the value.
+/// `gpr`, the address of its saved value rather than the value. RSP is never pending.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct LazyRegs {
     /// The instruction pointer.
     pub(crate) rip: u64,
+    /// RSP, as in `gpr` (kept apart so that a walk carries it from frame to frame in a
+    /// register rather than through memory).
+    rsp: u64,
     gpr: [u64; 16],
     pending: u16,
 }
@@ -85,7 +88,12 @@ pub(crate) struct LazyRegs {
 impl LazyRegs {
     /// Registers whose values are all known.
     pub(crate) fn new(rip: u64, gpr: [u64; 16]) -> LazyRegs {
-        LazyRegs { rip, gpr, pending: 0 }
+        LazyRegs {
+            rip,
+            rsp: gpr[RSP],
+            gpr,
+            pending: 0,
+        }
     }
 
     /// Reads the saved values of the pending registers in `mask`.
@@ -120,6 +128,39 @@ pub(crate) struct Rule {
     /// Meaningful only where `loads`, `adds` or `xmms` have the bit set.
     gpr: [Address; 16],
     xmm: [Address; 16],
+    /// The general-purpose restores as a fixed sequence of moves, when `restores` says so.
+    moves: [Move; MOVES],
+    /// How a walk applies the general-purpose restores: set by [`Rule::seal`], back to
+    /// [`Restores::Each`] on any change.
+    restores: Restores,
+    /// Set by [`Rule::seal`]: see [`Rule::plain`].
+    plain: Option<i32>,
+}
+
+/// How a walk applies a rule's general-purpose restores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Restores {
+    /// One by one, for each register in `loads | adds`.
+    Each,
+    /// As the fixed sequence in `moves`.
+    Moves,
+    /// As the fixed sequence in `moves`, every one from the callee's RSP (so a walk reads no
+    /// other register).
+    MovesFromRsp,
+}
+
+/// How many general-purpose restores a sealed rule applies as a fixed sequence: a walk then
+/// runs the same instructions for every frame, with no loop whose length varies from frame to
+/// frame (a mispredicted branch per frame costs more than the moves themselves).
+const MOVES: usize = 8;
+
+/// One general-purpose restore of a sealed rule: `gpr[to] = callee[from] + offset` (an address
+/// for a loaded register, the value for an added one). Padding moves repeat the first one.
+#[derive(Clone, Copy, Debug)]
+struct Move {
+    offset: i32,
+    to: u8,
+    from: u8,
 }
 
 const RSP: usize = Register::Rsp as usize;
@@ -140,6 +181,13 @@ impl Rule {
             bases: 0,
             gpr: [nowhere; 16],
             xmm: [nowhere; 16],
+            moves: [Move {
+                offset: 0,
+                to: 0,
+                from: 0,
+            }; MOVES],
+            restores: Restores::Each,
+            plain: None,
         }
     }
 
@@ -150,6 +198,44 @@ impl Rule {
         self.adds = 0;
         self.xmms = 0;
         self.bases = 0;
+        self.restores = Restores::Each;
+        self.plain = None;
+    }
+
+    /// For a plain frame, the offset from the callee's RSP to the caller's, whose RIP is the
+    /// word just below its RSP (`None` for other frames, or before [`Rule::seal`]). Nearly
+    /// every frame is plain; a walk gets the offset with the cache's tag and so knows where
+    /// the return address is before reading the rule.
+    pub(crate) fn plain(&self) -> Option<i32> {
+        self.plain
+    }
+
+    /// Prepares the rule for walks once it is complete: its general-purpose restores as a
+    /// fixed sequence of moves when there are at most [`MOVES`] of them, and whether the frame
+    /// is plain.
+    pub(crate) fn seal(&mut self) {
+        let rsp = self.gpr[RSP];
+        let below = self.rip.map(|at| (at.base, i64::from(at.offset) + 8));
+        let returns_below = below == Some((rsp.base, i64::from(rsp.offset)));
+        let plain = self.adds & 1 << RSP != 0 && rsp.base == Register::Rsp && returns_below;
+        self.plain = plain.then_some(rsp.offset);
+        let restored = self.loads | self.adds;
+        self.restores = match restored.count_ones() as usize {
+            n if n == 0 || n > MOVES => return,
+            _ if self.bases & !(1 << RSP) == 0 => Restores::MovesFromRsp,
+            _ => Restores::Moves,
+        };
+        let mut moves = bits(restored).map(|r| Move {
+            offset: self.gpr[r].offset,
+            to: r as u8,
+            from: self.gpr[r].base as u8,
+        });
+        // Padding repeats the first move: the same value into the same register.
+        let first = moves.next().expect("at least one restore");
+        self.moves = [first; MOVES];
+        for (m, next) in self.moves.iter_mut().skip(1).zip(moves) {
+            *m = next;
+        }
     }
 
     /// Makes this (reset) rule the frame-pointer rule, for code no unwind data covers: the caller's RIP at
@@ -193,6 +279,8 @@ impl Rule {
         }
         self.bases |= 1 << address.base as usize;
         self.gpr[r as usize] = address;
+        self.restores = Restores::Each;
+        self.plain = None;
     }
 
     /// Restores XMM register `x` (0–15) from the 16 bytes at `at`.
@@ -213,6 +301,7 @@ impl Rule {
     fn return_from(&mut self, address: Address) {
         self.bases |= 1 << address.base as usize;
         self.rip = Some(address);
+        self.plain = None;
     }
 
     /// Undoes a `push r`: `r` from `[RSP]`, RSP past it.
@@ -245,12 +334,14 @@ impl Rule {
 
     /// Applies the rule to a walk's registers: reads the pending registers it computes from
     /// and the caller's RIP, records where the restored registers were saved, and checks the
-    /// new RSP. `Ok(false)` at the end of the stack: no return address, a return address of
-    /// 0, or a return address relative to a register holding 0 (the outermost frame's RBP).
-    /// On an error `regs` are no longer meaningful.
+    /// new RSP. `plain` is [`Rule::plain`] (as a cache tag holds it) or `None`, which applies
+    /// the rule in its general form. `Ok(false)` at the end of the stack: no return address,
+    /// a return address of 0, or a return address relative to a register holding 0 (the
+    /// outermost frame's RBP). On an error `regs` are no longer meaningful.
     #[inline(always)]
     pub(crate) fn apply_lazy(
         &self,
+        plain: Option<i32>,
         regs: &mut LazyRegs,
         bounds: StackBounds,
         read: &mut impl FnMut(u64) -> Option<u64>,
@@ -259,23 +350,55 @@ impl Rule {
             return Ok(false);
         };
         regs.materialize(self.bases, read)?;
-        if regs.gpr[rip.base as usize] == 0 {
+        // The return address's base register and address; for a plain frame, the new RSP.
+        let (base, at, rsp) = match plain {
+            Some(offset) => {
+                let rsp = regs.rsp.wrapping_add_signed(i64::from(offset));
+                (regs.rsp, rsp.wrapping_sub(8), Some(rsp))
+            }
+            None => (regs.gpr[rip.base as usize], rip.at(&regs.gpr), None),
+        };
+        if base == 0 {
             return Ok(false);
         }
-        let rip = read_at(read, rip.at(&regs.gpr))?;
+        let rip = read_at(read, at)?;
         if rip == 0 {
             return Ok(false);
         }
         // Every address and value comes from the callee's registers: a loaded register holds
         // its address until it is materialized, an added one its value.
-        let callee = regs.gpr;
-        for r in bits(self.loads | self.adds) {
-            regs.gpr[r] = self.gpr[r].at(&callee);
+        let callee = regs.rsp;
+        match self.restores {
+            Restores::MovesFromRsp => {
+                for m in &self.moves {
+                    regs.gpr[usize::from(m.to & 15)] = callee.wrapping_add_signed(i64::from(m.offset));
+                }
+            }
+            Restores::Moves => {
+                let callee = regs.gpr;
+                for m in &self.moves {
+                    let from = callee[usize::from(m.from & 15)];
+                    regs.gpr[usize::from(m.to & 15)] = from.wrapping_add_signed(i64::from(m.offset));
+                }
+            }
+            Restores::Each => {
+                let callee = regs.gpr;
+                for r in bits(self.loads | self.adds) {
+                    regs.gpr[r] = self.gpr[r].at(&callee);
+                }
+            }
         }
         regs.pending = (regs.pending & !self.adds) | self.loads;
-        // A machine frame's RSP comes from memory: it is needed now.
-        regs.materialize(1 << RSP, read)?;
-        check_step(callee[RSP], regs.gpr[RSP], bounds)?;
+        let rsp = match rsp {
+            Some(rsp) => rsp,
+            None => {
+                // A machine frame's RSP comes from memory: it is needed now.
+                regs.materialize(1 << RSP, read)?;
+                regs.gpr[RSP]
+            }
+        };
+        check_step(regs.rsp, rsp, bounds)?;
+        regs.rsp = rsp;
         regs.rip = rip;
         Ok(true)
     }
@@ -290,7 +413,7 @@ impl Rule {
         read: &mut impl FnMut(u64) -> Option<u64>,
     ) -> Result<bool, UnwindError> {
         let mut lazy = LazyRegs::new(regs.rip, regs.gpr);
-        if !self.apply_lazy(&mut lazy, bounds, read)? {
+        if !self.apply_lazy(None, &mut lazy, bounds, read)? {
             return Ok(false);
         }
         lazy.materialize(u16::MAX, read)?;
@@ -349,6 +472,54 @@ mod tests {
         rule.pop(Register::Rbp, 0).unwrap();
         rule.pop_return(0).unwrap();
         rule
+    }
+
+    /// `push` each of `pushes`, then `sub rsp, 8`, undone.
+    fn frameless(pushes: &[Register]) -> Rule {
+        let mut rule = Rule::identity();
+        let rsp = rule.get(Register::Rsp);
+        rule.set(Register::Rsp, rsp.plus(8, 0).unwrap());
+        for r in pushes.iter().rev() {
+            rule.pop(*r, 0).unwrap();
+        }
+        rule.pop_return(0).unwrap();
+        rule
+    }
+
+    /// Sealing changes how a walk applies a rule, never what it computes: a fixed sequence of
+    /// moves from any registers or from RSP alone, or one restore per register when there are
+    /// too many; and the plain frame's shortcut to the return address.
+    #[test]
+    fn sealed_rules_apply_as_before_sealing() {
+        use Register::*;
+        let nine = [Rbx, Rbp, Rsi, Rdi, R12, R13, R14, R15, R8];
+        let cases = [
+            (framed(), Restores::Moves, None),
+            (frameless(&nine[..3]), Restores::MovesFromRsp, Some(40)),
+            (frameless(&nine), Restores::Each, Some(88)),
+        ];
+        for (rule, restores, plain) in cases {
+            let mut sealed = rule;
+            sealed.seal();
+            assert_eq!((sealed.restores, sealed.plain()), (restores, plain));
+            let read = &mut |a: u64| Some(a + 1);
+            let mut want = LazyRegs::new(regs().rip, regs().gpr);
+            let mut got = want;
+            assert_eq!(rule.apply_lazy(None, &mut want, BOUNDS, read), Ok(true));
+            assert_eq!(
+                sealed.apply_lazy(sealed.plain(), &mut got, BOUNDS, read),
+                Ok(true)
+            );
+            want.materialize(u16::MAX, read).unwrap();
+            got.materialize(u16::MAX, read).unwrap();
+            assert_eq!((got.rip, got.rsp, got.gpr), (want.rip, want.rsp, want.gpr));
+            assert_eq!(got.rsp, got.gpr[RSP]);
+        }
+        // A change after sealing undoes it.
+        let mut changed = frameless(&nine[..3]);
+        changed.seal();
+        changed.set(Rbx, Source::same(Rbx));
+        assert_eq!((changed.restores, changed.plain()), (Restores::Each, None));
     }
 
     #[test]

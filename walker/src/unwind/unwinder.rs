@@ -1,7 +1,7 @@
 //! Unwinding across modules: each module's own unwind data through the rule cache, the
 //! frame-pointer rule where none covers the address, and a bounded walk over many frames.
 
-use super::cache::UnwindCache;
+use super::cache::{Hit, UnwindCache};
 use super::dwarf::DwarfModule;
 use super::pe::PeModule;
 use super::rule::{LazyRegs, Rule};
@@ -33,7 +33,7 @@ pub struct Unwinder<'a> {
     generation: u64,
 }
 
-/// Module generations, unique in the process (0 marks an empty cache slot).
+/// Module generations, unique in the process (0 marks a cache without rules).
 static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
 
 impl<'a> Unwinder<'a> {
@@ -66,27 +66,28 @@ impl<'a> Unwinder<'a> {
         (address < m.end).then_some(&m.data)
     }
 
-    /// The rule for (`address`, `kind`) from the cache, or else evaluated and cached.
+    /// The rule for (`address`, `kind`) from the cache, or else evaluated and cached, with
+    /// its [`Rule::plain`].
     #[inline]
     fn rule<'c>(
         &self,
         address: u64,
         kind: FrameKind,
         cache: &'c mut UnwindCache,
-    ) -> Result<&'c Rule, UnwindError> {
-        let index = match cache.lookup(self.generation, address, kind) {
-            Some(index) => index,
+    ) -> Result<(&'c Rule, Option<i32>), UnwindError> {
+        let hit = match cache.lookup(self.generation, address, kind) {
+            Some(hit) => hit,
             None => self.evaluate(address, kind, cache)?,
         };
-        Ok(cache.rule(index))
+        Ok((cache.rule(hit.index), hit.plain))
     }
 
     /// Evaluates the rule for (`address`, `kind`) into the cache: the module's unwind data,
     /// or the frame-pointer rule where none covers the address.
     #[cold]
-    fn evaluate(&self, address: u64, kind: FrameKind, cache: &mut UnwindCache) -> Result<usize, UnwindError> {
+    fn evaluate(&self, address: u64, kind: FrameKind, cache: &mut UnwindCache) -> Result<Hit, UnwindError> {
         let module = self.module(address);
-        cache.insert_with(self.generation, address, kind, |rule, saved| match module {
+        cache.insert_with(address, kind, |rule, saved| match module {
             Some(UnwindData::Dwarf(dwarf)) => match dwarf.rule(address, rule, saved) {
                 Err(UnwindError::NoUnwindInfo(_)) => {
                     rule.reset();
@@ -118,7 +119,7 @@ impl<'a> Unwinder<'a> {
         read: &mut impl FnMut(u64) -> Option<u64>,
     ) -> Result<bool, UnwindError> {
         let address = kind.lookup_address(regs.rip);
-        self.rule(address, kind, cache)?.apply(regs, bounds, read)
+        self.rule(address, kind, cache)?.0.apply(regs, bounds, read)
     }
 
     /// Walks from `regs` (the interrupted frame) and writes each frame's IP into `out`, leaf
@@ -141,7 +142,7 @@ impl<'a> Unwinder<'a> {
             let address = kind.lookup_address(current.rip);
             let step = self
                 .rule(address, kind, cache)
-                .and_then(|rule| rule.apply_lazy(&mut current, bounds, read));
+                .and_then(|(rule, plain)| rule.apply_lazy(plain, &mut current, bounds, read));
             match step {
                 Ok(true) => {}
                 Ok(false) => return (n + 1, Ok(())),
