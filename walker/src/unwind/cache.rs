@@ -159,7 +159,7 @@ impl UnwindCache {
         self.next[set / WAYS] = ((way + 1) % WAYS) as u8;
         let slot = set + way;
         if self.indices[slot] == 0 {
-            self.rules.push(Rule::identity());
+            self.rules.push(Rule::IDENTITY);
             self.indices[slot] = self.rules.len() as u32;
         }
         let index = self.indices[slot] as usize - 1;

@@ -167,8 +167,8 @@ const RSP: usize = Register::Rsp as usize;
 
 impl Rule {
     /// The identity: every register keeps its value and there is no caller RIP (applied as it
-    /// is, the end of the stack).
-    pub(crate) fn identity() -> Rule {
+    /// is, the end of the stack). A constant, so that a copy is a block copy.
+    pub(crate) const IDENTITY: Rule = {
         let nowhere = Address {
             base: Register::Rsp,
             offset: 0,
@@ -189,7 +189,7 @@ impl Rule {
             restores: Restores::Each,
             plain: None,
         }
-    }
+    };
 
     /// Makes this rule the identity again (cheaply: only the masks say what is restored).
     pub(crate) fn reset(&mut self) {
@@ -214,27 +214,40 @@ impl Rule {
     /// fixed sequence of moves when there are at most [`MOVES`] of them, and whether the frame
     /// is plain.
     pub(crate) fn seal(&mut self) {
-        let rsp = self.gpr[RSP];
-        let below = self.rip.map(|at| (at.base, i64::from(at.offset) + 8));
-        let returns_below = below == Some((rsp.base, i64::from(rsp.offset)));
-        let plain = self.adds & 1 << RSP != 0 && rsp.base == Register::Rsp && returns_below;
+        // Without branches where the answer varies from rule to rule: sealing is part of
+        // every miss.
+        let (rsp, rip) = (self.gpr[RSP], self.rip.unwrap_or(self.gpr[RSP]));
+        let plain = (self.adds & 1 << RSP != 0)
+            & (rsp.base == Register::Rsp)
+            & (rip.base == Register::Rsp)
+            & (i64::from(rip.offset) + 8 == i64::from(rsp.offset))
+            & self.rip.is_some();
         self.plain = plain.then_some(rsp.offset);
         let restored = self.loads | self.adds;
-        self.restores = match restored.count_ones() as usize {
-            n if n == 0 || n > MOVES => return,
-            _ if self.bases & !(1 << RSP) == 0 => Restores::MovesFromRsp,
-            _ => Restores::Moves,
+        let n = restored.count_ones() as usize;
+        if n == 0 || n > MOVES {
+            return;
+        }
+        self.restores = if self.bases & !(1 << RSP) == 0 {
+            Restores::MovesFromRsp
+        } else {
+            Restores::Moves
         };
-        let mut moves = bits(restored).map(|r| Move {
-            offset: self.gpr[r].offset,
-            to: r as u8,
-            from: self.gpr[r].base as u8,
-        });
-        // Padding repeats the first move: the same value into the same register.
-        let first = moves.next().expect("at least one restore");
-        self.moves = [first; MOVES];
-        for (m, next) in self.moves.iter_mut().skip(1).zip(moves) {
-            *m = next;
+        // Each restore in register order, then the first again as padding.
+        let first = restored.trailing_zeros() as usize;
+        let mut rest = restored;
+        for m in &mut self.moves {
+            let r = if rest == 0 {
+                first
+            } else {
+                rest.trailing_zeros() as usize
+            } & 15;
+            rest &= rest.wrapping_sub(1);
+            *m = Move {
+                offset: self.gpr[r].offset,
+                to: r as u8,
+                from: self.gpr[r].base as u8,
+            };
         }
     }
 
@@ -464,7 +477,7 @@ mod tests {
 
     /// `push rbp; mov rbp, rsp; push rbx; sub rsp, 8; movaps [rsp], xmm6` undone.
     fn framed() -> Rule {
-        let mut rule = Rule::identity();
+        let mut rule = Rule::IDENTITY;
         let rbp = rule.get(Register::Rbp);
         rule.set(Register::Rbx, rbp.plus(-8, 0).unwrap().load(0).unwrap());
         rule.set_xmm(6, rbp.plus(-32, 0).unwrap(), 0).unwrap();
@@ -476,7 +489,7 @@ mod tests {
 
     /// `push` each of `pushes`, then `sub rsp, 8`, undone.
     fn frameless(pushes: &[Register]) -> Rule {
-        let mut rule = Rule::identity();
+        let mut rule = Rule::IDENTITY;
         let rsp = rule.get(Register::Rsp);
         rule.set(Register::Rsp, rsp.plus(8, 0).unwrap());
         for r in pushes.iter().rev() {
@@ -563,7 +576,7 @@ mod tests {
     #[test]
     fn the_end_of_the_stack_reads_nothing_or_a_zero_return_address() {
         let mut r = regs();
-        assert_eq!(Rule::identity().apply(&mut r, BOUNDS, &mut |_| None), Ok(false));
+        assert_eq!(Rule::IDENTITY.apply(&mut r, BOUNDS, &mut |_| None), Ok(false));
         assert_eq!(framed().apply(&mut r, BOUNDS, &mut |_| Some(0)), Ok(false));
         assert_eq!(r, regs());
     }
