@@ -59,17 +59,18 @@ impl Default for UnwindCache {
 const FIRST: u64 = 1;
 /// A tag's bit for a slot with a rule.
 const VALID: u64 = 2;
+/// A tag's bit for a sealed rule ([`Rule::seal`]).
+const SEALED: u64 = 4;
 /// A tag's bit for a plain rule ([`Rule::plain`]), whose offset is in the high 32 bits.
-const PLAIN: u64 = 4;
+const PLAIN: u64 = 8;
 /// Where a tag keeps the rule's index.
-const INDEX_SHIFT: u32 = 3;
+const INDEX_SHIFT: u32 = 4;
 
-/// The second word of a tag: which kind of frame the rule is for, where it is in `rules`,
-/// and whether it is plain, with its offset (so a walk knows where the return address is
-/// before it reads the rule).
-fn meta(index: usize, kind: FrameKind, plain: Option<i32>) -> u64 {
-    let plain = plain.map_or(0, |offset| u64::from(offset as u32) << 32 | PLAIN);
-    plain | (index as u64) << INDEX_SHIFT | VALID | if kind == FrameKind::First { FIRST } else { 0 }
+/// The second word of a new rule's tag: which kind of frame the rule is for and where it is
+/// in `rules`. Sealing adds whether it is plain, with its offset (so a walk knows where the
+/// return address is before it reads the rule).
+fn meta(index: usize, kind: FrameKind) -> u64 {
+    (index as u64) << INDEX_SHIFT | VALID | if kind == FrameKind::First { FIRST } else { 0 }
 }
 
 /// A cached rule's place, and [`Rule::plain`] for it.
@@ -116,9 +117,13 @@ impl UnwindCache {
         }
         let want = VALID | if kind == FrameKind::First { FIRST } else { 0 };
         let first = UnwindCache::set(address);
-        for &[tag, meta] in &self.tags[first..first + WAYS] {
+        for slot in first..first + WAYS {
+            let [tag, mut meta] = self.tags[slot];
             if tag == address && meta & (VALID | FIRST) == want {
                 self.stats.hits += 1;
+                if meta & SEALED == 0 {
+                    meta = self.seal(slot);
+                }
                 return Some(Hit {
                     index: (meta as u32 >> INDEX_SHIFT) as usize,
                     plain: (meta & PLAIN != 0).then_some((meta >> 32) as i32),
@@ -127,6 +132,21 @@ impl UnwindCache {
         }
         self.stats.misses += 1;
         None
+    }
+
+    /// Seals the rule in `slot` on its first hit (a rule used once is not worth preparing
+    /// for walks), and returns the slot's new tag meta.
+    #[cold]
+    fn seal(&mut self, slot: usize) -> u64 {
+        let meta = self.tags[slot][1];
+        let rule = &mut self.rules[(meta as u32 >> INDEX_SHIFT) as usize];
+        rule.seal();
+        let plain = rule
+            .plain()
+            .map_or(0, |offset| u64::from(offset as u32) << 32 | PLAIN);
+        let meta = meta | SEALED | plain;
+        self.tags[slot][1] = meta;
+        meta
     }
 
     /// Empties the tags for rules of `generation` (a new cache's are empty already).
@@ -145,8 +165,8 @@ impl UnwindCache {
     }
 
     /// Evaluates the rule for (`address`, `kind`) in place, in the slot it will occupy
-    /// (`evaluate` gets the reset rule and the DWARF scratch space), and seals it; returns
-    /// where it is. On an error the slot is left empty. The rule is for the generation of
+    /// (`evaluate` gets the reset rule and the DWARF scratch space); returns where it is (its
+    /// first hit seals it). On an error the slot is left empty. The rule is for the generation of
     /// the last [`UnwindCache::lookup`].
     pub(crate) fn insert_with(
         &mut self,
@@ -159,7 +179,7 @@ impl UnwindCache {
         self.next[set / WAYS] = ((way + 1) % WAYS) as u8;
         let slot = set + way;
         if self.indices[slot] == 0 {
-            self.rules.push(Rule::IDENTITY);
+            self.rules.push(Rule::identity());
             self.indices[slot] = self.rules.len() as u32;
         }
         let index = self.indices[slot] as usize - 1;
@@ -167,9 +187,7 @@ impl UnwindCache {
         rule.reset();
         self.tags[slot] = [0, 0];
         evaluate(rule, &mut self.saved_rows)?;
-        rule.seal();
-        let plain = rule.plain();
-        self.tags[slot] = [address, meta(index, kind, plain)];
-        Ok(Hit { index, plain })
+        self.tags[slot] = [address, meta(index, kind)];
+        Ok(Hit { index, plain: None })
     }
 }

@@ -131,7 +131,7 @@ pub(crate) struct Rule {
     /// The general-purpose restores as a fixed sequence of moves, when `restores` says so.
     moves: [Move; MOVES],
     /// How a walk applies the general-purpose restores: set by [`Rule::seal`], back to
-    /// [`Restores::Each`] on any change.
+    /// [`Restores::Each`] by [`Rule::reset`].
     restores: Restores,
     /// Set by [`Rule::seal`]: see [`Rule::plain`].
     plain: Option<i32>,
@@ -167,8 +167,8 @@ const RSP: usize = Register::Rsp as usize;
 
 impl Rule {
     /// The identity: every register keeps its value and there is no caller RIP (applied as it
-    /// is, the end of the stack). A constant, so that a copy is a block copy.
-    pub(crate) const IDENTITY: Rule = {
+    /// is, the end of the stack).
+    pub(crate) fn identity() -> Rule {
         let nowhere = Address {
             base: Register::Rsp,
             offset: 0,
@@ -189,7 +189,7 @@ impl Rule {
             restores: Restores::Each,
             plain: None,
         }
-    };
+    }
 
     /// Makes this rule the identity again (cheaply: only the masks say what is restored).
     pub(crate) fn reset(&mut self) {
@@ -210,12 +210,12 @@ impl Rule {
         self.plain
     }
 
-    /// Prepares the rule for walks once it is complete: its general-purpose restores as a
-    /// fixed sequence of moves when there are at most [`MOVES`] of them, and whether the frame
-    /// is plain.
+    /// Prepares the rule for walks once it is complete (the cache does so on its first hit):
+    /// its general-purpose restores as a fixed sequence of moves when there are at most
+    /// [`MOVES`] of them, and whether the frame is plain. [`Rule::reset`] undoes it.
     pub(crate) fn seal(&mut self) {
-        // Without branches where the answer varies from rule to rule: sealing is part of
-        // every miss.
+        // Without branches where the answer varies from rule to rule: a cold walk seals a
+        // rule per frame.
         let (rsp, rip) = (self.gpr[RSP], self.rip.unwrap_or(self.gpr[RSP]));
         let plain = (self.adds & 1 << RSP != 0)
             & (rsp.base == Register::Rsp)
@@ -292,8 +292,6 @@ impl Rule {
         }
         self.bases |= 1 << address.base as usize;
         self.gpr[r as usize] = address;
-        self.restores = Restores::Each;
-        self.plain = None;
     }
 
     /// Restores XMM register `x` (0–15) from the 16 bytes at `at`.
@@ -314,7 +312,6 @@ impl Rule {
     fn return_from(&mut self, address: Address) {
         self.bases |= 1 << address.base as usize;
         self.rip = Some(address);
-        self.plain = None;
     }
 
     /// Undoes a `push r`: `r` from `[RSP]`, RSP past it.
@@ -477,7 +474,7 @@ mod tests {
 
     /// `push rbp; mov rbp, rsp; push rbx; sub rsp, 8; movaps [rsp], xmm6` undone.
     fn framed() -> Rule {
-        let mut rule = Rule::IDENTITY;
+        let mut rule = Rule::identity();
         let rbp = rule.get(Register::Rbp);
         rule.set(Register::Rbx, rbp.plus(-8, 0).unwrap().load(0).unwrap());
         rule.set_xmm(6, rbp.plus(-32, 0).unwrap(), 0).unwrap();
@@ -489,7 +486,7 @@ mod tests {
 
     /// `push` each of `pushes`, then `sub rsp, 8`, undone.
     fn frameless(pushes: &[Register]) -> Rule {
-        let mut rule = Rule::IDENTITY;
+        let mut rule = Rule::identity();
         let rsp = rule.get(Register::Rsp);
         rule.set(Register::Rsp, rsp.plus(8, 0).unwrap());
         for r in pushes.iter().rev() {
@@ -528,11 +525,11 @@ mod tests {
             assert_eq!((got.rip, got.rsp, got.gpr), (want.rip, want.rsp, want.gpr));
             assert_eq!(got.rsp, got.gpr[RSP]);
         }
-        // A change after sealing undoes it.
-        let mut changed = frameless(&nine[..3]);
-        changed.seal();
-        changed.set(Rbx, Source::same(Rbx));
-        assert_eq!((changed.restores, changed.plain()), (Restores::Each, None));
+        // Resetting unseals.
+        let mut reset = frameless(&nine[..3]);
+        reset.seal();
+        reset.reset();
+        assert_eq!((reset.restores, reset.plain()), (Restores::Each, None));
     }
 
     #[test]
@@ -576,7 +573,7 @@ mod tests {
     #[test]
     fn the_end_of_the_stack_reads_nothing_or_a_zero_return_address() {
         let mut r = regs();
-        assert_eq!(Rule::IDENTITY.apply(&mut r, BOUNDS, &mut |_| None), Ok(false));
+        assert_eq!(Rule::identity().apply(&mut r, BOUNDS, &mut |_| None), Ok(false));
         assert_eq!(framed().apply(&mut r, BOUNDS, &mut |_| Some(0)), Ok(false));
         assert_eq!(r, regs());
     }
