@@ -8,7 +8,7 @@
 //! tells where the return address is from the tag line alone, before the rule is read.
 
 use super::dwarf::{Row, STATE_DEPTH};
-use super::rule::Rule;
+use super::rule::{bits, Rule};
 use super::{FrameKind, UnwindError};
 
 /// Sets of `WAYS` rules each: 512 rules. Four ways keep a deep stack's rules from
@@ -44,6 +44,11 @@ pub struct UnwindCache {
     rules: Vec<Rule>,
     /// Per set, the way the next insertion replaces (round robin).
     next: Box<[u8]>,
+    /// One bit per slot whose rule is not sealed yet ([`Rule::seal`]): rules are sealed when
+    /// the next walk starts, not when they are evaluated — a rule is read back just after
+    /// evaluation wrote it only at the cost of store-forwarding stalls, and a cold walk
+    /// would pay them on every frame.
+    unsealed: [u64; SLOTS / 64],
     /// DWARF evaluation's `DW_CFA_remember_state` stack (capacity fixed).
     saved_rows: Vec<Row>,
     stats: CacheStats,
@@ -59,12 +64,10 @@ impl Default for UnwindCache {
 const FIRST: u64 = 1;
 /// A tag's bit for a slot with a rule.
 const VALID: u64 = 2;
-/// A tag's bit for a sealed rule ([`Rule::seal`]).
-const SEALED: u64 = 4;
 /// A tag's bit for a plain rule ([`Rule::plain`]), whose offset is in the high 32 bits.
-const PLAIN: u64 = 8;
+const PLAIN: u64 = 4;
 /// Where a tag keeps the rule's index.
-const INDEX_SHIFT: u32 = 4;
+const INDEX_SHIFT: u32 = 3;
 
 /// The second word of a new rule's tag: which kind of frame the rule is for and where it is
 /// in `rules`. Sealing adds whether it is plain, with its offset (so a walk knows where the
@@ -91,6 +94,7 @@ impl UnwindCache {
             indices: vec![0; SLOTS].into_boxed_slice(),
             rules: Vec::with_capacity(SLOTS),
             next: vec![0; SETS].into_boxed_slice(),
+            unsealed: [0; SLOTS / 64],
             saved_rows: Vec::with_capacity(STATE_DEPTH),
             stats: CacheStats::default(),
         }
@@ -117,13 +121,9 @@ impl UnwindCache {
         }
         let want = VALID | if kind == FrameKind::First { FIRST } else { 0 };
         let first = UnwindCache::set(address);
-        for slot in first..first + WAYS {
-            let [tag, mut meta] = self.tags[slot];
+        for &[tag, meta] in &self.tags[first..first + WAYS] {
             if tag == address && meta & (VALID | FIRST) == want {
                 self.stats.hits += 1;
-                if meta & SEALED == 0 {
-                    meta = self.seal(slot);
-                }
                 return Some(Hit {
                     index: (meta as u32 >> INDEX_SHIFT) as usize,
                     plain: (meta & PLAIN != 0).then_some((meta >> 32) as i32),
@@ -134,26 +134,12 @@ impl UnwindCache {
         None
     }
 
-    /// Seals the rule in `slot` on its first hit (a rule used once is not worth preparing
-    /// for walks), and returns the slot's new tag meta.
-    #[cold]
-    fn seal(&mut self, slot: usize) -> u64 {
-        let meta = self.tags[slot][1];
-        let rule = &mut self.rules[(meta as u32 >> INDEX_SHIFT) as usize];
-        rule.seal();
-        let plain = rule
-            .plain()
-            .map_or(0, |offset| u64::from(offset as u32) << 32 | PLAIN);
-        let meta = meta | SEALED | plain;
-        self.tags[slot][1] = meta;
-        meta
-    }
-
     /// Empties the tags for rules of `generation` (a new cache's are empty already).
     #[cold]
     fn retire(&mut self, generation: u64) {
         if self.generation != 0 {
             self.tags.fill([0, 0]);
+            self.unsealed = [0; SLOTS / 64];
         }
         self.generation = generation;
     }
@@ -165,9 +151,9 @@ impl UnwindCache {
     }
 
     /// Evaluates the rule for (`address`, `kind`) in place, in the slot it will occupy
-    /// (`evaluate` gets the reset rule and the DWARF scratch space); returns where it is (its
-    /// first hit seals it). On an error the slot is left empty. The rule is for the generation of
-    /// the last [`UnwindCache::lookup`].
+    /// (`evaluate` gets the reset rule and the DWARF scratch space); returns where it is. On
+    /// an error the slot is left empty. The rule is for the generation of the last
+    /// [`UnwindCache::lookup`]; it is sealed when the next walk starts.
     pub(crate) fn insert_with(
         &mut self,
         address: u64,
@@ -188,6 +174,35 @@ impl UnwindCache {
         self.tags[slot] = [0, 0];
         evaluate(rule, &mut self.saved_rows)?;
         self.tags[slot] = [address, meta(index, kind)];
+        self.unsealed[slot / 64] |= 1 << (slot % 64);
         Ok(Hit { index, plain: None })
+    }
+
+    /// Seals the rules cached since the last call (a walk's first act).
+    #[inline]
+    pub(crate) fn seal_new(&mut self) {
+        if self.unsealed.iter().any(|&word| word != 0) {
+            self.seal_all();
+        }
+    }
+
+    /// Seals every rule with an `unsealed` bit, and puts each plain one's offset in its tag.
+    #[cold]
+    fn seal_all(&mut self) {
+        for word in 0..self.unsealed.len() {
+            for bit in bits(std::mem::take(&mut self.unsealed[word])) {
+                let slot = word * 64 + bit;
+                let meta = self.tags[slot][1];
+                if meta & VALID == 0 {
+                    continue;
+                }
+                let rule = &mut self.rules[(meta as u32 >> INDEX_SHIFT) as usize];
+                rule.seal();
+                let plain = rule
+                    .plain()
+                    .map_or(0, |offset| u64::from(offset as u32) << 32 | PLAIN);
+                self.tags[slot][1] = meta | plain;
+            }
+        }
     }
 }

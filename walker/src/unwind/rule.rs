@@ -210,7 +210,8 @@ impl Rule {
         self.plain
     }
 
-    /// Prepares the rule for walks once it is complete (the cache does so on its first hit):
+    /// Prepares the rule for walks once it is complete (the cache does so when the next walk
+    /// starts):
     /// its general-purpose restores as a fixed sequence of moves when there are at most
     /// [`MOVES`] of them, and whether the frame is plain. [`Rule::reset`] undoes it.
     pub(crate) fn seal(&mut self) {
@@ -442,7 +443,8 @@ impl Rule {
 }
 
 /// The indices of the set bits of `mask`, lowest first.
-fn bits(mut mask: u16) -> impl Iterator<Item = usize> {
+pub(crate) fn bits(mask: impl Into<u64>) -> impl Iterator<Item = usize> {
+    let mut mask = mask.into();
     std::iter::from_fn(move || {
         (mask != 0).then(|| {
             let i = mask.trailing_zeros() as usize;

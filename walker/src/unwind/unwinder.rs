@@ -135,6 +135,7 @@ impl<'a> Unwinder<'a> {
         read: &mut impl FnMut(u64) -> Option<u64>,
         out: &mut [u64],
     ) -> (usize, Result<(), UnwindError>) {
+        cache.seal_new();
         let mut current = LazyRegs::new(regs.rip, regs.gpr);
         let mut kind = FrameKind::First;
         for (n, slot) in out.iter_mut().enumerate() {
