@@ -103,91 +103,90 @@ impl Evaluation<'_> {
         use RegisterRule as R;
         let op = c.u8()?;
         let low = u16::from(op & 0x3f);
-        let (register, rule) = match op >> 6 {
-            1 => return Some(self.advance_by(u64::from(low))),
-            2 => (low, R::Offset(self.factored(c.uleb()?)?)),
-            3 => (low, self.initial_rule(low)?),
-            _ => match op {
-                0x00 | 0x2e => {
-                    if op == 0x2e {
-                        c.uleb()?; // GNU_args_size
-                    }
-                    return Some(Ok(true));
+        // One dispatch on the whole opcode (one indirect jump per instruction, not two).
+        let (register, rule) = match op {
+            0x40..=0x7f => return Some(self.advance_by(u64::from(low))),
+            0x80..=0xbf => (low, R::Offset(self.factored(c.uleb()?)?)),
+            0xc0..=0xff => (low, self.initial_rule(low)?),
+            0x00 | 0x2e => {
+                if op == 0x2e {
+                    c.uleb()?; // GNU_args_size
                 }
-                0x01 => {
-                    let location = c.pointer(self.encoding, self.function)?;
-                    return Some(self.advance_to(location));
+                return Some(Ok(true));
+            }
+            0x01 => {
+                let location = c.pointer(self.encoding, self.function)?;
+                return Some(self.advance_to(location));
+            }
+            0x02 => return Some(self.advance_by(u64::from(c.u8()?))),
+            0x03 => return Some(self.advance_by(u64::from(c.u16()?))),
+            0x04 => return Some(self.advance_by(u64::from(c.u32()?))),
+            0x05 => (c.register()?, R::Offset(self.factored(c.uleb()?)?)),
+            0x06 => {
+                let register = c.register()?;
+                (register, self.initial_rule(register)?)
+            }
+            0x07 => (c.register()?, R::Undefined),
+            0x08 => (c.register()?, R::Same),
+            0x09 => (c.register()?, R::Register(Register(c.register()?))),
+            0x0a => {
+                if self.saved.len() == STATE_DEPTH {
+                    return Some(Err(UnwindError::BadUnwindInfo(self.address)));
                 }
-                0x02 => return Some(self.advance_by(u64::from(c.u8()?))),
-                0x03 => return Some(self.advance_by(u64::from(c.u16()?))),
-                0x04 => return Some(self.advance_by(u64::from(c.u32()?))),
-                0x05 => (c.register()?, R::Offset(self.factored(c.uleb()?)?)),
-                0x06 => {
-                    let register = c.register()?;
-                    (register, self.initial_rule(register)?)
-                }
-                0x07 => (c.register()?, R::Undefined),
-                0x08 => (c.register()?, R::Same),
-                0x09 => (c.register()?, R::Register(Register(c.register()?))),
-                0x0a => {
-                    if self.saved.len() == STATE_DEPTH {
-                        return Some(Err(UnwindError::BadUnwindInfo(self.address)));
-                    }
-                    self.saved.push(self.row);
-                    return Some(Ok(true));
-                }
-                0x0b => {
-                    self.row = self.saved.pop()?;
-                    return Some(Ok(true));
-                }
-                0x0c => {
-                    let register = Register(c.register()?);
-                    self.row.cfa = Some((register, i32::try_from(c.uleb()?).ok()?));
-                    return Some(Ok(true));
-                }
-                0x0d => {
-                    let (_, offset) = self.row.cfa?;
-                    self.row.cfa = Some((Register(c.register()?), offset));
-                    return Some(Ok(true));
-                }
-                0x0e | 0x13 => {
-                    let (register, _) = self.row.cfa?;
-                    let offset = if op == 0x0e {
-                        i32::try_from(c.uleb()?).ok()?
-                    } else {
-                        self.factored_signed(c.sleb()?)?
-                    };
-                    self.row.cfa = Some((register, offset));
-                    return Some(Ok(true));
-                }
-                0x0f => {
-                    let length = c.uleb()?;
-                    c.skip(length)?;
-                    self.row.cfa = None;
-                    return Some(Ok(true));
-                }
-                0x10 | 0x16 => {
-                    let register = c.register()?;
-                    let length = c.uleb()?;
-                    c.skip(length)?;
-                    (register, R::Expression)
-                }
-                0x11 => (c.register()?, R::Offset(self.factored_signed(c.sleb()?)?)),
-                0x12 => {
-                    let register = Register(c.register()?);
-                    self.row.cfa = Some((register, self.factored_signed(c.sleb()?)?));
-                    return Some(Ok(true));
-                }
-                0x14 => (c.register()?, R::ValOffset(self.factored(c.uleb()?)?)),
-                0x15 => (c.register()?, R::ValOffset(self.factored_signed(c.sleb()?)?)),
-                0x2f => {
-                    // GNU_negative_offset_extended
-                    let register = c.register()?;
-                    let offset = i64::try_from(c.uleb()?).ok()?;
-                    (register, R::Offset(self.factored_signed(-offset)?))
-                }
-                _ => return None,
-            },
+                self.saved.push(self.row);
+                return Some(Ok(true));
+            }
+            0x0b => {
+                self.row = self.saved.pop()?;
+                return Some(Ok(true));
+            }
+            0x0c => {
+                let register = Register(c.register()?);
+                self.row.cfa = Some((register, i32::try_from(c.uleb()?).ok()?));
+                return Some(Ok(true));
+            }
+            0x0d => {
+                let (_, offset) = self.row.cfa?;
+                self.row.cfa = Some((Register(c.register()?), offset));
+                return Some(Ok(true));
+            }
+            0x0e | 0x13 => {
+                let (register, _) = self.row.cfa?;
+                let offset = if op == 0x0e {
+                    i32::try_from(c.uleb()?).ok()?
+                } else {
+                    self.factored_signed(c.sleb()?)?
+                };
+                self.row.cfa = Some((register, offset));
+                return Some(Ok(true));
+            }
+            0x0f => {
+                let length = c.uleb()?;
+                c.skip(length)?;
+                self.row.cfa = None;
+                return Some(Ok(true));
+            }
+            0x10 | 0x16 => {
+                let register = c.register()?;
+                let length = c.uleb()?;
+                c.skip(length)?;
+                (register, R::Expression)
+            }
+            0x11 => (c.register()?, R::Offset(self.factored_signed(c.sleb()?)?)),
+            0x12 => {
+                let register = Register(c.register()?);
+                self.row.cfa = Some((register, self.factored_signed(c.sleb()?)?));
+                return Some(Ok(true));
+            }
+            0x14 => (c.register()?, R::ValOffset(self.factored(c.uleb()?)?)),
+            0x15 => (c.register()?, R::ValOffset(self.factored_signed(c.sleb()?)?)),
+            0x2f => {
+                // GNU_negative_offset_extended
+                let register = c.register()?;
+                let offset = i64::try_from(c.uleb()?).ok()?;
+                (register, R::Offset(self.factored_signed(-offset)?))
+            }
+            _ => return None,
         };
         self.set(register, rule);
         Some(Ok(true))
