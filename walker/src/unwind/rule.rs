@@ -386,10 +386,14 @@ impl Rule {
                 }
             }
             Restores::Moves => {
-                let callee = regs.gpr;
-                for m in &self.moves {
-                    let from = callee[usize::from(m.from & 15)];
-                    regs.gpr[usize::from(m.to & 15)] = from.wrapping_add_signed(i64::from(m.offset));
+                // Every value first, from the callee's registers, then every store (no copy
+                // of the register file: copying it in wide words just after the last frame
+                // stored it word by word stalls).
+                let values = self
+                    .moves
+                    .map(|m| regs.gpr[usize::from(m.from & 15)].wrapping_add_signed(i64::from(m.offset)));
+                for (m, value) in self.moves.iter().zip(values) {
+                    regs.gpr[usize::from(m.to & 15)] = value;
                 }
             }
             Restores::Each => {
