@@ -2,8 +2,8 @@
 //! iced-x86) from a known entry state along every path, and records the machine state at
 //! every instruction boundary. It never reads an unwind table.
 //!
-//! In the standard entry state RSP is [`ENTRY_RSP`], `[RSP]` holds [`RETURN_ADDRESS`], and every register holds
-//! its own sentinel ([`sentinel`]). A machine-frame function is entered with RSP 32 bytes
+//! In the standard entry state RSP is [`ENTRY_RSP`], `[RSP]` holds [`RETURN_ADDRESS`], and
+//! every register holds its own sentinel ([`sentinel`]). A machine-frame function is entered with RSP 32 bytes
 //! lower and the processor's frame there (RIP = `RETURN_ADDRESS`, CS, RFLAGS, RSP =
 //! `ENTRY_RSP + 8`, SS), so that in both cases a correct unwind of any boundary yields RIP =
 //! `RETURN_ADDRESS`, RSP = `ENTRY_RSP + 8`, and every nonvolatile register back at its

@@ -64,7 +64,7 @@ impl Default for UnwindCache {
 const FIRST: u64 = 1;
 /// A tag's bit for a slot with a rule.
 const VALID: u64 = 2;
-/// A tag's bit for a plain rule ([`Rule::plain`]), whose offset is in the high 32 bits.
+/// A tag's bit for a plain rule (see [`Rule::seal`]), whose offset is in the high 32 bits.
 const PLAIN: u64 = 4;
 /// Where a tag keeps the rule's index.
 const INDEX_SHIFT: u32 = 3;
@@ -76,12 +76,12 @@ fn meta(index: usize, kind: FrameKind) -> u64 {
     (index as u64) << INDEX_SHIFT | VALID | if kind == FrameKind::First { FIRST } else { 0 }
 }
 
-/// A cached rule's place, and [`Rule::plain`] for it.
+/// A cached rule's place, and its plain offset once sealed (see [`Rule::seal`]).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Hit {
     /// Where the rule is, for [`UnwindCache::rule`].
     pub(crate) index: usize,
-    /// The rule's [`Rule::plain`].
+    /// The offset from the tag (`None` for a rule not plain or not sealed yet).
     pub(crate) plain: Option<i32>,
 }
 
@@ -196,11 +196,8 @@ impl UnwindCache {
                 if meta & VALID == 0 {
                     continue;
                 }
-                let rule = &mut self.rules[(meta as u32 >> INDEX_SHIFT) as usize];
-                rule.seal();
-                let plain = rule
-                    .plain()
-                    .map_or(0, |offset| u64::from(offset as u32) << 32 | PLAIN);
+                let plain = self.rules[(meta as u32 >> INDEX_SHIFT) as usize].seal();
+                let plain = plain.map_or(0, |offset| u64::from(offset as u32) << 32 | PLAIN);
                 self.tags[slot][1] = meta | plain;
             }
         }

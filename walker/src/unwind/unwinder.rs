@@ -67,7 +67,7 @@ impl<'a> Unwinder<'a> {
     }
 
     /// The rule for (`address`, `kind`) from the cache, or else evaluated and cached, with
-    /// its [`Rule::plain`].
+    /// its plain offset from the cache's tag (see [`Rule::seal`]).
     #[inline]
     fn rule<'c>(
         &self,
@@ -87,19 +87,19 @@ impl<'a> Unwinder<'a> {
     #[cold]
     fn evaluate(&self, address: u64, kind: FrameKind, cache: &mut UnwindCache) -> Result<Hit, UnwindError> {
         let module = self.module(address);
-        cache.insert_with(address, kind, |rule, saved| match module {
-            Some(UnwindData::Dwarf(dwarf)) => match dwarf.rule(address, rule, saved) {
+        cache.insert_with(address, kind, |rule, saved| {
+            let covered = match module {
+                Some(UnwindData::Dwarf(dwarf)) => dwarf.rule(address, rule, saved),
+                Some(UnwindData::Pe(pe)) => pe.rule(address, kind, rule),
+                None => Err(UnwindError::NoUnwindInfo(address)),
+            };
+            match covered {
                 Err(UnwindError::NoUnwindInfo(_)) => {
                     rule.reset();
                     rule.use_frame_pointer();
                     Ok(())
                 }
                 other => other,
-            },
-            Some(UnwindData::Pe(pe)) => pe.rule(address, kind, rule),
-            None => {
-                rule.use_frame_pointer();
-                Ok(())
             }
         })
     }

@@ -212,8 +212,6 @@ pub(crate) fn cie_instructions(section: &[u8], address: u64, offset: usize) -> O
 
 /// An FDE's header and instructions.
 pub(crate) struct Fde<'a> {
-    /// The offset of its CIE.
-    pub(crate) cie: usize,
     /// The first address it covers.
     pub(crate) start: u64,
     /// One past the last.
@@ -244,7 +242,6 @@ pub(crate) fn fde(
             c.skip(skip)?;
         }
         Some(Fde {
-            cie,
             start,
             end: start.checked_add(length)?,
             instructions: c,

@@ -39,8 +39,9 @@ struct Cie {
     return_address: usize,
 }
 
-/// The general-purpose registers by DWARF number (0–15).
-const BY_DWARF: [Register; 16] = [
+/// DWARF numbers 0–7, which order the first eight registers differently from the Windows
+/// numbering of [`Register`]; R8–R15 are numbered alike.
+const FIRST_EIGHT: [Register; 8] = [
     Register::Rax,
     Register::Rdx,
     Register::Rcx,
@@ -49,18 +50,16 @@ const BY_DWARF: [Register; 16] = [
     Register::Rdi,
     Register::Rbp,
     Register::Rsp,
-    Register::R8,
-    Register::R9,
-    Register::R10,
-    Register::R11,
-    Register::R12,
-    Register::R13,
-    Register::R14,
-    Register::R15,
 ];
 
+/// The general-purpose register with DWARF number `r` (0–15).
 fn by_dwarf(r: gimli::Register) -> Option<Register> {
-    BY_DWARF.get(usize::from(r.0)).copied()
+    let n = usize::from(r.0);
+    match n {
+        0..=7 => Some(FIRST_EIGHT[n]),
+        8..=15 => Some(Register::ALL[n]),
+        _ => None,
+    }
 }
 
 impl<'a> DwarfModule<'a> {
@@ -175,14 +174,15 @@ impl<'a> DwarfModule<'a> {
     /// `DW_CFA_remember_state`.
     fn row(&self, address: u64, saved: &mut Vec<Row>) -> Result<(Row, usize), UnwindError> {
         let offset = self.find(address).ok_or(UnwindError::NoUnwindInfo(address))?;
-        let bad = UnwindError::BadUnwindInfo(address);
+        let mut cie = None;
         let fde = entry::fde(self.bytes, self.address, offset, address, |at| {
-            self.cie(at).map(|c| c.format)
+            cie = self.cie(at);
+            cie.map(|c| c.format)
         })?;
         if !(fde.start..fde.end).contains(&address) {
             return Err(UnwindError::NoUnwindInfo(address));
         }
-        let cie = self.cie(fde.cie).ok_or(bad)?;
+        let cie = cie.ok_or(UnwindError::BadUnwindInfo(address))?;
         let rules = cie.rules.as_ref().map_err(|e| *e)?;
         let row = row_at(
             fde.instructions,
@@ -218,15 +218,15 @@ impl<'a> DwarfModule<'a> {
         }
         // The caller's RSP is the CFA, unless the CFI says where it was saved (a machine frame).
         rule.set(Register::Rsp, cfa);
-        for n in (0..BY_DWARF.len()).filter(|n| row.changed & 1 << n != 0) {
-            let source = match row.registers[n] {
+        for n in (0..16u16).filter(|n| row.changed & 1 << n != 0) {
+            let source = match row.registers[usize::from(n)] {
                 RegisterRule::Same | RegisterRule::Undefined => continue,
                 RegisterRule::Offset(o) => cfa.plus(i64::from(o), address)?.load(address)?,
                 RegisterRule::ValOffset(o) => cfa.plus(i64::from(o), address)?,
                 RegisterRule::Register(from) => Source::same(register(from)?),
                 RegisterRule::Expression => return Err(bad),
             };
-            rule.set(BY_DWARF[n], source);
+            rule.set(register(gimli::Register(n))?, source);
         }
         Ok(())
     }
