@@ -6,6 +6,9 @@
 //! [`ProfilerCallback`] (runtime→profiler). Code written against these traits runs unchanged
 //! against the simulator in tests and against a COM shim in production.
 //!
+//! [`os`] is the operating-system layer a sampler needs besides the profiling API (thread
+//! suspension and context, signals, stack reads, mutexes, events, sleep and a clock).
+//!
 //! [`com`] holds the same API at the COM ABI level (vtables, IIDs) for native profilers.
 //!
 //! With the `mock` feature, `MockProfilerInfo` and `MockProfilerCallback` (mockall) are
@@ -19,6 +22,7 @@ pub mod frame_info;
 pub mod hresult;
 pub mod ids;
 pub mod info;
+pub mod os;
 
 pub use callback::ProfilerCallback;
 pub use context::{Context, Register};

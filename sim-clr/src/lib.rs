@@ -12,6 +12,7 @@
 
 pub mod code;
 pub mod memory;
+pub mod process;
 pub mod runtime;
 pub mod scenario;
 mod snapshot;

@@ -7,6 +7,7 @@
 
 use crate::code::{CodeMap, FunctionIndex};
 use crate::memory::AddressSpace;
+use crate::process::fiber;
 use crate::thread::{FrameKind, Lifecycle, Mode, StackEntry, Thread, ThreadKind};
 use crate::trace::{Event, Fault, FaultKind};
 use corprof::flags::{event, GcReason, SuspendReason};
@@ -137,6 +138,16 @@ pub enum CallContext {
     Callback(CallbackKind),
 }
 
+impl CallContext {
+    /// The callback state the runtime sets for a call from this context, if any.
+    pub(crate) fn callback_state(self) -> Option<CallbackKind> {
+        match self {
+            CallContext::Callback(cb) if cb.sets_callback_state() => Some(cb),
+            _ => None,
+        }
+    }
+}
+
 /// The address of the object `raise` reports as allocated or thrown.
 const OBJECT_BASE: u64 = 0x7f40_0000_1000;
 
@@ -158,6 +169,16 @@ pub(crate) struct Caller {
     pub thread: Option<usize>,
     /// The callback it runs in, if any.
     pub callback: Option<CallbackKind>,
+}
+
+/// What [`Runtime::enter`] changed on a thread, for [`Runtime::leave`] to restore.
+#[derive(Debug)]
+pub(crate) struct Entered {
+    index: usize,
+    context: CallContext,
+    stack: Vec<StackEntry>,
+    mode: Mode,
+    lifecycle: Lifecycle,
 }
 
 /// A callback to raise into the profiler once the state lock is released.
@@ -386,29 +407,34 @@ impl State {
         Ok(())
     }
 
-    /// Parks every managed thread at a safe point for a runtime suspension: a thread running
-    /// managed code gets a `RedirectedThreadFrame` and switches to preemptive mode.
+    /// Parks every managed thread at a safe point for a runtime suspension.
     pub fn park_all(&mut self, except: Option<usize>) {
         for i in 0..self.threads.len() {
             let t = &self.threads[i];
-            if !t.is_managed() || Some(i) == except || t.parked.is_some() || t.lifecycle != Lifecycle::Alive {
-                continue;
+            if t.is_managed() && Some(i) != except && t.parked.is_none() && t.lifecycle == Lifecycle::Alive {
+                self.park(i);
             }
-            let previous = t.mode;
-            let leaf_managed = t.stack.iter().find_map(|e| match e {
-                StackEntry::Call { function, .. } => Some(self.code.function(*function).kind.is_managed()),
-                StackEntry::Frame(_) => None,
-            });
-            let t = &mut self.threads[i];
-            if previous == Mode::Cooperative && leaf_managed == Some(true) {
-                t.stack.insert(0, StackEntry::Frame(FrameKind::Redirected));
-            }
-            t.mode = Mode::Preemptive;
-            t.parked = Some(previous);
-            self.relayout(i);
-            let id = self.threads[i].id;
-            self.notify(Notification::ThreadSuspended(id));
         }
+    }
+
+    /// Parks managed thread `i` at a safe point: a thread running managed code gets a
+    /// `RedirectedThreadFrame`; every parked thread is in preemptive mode.
+    pub fn park(&mut self, i: usize) {
+        let t = &self.threads[i];
+        let previous = t.mode;
+        let leaf_managed = t.stack.iter().find_map(|e| match e {
+            StackEntry::Call { function, .. } => Some(self.code.function(*function).kind.is_managed()),
+            StackEntry::Frame(_) => None,
+        });
+        let t = &mut self.threads[i];
+        if previous == Mode::Cooperative && leaf_managed == Some(true) {
+            t.stack.insert(0, StackEntry::Frame(FrameKind::Redirected));
+        }
+        t.mode = Mode::Preemptive;
+        t.parked = Some(previous);
+        self.relayout(i);
+        let id = self.threads[i].id;
+        self.notify(Notification::ThreadSuspended(id));
     }
 
     /// Undoes [`State::park_all`].
@@ -493,14 +519,35 @@ impl Runtime {
         context: CallContext,
         f: impl FnOnce(&Runtime) -> R,
     ) -> Option<R> {
-        let saved = {
+        let index = {
             let mut st = self.lock();
             let index = st.threads.iter().position(|t| t.name == thread)?;
-            let saved = (
-                st.threads[index].stack.clone(),
-                st.threads[index].mode,
-                st.threads[index].lifecycle,
-            );
+            st.callers.push(Caller {
+                thread: Some(index),
+                callback: context.callback_state(),
+            });
+            index
+        };
+        let entered = self.enter(index, context);
+        let result = f(self);
+        self.leave(entered);
+        self.lock().callers.pop();
+        Some(result)
+    }
+
+    /// The first half of [`Runtime::on_thread`]: thread `index` starts calling from `context`
+    /// (its frames pushed, its mode set). The caller must already be the current caller.
+    /// Undo with [`Runtime::leave`].
+    pub(crate) fn enter(&self, index: usize, context: CallContext) -> Entered {
+        let entered = {
+            let mut st = self.lock();
+            let saved = Entered {
+                index,
+                context,
+                stack: st.threads[index].stack.clone(),
+                mode: st.threads[index].mode,
+                lifecycle: st.threads[index].lifecycle,
+            };
             let pushed = pushed_frames(&st.code, context);
             let t = &mut st.threads[index];
             if t.is_managed() {
@@ -515,30 +562,32 @@ impl Runtime {
             }
             t.stack.splice(0..0, pushed);
             st.relayout(index);
-            let callback = match context {
-                CallContext::Callback(cb) if cb.sets_callback_state() => Some(cb),
-                _ => None,
-            };
-            st.callers.push(Caller {
-                thread: Some(index),
-                callback,
-            });
             if context == CallContext::Callback(CallbackKind::GarbageCollectionStarted) {
                 st.gc_suspension = true;
                 st.park_all(Some(index));
             }
-            (index, saved)
+            saved
         };
         self.flush();
-        let result = f(self);
+        entered
+    }
+
+    /// The second half of [`Runtime::on_thread`]: restores what [`Runtime::enter`] changed.
+    /// After `ThreadDestroyed` the thread is dead.
+    pub(crate) fn leave(&self, entered: Entered) {
         {
             let mut st = self.lock();
-            let (index, (stack, mode, lifecycle)) = saved;
+            let Entered {
+                index,
+                context,
+                stack,
+                mode,
+                lifecycle,
+            } = entered;
             if context == CallContext::Callback(CallbackKind::GarbageCollectionStarted) {
                 st.unpark_all();
                 st.gc_suspension = false;
             }
-            st.callers.pop();
             let t = &mut st.threads[index];
             t.stack = stack;
             t.mode = mode;
@@ -552,7 +601,6 @@ impl Runtime {
             }
         }
         self.flush();
-        Some(result)
     }
 
     /// Raises `callback` on thread `thread` into the attached profiler, as the runtime would:
@@ -752,10 +800,14 @@ impl ProfilerInfo for Runtime {
         context: Option<&'a Context>,
         context_size: u32,
     ) -> HResult {
+        // Every call into the runtime is a scheduling point.
+        fiber::point();
         crate::snapshot::do_stack_snapshot(self, thread, callback, info_flags, context, context_size)
     }
 
     fn get_function_from_ip(&self, ip: u64) -> Result<FunctionId, HResult> {
+        // Every call into the runtime is a scheduling point.
+        fiber::point();
         let mut st = self.lock();
         st.async_entry()?;
         if st
@@ -769,12 +821,16 @@ impl ProfilerInfo for Runtime {
     }
 
     fn get_function_from_ip2(&self, ip: u64) -> Result<(FunctionId, ReJitId), HResult> {
+        // Every call into the runtime is a scheduling point.
+        fiber::point();
         let mut st = self.lock();
         st.sync_entry(true)?;
         function_from_ip(&mut st, ip, false)
     }
 
     fn get_function_from_ip3(&self, ip: u64) -> Result<(FunctionId, ReJitId), HResult> {
+        // Every call into the runtime is a scheduling point.
+        fiber::point();
         let mut st = self.lock();
         st.sync_entry(true)?;
         function_from_ip(&mut st, ip, true)
@@ -786,6 +842,8 @@ impl ProfilerInfo for Runtime {
         requested: u32,
         code_infos: Option<&'a mut [CodeInfo]>,
     ) -> Result<u32, HResult> {
+        // Every call into the runtime is a scheduling point.
+        fiber::point();
         let mut st = self.lock();
         st.async_entry()?;
         let index = st.code.by_function_id(function).ok_or(HResult::E_INVALIDARG)?;
@@ -819,6 +877,8 @@ impl ProfilerInfo for Runtime {
     }
 
     fn get_function_info(&self, function: FunctionId) -> Result<FunctionInfo, HResult> {
+        // Every call into the runtime is a scheduling point.
+        fiber::point();
         let st = self.lock();
         st.async_entry()?;
         let f = st
@@ -837,6 +897,8 @@ impl ProfilerInfo for Runtime {
         function: FunctionId,
         frame_info: Option<&'a FrameInfo>,
     ) -> Result<FunctionInfo, HResult> {
+        // Every call into the runtime is a scheduling point.
+        fiber::point();
         if frame_info.is_some_and(|fi| fi.func_id != function) {
             return Err(HResult::E_INVALIDARG);
         }
@@ -844,6 +906,8 @@ impl ProfilerInfo for Runtime {
     }
 
     fn get_current_thread_id(&self) -> Result<ThreadId, HResult> {
+        // Every call into the runtime is a scheduling point.
+        fiber::point();
         let st = self.lock();
         st.async_entry()?;
         match st.caller_ee() {
@@ -853,6 +917,8 @@ impl ProfilerInfo for Runtime {
     }
 
     fn set_event_mask(&self, mask: u32) -> HResult {
+        // Every call into the runtime is a scheduling point.
+        fiber::point();
         let mut st = self.lock();
         if let Err(hr) = st.async_entry() {
             return hr;
@@ -865,12 +931,16 @@ impl ProfilerInfo for Runtime {
     }
 
     fn get_event_mask(&self) -> Result<u32, HResult> {
+        // Every call into the runtime is a scheduling point.
+        fiber::point();
         let st = self.lock();
         st.async_entry()?;
         Ok(st.config.event_mask)
     }
 
     fn initialize_current_thread(&self) -> HResult {
+        // Every call into the runtime is a scheduling point.
+        fiber::point();
         let mut st = self.lock();
         if let Err(hr) = st.sync_entry(false) {
             return hr;
@@ -882,6 +952,8 @@ impl ProfilerInfo for Runtime {
     }
 
     fn suspend_runtime(&self) -> HResult {
+        // Every call into the runtime is a scheduling point.
+        fiber::point();
         let hr = {
             let mut st = self.lock();
             suspend_runtime(&mut st)
@@ -891,6 +963,8 @@ impl ProfilerInfo for Runtime {
     }
 
     fn resume_runtime(&self) -> HResult {
+        // Every call into the runtime is a scheduling point.
+        fiber::point();
         let hr = {
             let mut st = self.lock();
             match st.sync_entry(true) {
@@ -910,6 +984,8 @@ impl ProfilerInfo for Runtime {
     }
 
     fn enum_threads(&self) -> Result<Vec<ThreadId>, HResult> {
+        // Every call into the runtime is a scheduling point.
+        fiber::point();
         let st = self.lock();
         st.async_entry()?;
         Ok(st

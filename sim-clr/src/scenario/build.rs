@@ -32,6 +32,8 @@ pub struct Scenario {
     pub declared_calls: Vec<usize>,
     /// The calls, in order.
     pub calls: Vec<Call>,
+    /// Thread programs, profiler handlers, locks and limits (empty when nothing moves).
+    pub process: crate::process::ProcessSpec,
 }
 
 /// One step of a scenario.
@@ -349,6 +351,7 @@ impl Builder<'_> {
         let stem = std::path::Path::new(file)
             .file_stem()
             .map_or(file.to_string(), |s| s.to_string_lossy().into_owned());
+        let process = super::process::process_spec(self.src, &m, &threads, &declared_calls, &code)?;
         Ok(Scenario {
             name: m.name.unwrap_or(stem),
             description: m.description.unwrap_or_default(),
@@ -357,6 +360,7 @@ impl Builder<'_> {
             threads,
             declared_calls,
             calls,
+            process,
         })
     }
 

@@ -9,6 +9,7 @@ mod build;
 mod error;
 mod exec;
 mod model;
+mod process;
 mod report;
 
 pub use build::{Action, ApiCall, Call, CallbackBehavior, FunctionRef, IpRef, Scenario, Seed, Target};

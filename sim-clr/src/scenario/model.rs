@@ -21,6 +21,31 @@ pub(crate) struct FileModel {
     pub threads: Vec<Spanned<ThreadModel>>,
     #[serde(default)]
     pub calls: Vec<Spanned<CallModel>>,
+    #[serde(default)]
+    pub locks: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub events: Vec<Spanned<String>>,
+    pub profiler: Option<ProfilerModel>,
+    pub limits: Option<LimitsModel>,
+}
+
+/// The profiler's callback handlers, each a program.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ProfilerModel {
+    pub thread_created: Option<Vec<Spanned<String>>>,
+    pub thread_destroyed: Option<Vec<Spanned<String>>>,
+    pub object_allocated: Option<Vec<Spanned<String>>>,
+    pub exception_thrown: Option<Vec<Spanned<String>>>,
+    pub signal_handler: Option<Vec<Spanned<String>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LimitsModel {
+    pub step_us: Option<Spanned<u64>>,
+    pub livelock_ms: Option<Spanned<u64>>,
+    pub max_steps: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -74,6 +99,8 @@ pub(crate) struct ThreadModel {
     pub suspend_fails: bool,
     #[serde(default)]
     pub holds_code_manager_lock: bool,
+    pub program: Option<Vec<Spanned<String>>>,
+    pub start: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

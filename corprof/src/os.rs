@@ -1,0 +1,233 @@
+//! The operating-system layer a sampling profiler uses besides the profiling API.
+//!
+//! A sampler suspends threads, reads their registers and stacks, sends signals, and needs
+//! mutexes, events, sleep and a clock. Coding against these traits instead of the OS directly
+//! lets the same sampler run in production (over the real OS) and inside the simulator, whose
+//! deterministic scheduler sees every one of these calls as a scheduling point.
+//!
+//! - [`ThreadControl`]: thread enumeration, `SuspendThread`/`ResumeThread` (Windows; the
+//!   suspension completes only when [`ThreadControl::get_thread_context`] returns), signals
+//!   (Unix), checked stack reads and stack bounds.
+//! - [`Sync`]: mutexes, events, sleep and a monotonic clock. [`StdSync`] implements it over
+//!   `std`, for production.
+
+use crate::context::Context;
+use std::time::{Duration, Instant};
+
+/// An operating-system thread, as the OS names it (a TID or a handle's thread id).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OsThread(pub u32);
+
+/// Why an OS call failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OsError {
+    /// No thread has that id (never existed, or already reaped).
+    NoSuchThread,
+    /// The thread has exited; its handle is still valid but it cannot be suspended or read.
+    Terminated,
+    /// `ResumeThread` on a thread whose suspend count is 0.
+    NotSuspended,
+    /// The address lies outside the thread's stack, or the memory is unmapped.
+    BadAddress(u64),
+    /// The operation does not exist on this platform (`SuspendThread` on Unix, signals on
+    /// Windows).
+    Unsupported,
+}
+
+impl std::fmt::Display for OsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OsError::NoSuchThread => write!(f, "no such thread"),
+            OsError::Terminated => write!(f, "the thread has terminated"),
+            OsError::NotSuspended => write!(f, "the thread is not suspended"),
+            OsError::BadAddress(a) => write!(f, "address {a:#x} is outside the thread's stack"),
+            OsError::Unsupported => write!(f, "not supported on this platform"),
+        }
+    }
+}
+
+impl std::error::Error for OsError {}
+
+/// Thread control: what a sampler does to the threads it samples.
+pub trait ThreadControl: Send + std::marker::Sync {
+    /// The calling thread.
+    fn current_thread(&self) -> OsThread;
+
+    /// Every live thread of the process.
+    fn threads(&self) -> Vec<OsThread>;
+
+    /// Windows `SuspendThread`: increments the suspend count and returns the previous one.
+    /// The suspension is asynchronous: the target may run on until a
+    /// [`ThreadControl::get_thread_context`] on it returns.
+    fn suspend_thread(&self, thread: OsThread) -> Result<u32, OsError>;
+
+    /// Windows `ResumeThread`: decrements the suspend count and returns the previous one.
+    fn resume_thread(&self, thread: OsThread) -> Result<u32, OsError>;
+
+    /// Windows `GetThreadContext`: the registers of a suspended thread (completing its
+    /// suspension). Fails for a thread that is terminating.
+    fn get_thread_context(&self, thread: OsThread) -> Result<Context, OsError>;
+
+    /// Unix: sends the profiling signal to `thread`; the installed handler runs on it with the
+    /// interrupted context at its next instruction (unless it masks the signal).
+    fn send_signal(&self, thread: OsThread) -> Result<(), OsError>;
+
+    /// The thread's stack bounds `(low, high)`.
+    fn stack_bounds(&self, thread: OsThread) -> Result<(u64, u64), OsError>;
+
+    /// A checked read of 8 bytes of `thread`'s stack: an address outside its bounds, or memory
+    /// that is no longer mapped, is an error instead of a crash.
+    fn read_stack(&self, thread: OsThread, address: u64) -> Result<u64, OsError>;
+}
+
+/// A mutex created by [`Sync::mutex_create`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MutexId(pub u32);
+
+/// An event created by [`Sync::event_create`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct EventId(pub u32);
+
+/// Synchronization and time, as the simulator's scheduler must see them.
+pub trait Sync: Send + std::marker::Sync {
+    /// A new, unlocked, non-recursive mutex.
+    fn mutex_create(&self, name: &str) -> MutexId;
+
+    /// Blocks until the mutex is free, then takes it.
+    fn mutex_lock(&self, mutex: MutexId);
+
+    /// Releases a mutex the caller holds.
+    fn mutex_unlock(&self, mutex: MutexId);
+
+    /// A new manual-reset event, initially clear.
+    fn event_create(&self, name: &str) -> EventId;
+
+    /// Sets the event, waking every waiter.
+    fn event_set(&self, event: EventId);
+
+    /// Waits until the event is set or `timeout` elapses; true if it was set.
+    fn event_wait(&self, event: EventId, timeout: Duration) -> bool;
+
+    /// Sleeps for `duration`.
+    fn sleep(&self, duration: Duration);
+
+    /// Monotonic time since an arbitrary origin.
+    fn now(&self) -> Duration;
+}
+
+/// [`Sync`] over the standard library, for a profiler running in a real process.
+#[derive(Debug)]
+pub struct StdSync {
+    origin: Instant,
+    mutexes: std::sync::RwLock<Vec<Flag>>,
+    events: std::sync::RwLock<Vec<Flag>>,
+}
+
+/// A boolean guarded by a mutex, with a condition variable: a mutex's "locked" bit or an
+/// event's "set" bit.
+#[derive(Debug, Default)]
+struct Flag {
+    value: std::sync::Mutex<bool>,
+    changed: std::sync::Condvar,
+}
+
+impl Default for StdSync {
+    fn default() -> StdSync {
+        StdSync {
+            origin: Instant::now(),
+            mutexes: Default::default(),
+            events: Default::default(),
+        }
+    }
+}
+
+fn push(list: &std::sync::RwLock<Vec<Flag>>) -> u32 {
+    let mut list = list.write().unwrap_or_else(|e| e.into_inner());
+    list.push(Flag::default());
+    (list.len() - 1) as u32
+}
+
+fn with_flag<R>(list: &std::sync::RwLock<Vec<Flag>>, id: u32, f: impl FnOnce(&Flag) -> R) -> R {
+    let list = list.read().unwrap_or_else(|e| e.into_inner());
+    f(&list[id as usize])
+}
+
+impl Sync for StdSync {
+    fn mutex_create(&self, _name: &str) -> MutexId {
+        MutexId(push(&self.mutexes))
+    }
+
+    fn mutex_lock(&self, mutex: MutexId) {
+        with_flag(&self.mutexes, mutex.0, |flag| {
+            let mut locked = flag.value.lock().unwrap_or_else(|e| e.into_inner());
+            while *locked {
+                locked = flag.changed.wait(locked).unwrap_or_else(|e| e.into_inner());
+            }
+            *locked = true;
+        })
+    }
+
+    fn mutex_unlock(&self, mutex: MutexId) {
+        with_flag(&self.mutexes, mutex.0, |flag| {
+            *flag.value.lock().unwrap_or_else(|e| e.into_inner()) = false;
+            flag.changed.notify_one();
+        })
+    }
+
+    fn event_create(&self, _name: &str) -> EventId {
+        EventId(push(&self.events))
+    }
+
+    fn event_set(&self, event: EventId) {
+        with_flag(&self.events, event.0, |flag| {
+            *flag.value.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            flag.changed.notify_all();
+        })
+    }
+
+    fn event_wait(&self, event: EventId, timeout: Duration) -> bool {
+        with_flag(&self.events, event.0, |flag| {
+            let set = flag.value.lock().unwrap_or_else(|e| e.into_inner());
+            let (set, _) = flag
+                .changed
+                .wait_timeout_while(set, timeout, |set| !*set)
+                .unwrap_or_else(|e| e.into_inner());
+            *set
+        })
+    }
+
+    fn sleep(&self, duration: Duration) {
+        std::thread::sleep(duration)
+    }
+
+    fn now(&self) -> Duration {
+        self.origin.elapsed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn std_mutex_excludes_and_events_wake() {
+        let sync = Arc::new(StdSync::default());
+        let m = sync.mutex_create("m");
+        let e = sync.event_create("e");
+        sync.mutex_lock(m);
+        let other = {
+            let sync = sync.clone();
+            std::thread::spawn(move || {
+                sync.mutex_lock(m);
+                sync.mutex_unlock(m);
+                sync.event_set(e);
+            })
+        };
+        assert!(!sync.event_wait(e, Duration::from_millis(20)), "the other thread is blocked");
+        sync.mutex_unlock(m);
+        assert!(sync.event_wait(e, Duration::from_secs(10)));
+        other.join().unwrap();
+        assert!(sync.now() >= Duration::from_millis(20));
+    }
+}

@@ -1,0 +1,279 @@
+//! Fibers: profiler code (ordinary blocking Rust) run as a simulated thread.
+//!
+//! Each fiber is an OS thread that runs only while the engine waits for it: the engine hands
+//! it a [`Reply`] and blocks until the fiber asks for something ([`Request`]) or ends. So
+//! exactly one of them runs at a time, and every request is a scheduling point. This is the
+//! simple implementation of a coroutine (a few microseconds per switch); the engine sees only
+//! [`Fiber::resume`], so a stackful-coroutine implementation could replace it.
+//!
+//! Code running on a fiber reaches the engine through [`request`]; outside a fiber,
+//! [`request`] returns `None` and [`point`] does nothing, so the runtime's API works unchanged
+//! in frozen scenarios and plain tests.
+
+use corprof::os::{EventId, MutexId, OsError, OsThread};
+use corprof::Context;
+use std::cell::RefCell;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// What code on a fiber asks the engine for.
+#[derive(Clone, Debug)]
+pub enum Request {
+    /// A plain scheduling point (every `ProfilerInfo` call makes one).
+    Point,
+    /// A new mutex.
+    MutexCreate(String),
+    /// Take a mutex (blocks while held).
+    MutexLock(MutexId),
+    /// Release a mutex.
+    MutexUnlock(MutexId),
+    /// A new event.
+    EventCreate(String),
+    /// Set an event.
+    EventSet(EventId),
+    /// Wait for an event, at most this long.
+    EventWait(EventId, Duration),
+    /// Sleep in virtual time.
+    Sleep(Duration),
+    /// The virtual clock.
+    Now,
+    /// The calling thread.
+    CurrentThread,
+    /// Every live thread.
+    Threads,
+    /// `SuspendThread`.
+    Suspend(OsThread),
+    /// `ResumeThread`.
+    Resume(OsThread),
+    /// `GetThreadContext`.
+    GetContext(OsThread),
+    /// Send the profiling signal.
+    Signal(OsThread),
+    /// Stack bounds.
+    StackBounds(OsThread),
+    /// A checked stack read.
+    ReadStack(OsThread, u64),
+}
+
+/// The engine's answer to a [`Request`].
+#[derive(Clone, Debug)]
+pub enum Reply {
+    /// Begin running.
+    Start,
+    /// Done; nothing to return.
+    Done,
+    /// A count (suspend counts).
+    Count(Result<u32, OsError>),
+    /// A unit result.
+    Unit(Result<(), OsError>),
+    /// A word (stack reads).
+    Word(Result<u64, OsError>),
+    /// Bounds.
+    Bounds(Result<(u64, u64), OsError>),
+    /// A context.
+    Context(Box<Result<Context, OsError>>),
+    /// A thread.
+    Thread(OsThread),
+    /// Threads.
+    Threads(Vec<OsThread>),
+    /// A mutex.
+    Mutex(MutexId),
+    /// An event.
+    Event(EventId),
+    /// A flag (an event wait: set or timed out).
+    Flag(bool),
+    /// A time.
+    Time(Duration),
+    /// The run is over: unwind and stop.
+    Abort,
+}
+
+/// What a fiber did when it gave control back.
+#[derive(Debug)]
+pub enum Yielded {
+    /// It asks for this.
+    Request(Request),
+    /// Its code returned.
+    Finished,
+    /// Its code panicked, with this message.
+    Panicked(String),
+}
+
+enum Baton {
+    /// The fiber may run with this reply.
+    ToFiber(Reply),
+    /// The engine may run; the fiber left this.
+    ToEngine(Yielded),
+    /// Nobody has taken the last message yet.
+    Empty,
+}
+
+struct Shared {
+    baton: Mutex<Baton>,
+    turn: Condvar,
+}
+
+impl Shared {
+    fn give(&self, baton: Baton) {
+        *self.baton.lock().unwrap_or_else(|e| e.into_inner()) = baton;
+        self.turn.notify_all();
+    }
+
+    fn take(&self, want_fiber: bool) -> Baton {
+        let mut b = self.baton.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            let ready = match &*b {
+                Baton::ToFiber(_) => want_fiber,
+                Baton::ToEngine(_) => !want_fiber,
+                Baton::Empty => false,
+            };
+            if ready {
+                return std::mem::replace(&mut *b, Baton::Empty);
+            }
+            b = self.turn.wait(b).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// The unwinding payload that stops a fiber when its run is over.
+struct Stop;
+
+thread_local! {
+    static CURRENT: RefCell<Option<Arc<Shared>>> = const { RefCell::new(None) };
+}
+
+/// A profiler thread's code, waiting for the engine.
+pub struct Fiber {
+    shared: Arc<Shared>,
+    handle: Option<std::thread::JoinHandle<()>>,
+    done: bool,
+}
+
+impl Fiber {
+    /// Starts `body` on its own OS thread, parked until the first [`Fiber::resume`].
+    pub fn spawn(body: Box<dyn FnOnce() + Send>) -> Fiber {
+        let shared = Arc::new(Shared {
+            baton: Mutex::new(Baton::Empty),
+            turn: Condvar::new(),
+        });
+        let inner = shared.clone();
+        let handle = std::thread::Builder::new()
+            .name("simclr-fiber".into())
+            .spawn(move || {
+                if let Baton::ToFiber(Reply::Abort) = inner.take(true) {
+                    inner.give(Baton::ToEngine(Yielded::Finished));
+                    return;
+                }
+                CURRENT.with(|c| *c.borrow_mut() = Some(inner.clone()));
+                let outcome = catch_unwind(AssertUnwindSafe(body));
+                CURRENT.with(|c| *c.borrow_mut() = None);
+                let last = match outcome {
+                    Ok(()) => Yielded::Finished,
+                    Err(payload) if payload.is::<Stop>() => Yielded::Finished,
+                    Err(payload) => Yielded::Panicked(panic_message(&payload)),
+                };
+                inner.give(Baton::ToEngine(last));
+            })
+            .expect("spawning a fiber thread");
+        Fiber {
+            shared,
+            handle: Some(handle),
+            done: false,
+        }
+    }
+
+    /// Runs the fiber with `reply` until it yields again.
+    pub fn resume(&mut self, reply: Reply) -> Yielded {
+        self.shared.give(Baton::ToFiber(reply));
+        match self.shared.take(false) {
+            Baton::ToEngine(y) => {
+                self.done = !matches!(y, Yielded::Request(_));
+                y
+            }
+            _ => unreachable!("the engine only wakes for the fiber's message"),
+        }
+    }
+}
+
+impl Drop for Fiber {
+    /// Stops a fiber that has not finished (its run ended in a deadlock, a hang or a fault):
+    /// its code unwinds from the request it is blocked in.
+    fn drop(&mut self) {
+        if !self.done {
+            self.shared.give(Baton::ToFiber(Reply::Abort));
+            let _ = self.shared.take(false);
+        }
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
+/// True when the calling code runs on a fiber.
+pub fn on_fiber() -> bool {
+    CURRENT.with(|c| c.borrow().is_some())
+}
+
+/// Asks the engine for `request` and waits for the reply; `None` when not on a fiber.
+pub fn request(request: Request) -> Option<Reply> {
+    let shared = CURRENT.with(|c| c.borrow().clone())?;
+    shared.give(Baton::ToEngine(Yielded::Request(request)));
+    match shared.take(true) {
+        Baton::ToFiber(Reply::Abort) => resume_unwind(Box::new(Stop)),
+        Baton::ToFiber(reply) => Some(reply),
+        _ => unreachable!("a fiber only wakes for the engine's message"),
+    }
+}
+
+/// A scheduling point (a no-op outside a fiber).
+pub fn point() {
+    request(Request::Point);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fiber_runs_only_between_resumes_and_stops_when_dropped() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let l = log.clone();
+        let mut f = Fiber::spawn(Box::new(move || {
+            l.lock().unwrap().push("start");
+            let reply = request(Request::Now);
+            assert!(matches!(reply, Some(Reply::Time(_))));
+            l.lock().unwrap().push("after now");
+            request(Request::Point);
+            l.lock().unwrap().push("never");
+        }));
+        assert!(log.lock().unwrap().is_empty());
+        assert!(matches!(f.resume(Reply::Start), Yielded::Request(Request::Now)));
+        assert_eq!(*log.lock().unwrap(), ["start"]);
+        assert!(matches!(
+            f.resume(Reply::Time(Duration::ZERO)),
+            Yielded::Request(Request::Point)
+        ));
+        drop(f);
+        assert_eq!(*log.lock().unwrap(), ["start", "after now"]);
+        assert!(!on_fiber());
+        assert!(request(Request::Point).is_none());
+    }
+
+    #[test]
+    fn a_panic_is_reported_not_propagated() {
+        let mut f = Fiber::spawn(Box::new(|| panic!("profiler bug")));
+        match f.resume(Reply::Start) {
+            Yielded::Panicked(m) => assert_eq!(m, "profiler bug"),
+            other => panic!("{other:?}"),
+        }
+    }
+}

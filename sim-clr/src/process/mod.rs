@@ -1,0 +1,358 @@
+//! The running process: thread programs, profiler threads, the OS layer, locks and virtual
+//! time under one deterministic scheduler.
+//!
+//! A [`Process`] is a scenario whose threads move. Application threads run their `program`s
+//! (data: [`program`]); profiler code runs either as programs too (the file's `[profiler]`
+//! handlers and native threads with programs) or as Rust closures and a Rust
+//! [`corprof::ProfilerCallback`] on [`fiber`]s. One simulated thread runs at a time; every
+//! step, every runtime API call and every OS call is a scheduling point where a
+//! [`schedule::Chooser`] picks who runs next. A run ends when every thread is done, or with a
+//! fault: a `deadlock` (a cycle in the wait-for graph, [`waitfor`]), a `hang` (threads blocked
+//! without a cycle), a `livelock` (no progress within the virtual-time budget), or a fault the
+//! runtime reports (a walk of a destroyed thread, a torn stack read, …).
+//!
+//! [`Process::run`] runs one schedule; [`Process::explore`] runs many under a strategy and
+//! counts outcomes. Both are deterministic: the same scenario and schedule (or seed) give a
+//! byte-identical [`RunReport`].
+
+mod engine;
+pub mod fiber;
+mod os;
+pub mod program;
+pub mod schedule;
+pub mod waitfor;
+
+pub use os::SimOs;
+
+use crate::scenario::Scenario;
+use corprof::ProfilerCallback;
+use program::Instr;
+use schedule::{Chooser, Dfs, Pct, Random, Replay, Rng, Schedule, ScheduleError};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// A program, shared by every run.
+pub type Program = Arc<[Instr]>;
+
+/// What a scenario file says about its moving parts (empty for a frozen scenario).
+#[derive(Clone, Debug, Default)]
+pub struct ProcessSpec {
+    /// Each thread's program, by thread index (`None`: frozen, as in a snapshot).
+    pub programs: Vec<Option<Program>>,
+    /// Threads that start only when another thread's `spawn` step starts them.
+    pub spawned: Vec<bool>,
+    /// The profiler's callback handlers, as programs run on the thread the callback is raised
+    /// on.
+    pub handlers: Handlers,
+    /// Lock names: the runtime's ([`program::RUNTIME_LOCKS`]) and the file's.
+    pub locks: Vec<String>,
+    /// Event names.
+    pub events: Vec<String>,
+    /// Virtual-time and step limits.
+    pub limits: Limits,
+}
+
+impl ProcessSpec {
+    /// True when some thread has a program (the scenario moves).
+    pub fn moves(&self) -> bool {
+        self.programs.iter().any(Option::is_some)
+    }
+}
+
+/// The profiler's callback handlers written in the scenario file.
+#[derive(Clone, Debug, Default)]
+pub struct Handlers {
+    /// `ThreadCreated`, on the new thread.
+    pub thread_created: Option<Program>,
+    /// `ThreadDestroyed`, on the dying thread.
+    pub thread_destroyed: Option<Program>,
+    /// `ObjectAllocated`, on the allocating thread.
+    pub object_allocated: Option<Program>,
+    /// `ExceptionThrown`, on the throwing thread.
+    pub exception_thrown: Option<Program>,
+    /// The profiling signal's handler (Unix), on the interrupted thread.
+    pub signal: Option<Program>,
+}
+
+/// Limits of one run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Virtual time one step takes, in microseconds.
+    pub step_us: u64,
+    /// A thread that makes no progress for this long (virtual µs) is a livelock.
+    pub livelock_us: u64,
+    /// The most steps one run may take.
+    pub max_steps: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            step_us: 10,
+            livelock_us: 10_000_000,
+            max_steps: 1_000_000,
+        }
+    }
+}
+
+/// Profiler code for a simulated thread: called once per run with the process's runtime and
+/// OS layer. It may block (on the OS layer's mutexes, events, sleeps); every call it makes
+/// into either is a scheduling point.
+pub type ThreadBody = Arc<dyn Fn(&crate::Runtime, &SimOs) + Send + Sync>;
+
+/// A scenario ready to run under schedules, with any Rust profiler code attached.
+#[derive(Clone)]
+pub struct Process {
+    scenario: Scenario,
+    bodies: Vec<Option<ThreadBody>>,
+    profiler: Option<Arc<dyn ProfilerCallback>>,
+}
+
+/// A name that the scenario does not declare.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownThread(pub String);
+
+impl std::fmt::Display for UnknownThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the scenario declares no thread `{}`", self.0)
+    }
+}
+
+impl std::error::Error for UnknownThread {}
+
+/// One link of a deadlock cycle: `thread` waits for `waits_for`, which `held_by` holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CycleLink {
+    /// The waiting thread.
+    pub thread: String,
+    /// What it waits for (`lock heap`, `ResumeThread`, `safe point`, `end of GC`).
+    pub waits_for: String,
+    /// The thread that must act for the wait to end.
+    pub held_by: String,
+}
+
+/// How a run ended, when it did not end well.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RunFault {
+    /// `deadlock`, `hang`, `livelock`, or a runtime fault kind (`walk_of_destroyed_thread`, …).
+    pub kind: String,
+    /// What happened, naming threads.
+    pub message: String,
+    /// The wait-for cycle (deadlocks), or every blocked thread's wait (hangs).
+    pub cycle: Vec<CycleLink>,
+}
+
+/// One step of a run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TraceEntry {
+    /// The step's number, from 1.
+    pub step: u64,
+    /// Virtual time in microseconds when it ran.
+    pub time_us: u64,
+    /// The thread that ran.
+    pub thread: String,
+    /// The scenario line of its instruction (0 for Rust code).
+    pub line: usize,
+    /// What it did.
+    pub what: String,
+}
+
+/// Everything one run did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RunReport {
+    /// The schedule that was run (replay it with `simclr replay --schedule`).
+    pub schedule: String,
+    /// `ok`, or the fault's kind.
+    pub outcome: String,
+    /// The first fault (the run stops at a fatal one), if any.
+    pub fault: Option<RunFault>,
+    /// Non-fatal faults after which the run went on.
+    pub warnings: Vec<RunFault>,
+    /// Steps run.
+    pub steps: u64,
+    /// Virtual time at the end, in microseconds.
+    pub time_us: u64,
+    /// Every step, in order.
+    pub trace: Vec<TraceEntry>,
+}
+
+/// Which strategy [`Process::explore`] uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    /// Uniformly random choices; run `i` uses seed `seed + i`.
+    Random,
+    /// PCT with this bug depth.
+    Pct(u32),
+    /// Exhaustive DFS with at most this many preemptions per run.
+    Dfs(u32),
+}
+
+impl Strategy {
+    /// The strategy's name with its bound (`random`, `pct:3`, `dfs:2`).
+    pub fn describe(self) -> String {
+        match self {
+            Strategy::Random => "random".into(),
+            Strategy::Pct(d) => format!("pct:{d}"),
+            Strategy::Dfs(p) => format!("dfs:{p}"),
+        }
+    }
+}
+
+/// The first failing schedule of an exploration.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FirstFailure {
+    /// The schedule string.
+    pub schedule: String,
+    /// What went wrong.
+    pub fault: RunFault,
+}
+
+/// What an exploration found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ExploreReport {
+    /// The scenario.
+    pub scenario: String,
+    /// `random`, `pct:D` or `dfs:P`.
+    pub strategy: String,
+    /// The seed.
+    pub seed: u64,
+    /// How many schedules ran.
+    pub schedules_run: u64,
+    /// True when DFS ran every schedule within its bound.
+    pub exhaustive: bool,
+    /// How many runs ended each way (`ok`, `deadlock`, …).
+    pub outcomes: BTreeMap<String, u64>,
+    /// The first schedule that did not end `ok`, if any.
+    pub first_failure: Option<FirstFailure>,
+}
+
+impl Process {
+    /// The scenario's process, with no Rust code attached.
+    pub fn new(scenario: Scenario) -> Process {
+        let bodies = vec![None; scenario.threads.len()];
+        Process {
+            scenario,
+            bodies,
+            profiler: None,
+        }
+    }
+
+    /// The scenario.
+    pub fn scenario(&self) -> &Scenario {
+        &self.scenario
+    }
+
+    /// Runs `body` as thread `thread` (declared in the scenario, usually `kind = "native"`
+    /// without a program) in every run.
+    pub fn thread_body(&mut self, thread: &str, body: ThreadBody) -> Result<&mut Process, UnknownThread> {
+        let i = self.index_of(thread)?;
+        self.bodies[i] = Some(body);
+        Ok(self)
+    }
+
+    /// Raises the runtime's callbacks into `profiler` (on fibers, on the thread each callback
+    /// happens on) instead of the file's `[profiler]` handlers.
+    pub fn profiler(&mut self, profiler: Arc<dyn ProfilerCallback>) -> &mut Process {
+        self.profiler = Some(profiler);
+        self
+    }
+
+    fn index_of(&self, thread: &str) -> Result<usize, UnknownThread> {
+        self.scenario
+            .threads
+            .iter()
+            .position(|t| t.name == thread)
+            .ok_or_else(|| UnknownThread(thread.to_string()))
+    }
+
+    /// Runs one schedule chosen by `chooser`.
+    pub fn run(&self, chooser: &mut dyn Chooser) -> Result<RunReport, ScheduleError> {
+        engine::Run::new(self, true).go(chooser)
+    }
+
+    /// Replays `schedule` exactly: an error if a choice names a thread that cannot run then,
+    /// or the schedule ends before the run does.
+    pub fn replay(&self, schedule: &Schedule) -> Result<RunReport, ScheduleError> {
+        let threads = self.scenario.threads.len();
+        if let Some(&bad) = schedule.0.iter().find(|&&t| t as usize >= threads) {
+            return Err(ScheduleError(format!(
+                "thread {bad} does not exist: the scenario has {threads} threads (0 to {})",
+                threads.saturating_sub(1)
+            )));
+        }
+        let mut report = self.run(&mut Replay::new(schedule, true))?;
+        if report.schedule != schedule.to_string() {
+            return Err(ScheduleError(format!(
+                "the run ended after {} of the schedule's {} choices",
+                report.schedule.parse::<Schedule>().map_or(0, |s| s.0.len()),
+                schedule.0.len()
+            )));
+        }
+        report.schedule = schedule.to_string();
+        Ok(report)
+    }
+
+    /// Runs up to `schedules` schedules under `strategy` from `seed` and counts outcomes.
+    /// `progress` is called after each run with the count so far and the faults so far.
+    pub fn explore(
+        &self,
+        strategy: Strategy,
+        schedules: u64,
+        seed: u64,
+        mut progress: impl FnMut(u64, u64),
+    ) -> ExploreReport {
+        let mut report = ExploreReport {
+            scenario: self.scenario.name.clone(),
+            strategy: strategy.describe(),
+            seed,
+            schedules_run: 0,
+            exhaustive: false,
+            outcomes: BTreeMap::new(),
+            first_failure: None,
+        };
+        let mut dfs = Dfs::new(match strategy {
+            Strategy::Dfs(p) => p,
+            _ => 0,
+        });
+        let mut pct_steps = 64;
+        let mut faults = 0;
+        for i in 0..schedules {
+            let run_seed = seed.wrapping_add(i);
+            let result = match strategy {
+                Strategy::Random => self.run(&mut Random(Rng::new(run_seed))),
+                Strategy::Pct(depth) => {
+                    let mut rng = Rng::new(run_seed);
+                    let mut pct = Pct::new(&mut rng, self.scenario.threads.len(), depth, pct_steps);
+                    self.run(&mut pct)
+                }
+                Strategy::Dfs(_) => {
+                    if !dfs.next_run() {
+                        report.exhaustive = true;
+                        break;
+                    }
+                    self.run(&mut dfs)
+                }
+            };
+            let run = result.expect("generated schedules always fit");
+            // PCT's change points are spread over the choice points a run has (learned).
+            pct_steps = pct_steps.max(run.schedule.parse::<Schedule>().map_or(0, |s| s.0.len()));
+            report.schedules_run += 1;
+            *report.outcomes.entry(run.outcome.clone()).or_default() += 1;
+            if let Some(fault) = run.fault {
+                faults += 1;
+                if report.first_failure.is_none() {
+                    report.first_failure = Some(FirstFailure {
+                        schedule: run.schedule,
+                        fault,
+                    });
+                }
+            }
+            progress(report.schedules_run, faults);
+        }
+        if matches!(strategy, Strategy::Dfs(_)) && !report.exhaustive && !dfs.next_run() {
+            report.exhaustive = true;
+        }
+        report
+    }
+}

@@ -1,0 +1,137 @@
+//! [`SimOs`]: the `corprof::os` traits inside the simulated process.
+//!
+//! Profiler code running on a simulated thread (a fiber) gets a `SimOs`; each of its calls is
+//! a request to the engine and a scheduling point: a mutex the target holds blocks the caller
+//! in the wait-for graph, a sleep advances virtual time, `SuspendThread` stops the target only
+//! once `GetThreadContext` returns. Called outside a simulated thread, every call panics with
+//! a message saying so: there is no process to act on.
+
+use super::fiber::{request, Reply, Request};
+use corprof::os::{EventId, MutexId, OsError, OsThread, Sync, ThreadControl};
+use corprof::Context;
+use std::time::Duration;
+
+/// The simulated process's OS layer, for code running on one of its threads.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SimOs {
+    _private: (),
+}
+
+impl SimOs {
+    /// The OS layer (every simulated thread's is the same).
+    pub fn new() -> SimOs {
+        SimOs { _private: () }
+    }
+}
+
+fn ask(req: Request) -> Reply {
+    request(req).expect("SimOs is used on a simulated thread (a Process thread body or callback)")
+}
+
+fn mismatch(reply: Reply) -> ! {
+    unreachable!("the engine answers each request with its own reply kind, not {reply:?}")
+}
+
+impl ThreadControl for SimOs {
+    fn current_thread(&self) -> OsThread {
+        match ask(Request::CurrentThread) {
+            Reply::Thread(t) => t,
+            other => mismatch(other),
+        }
+    }
+
+    fn threads(&self) -> Vec<OsThread> {
+        match ask(Request::Threads) {
+            Reply::Threads(t) => t,
+            other => mismatch(other),
+        }
+    }
+
+    fn suspend_thread(&self, thread: OsThread) -> Result<u32, OsError> {
+        match ask(Request::Suspend(thread)) {
+            Reply::Count(r) => r,
+            other => mismatch(other),
+        }
+    }
+
+    fn resume_thread(&self, thread: OsThread) -> Result<u32, OsError> {
+        match ask(Request::Resume(thread)) {
+            Reply::Count(r) => r,
+            other => mismatch(other),
+        }
+    }
+
+    fn get_thread_context(&self, thread: OsThread) -> Result<Context, OsError> {
+        match ask(Request::GetContext(thread)) {
+            Reply::Context(r) => *r,
+            other => mismatch(other),
+        }
+    }
+
+    fn send_signal(&self, thread: OsThread) -> Result<(), OsError> {
+        match ask(Request::Signal(thread)) {
+            Reply::Unit(r) => r,
+            other => mismatch(other),
+        }
+    }
+
+    fn stack_bounds(&self, thread: OsThread) -> Result<(u64, u64), OsError> {
+        match ask(Request::StackBounds(thread)) {
+            Reply::Bounds(r) => r,
+            other => mismatch(other),
+        }
+    }
+
+    fn read_stack(&self, thread: OsThread, address: u64) -> Result<u64, OsError> {
+        match ask(Request::ReadStack(thread, address)) {
+            Reply::Word(r) => r,
+            other => mismatch(other),
+        }
+    }
+}
+
+impl Sync for SimOs {
+    fn mutex_create(&self, name: &str) -> MutexId {
+        match ask(Request::MutexCreate(name.to_string())) {
+            Reply::Mutex(m) => m,
+            other => mismatch(other),
+        }
+    }
+
+    fn mutex_lock(&self, mutex: MutexId) {
+        ask(Request::MutexLock(mutex));
+    }
+
+    fn mutex_unlock(&self, mutex: MutexId) {
+        ask(Request::MutexUnlock(mutex));
+    }
+
+    fn event_create(&self, name: &str) -> EventId {
+        match ask(Request::EventCreate(name.to_string())) {
+            Reply::Event(e) => e,
+            other => mismatch(other),
+        }
+    }
+
+    fn event_set(&self, event: EventId) {
+        ask(Request::EventSet(event));
+    }
+
+    fn event_wait(&self, event: EventId, timeout: Duration) -> bool {
+        match ask(Request::EventWait(event, timeout)) {
+            Reply::Flag(set) => set,
+            other => mismatch(other),
+        }
+    }
+
+    fn sleep(&self, duration: Duration) {
+        ask(Request::Sleep(duration));
+    }
+
+    fn now(&self) -> Duration {
+        match ask(Request::Now) {
+            Reply::Time(t) => t,
+            other => mismatch(other),
+        }
+    }
+}

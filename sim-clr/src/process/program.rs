@@ -1,0 +1,412 @@
+//! Thread programs: the steps a simulated thread executes, one per scheduling point.
+//!
+//! A program is written in a scenario file as a list of strings, one step each (`"call Work"`,
+//! `"lock heap"`, `"suspend worker"`), with `loop N … end` and `if_alive T … end` blocks.
+//! [`parse`] resolves every name (functions, threads, locks, events) and unrolls loops, so the
+//! engine runs a flat list of [`Instr`]s; an unknown name is an error at its line.
+
+use crate::code::{CodeMap, FunctionIndex};
+
+/// A lock the runtime or the OS owns, always present; scenario files may declare more.
+pub const RUNTIME_LOCKS: [&str; 6] = [
+    "loader",
+    "heap",
+    "code_manager",
+    "thread_store",
+    "function_table",
+    "malloc",
+];
+
+/// Index of a lock: the [`RUNTIME_LOCKS`] first, then the file's own, in declaration order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct LockId(pub u16);
+
+impl LockId {
+    /// The loader lock (`LoadLibrary`, per-thread runtime initialization, R39).
+    pub const LOADER: LockId = LockId(0);
+    /// The runtime's GC heap lock, taken by allocations.
+    pub const HEAP: LockId = LockId(1);
+    /// The code manager's writer lock (R13.2, R14, R42).
+    pub const CODE_MANAGER: LockId = LockId(2);
+    /// The thread-store lock, held by a runtime suspension (R41).
+    pub const THREAD_STORE: LockId = LockId(3);
+    /// The OS function-table lock (`RtlLookupFunctionEntry`, dynamic function tables).
+    pub const FUNCTION_TABLE: LockId = LockId(4);
+    /// The C library's malloc lock: profiler code that allocates takes it.
+    pub const MALLOC: LockId = LockId(5);
+}
+
+/// One step. Thread operands are thread indices; functions index the code map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Calls a function: the stack grows by one frame (managed callers stay cooperative).
+    Call(FunctionIndex),
+    /// Returns from the leaf frame.
+    Return,
+    /// Enters a P/Invoke into native `function`: InlinedCallFrame, preemptive mode.
+    PInvoke(FunctionIndex),
+    /// Returns from the P/Invoke to managed code: cooperative again (parks during a GC).
+    PInvokeReturn,
+    /// Allocates: takes the heap lock (managed thread) or the malloc lock (native), releases
+    /// it at the next step, then raises ObjectAllocated when the mask says.
+    Alloc,
+    /// Takes a lock (blocks while another thread holds it).
+    Lock(LockId),
+    /// Releases a lock the thread holds.
+    Unlock(LockId),
+    /// Throws: first pass, ExceptionThrown raised.
+    Throw,
+    /// Second pass: unwinds `n` frames and runs a catch funclet of the new leaf method.
+    Catch(u32),
+    /// Leaves the catch funclet: the exception is over.
+    EndCatch,
+    /// Induces a GC: suspends the runtime (cooperative threads park at their next step), then
+    /// restarts it.
+    Gc,
+    /// Runs `n` steps without progress.
+    Spin(u32),
+    /// Sleeps for this many microseconds of virtual time.
+    Sleep(u64),
+    /// Starts a thread declared with `start = "spawned"`.
+    Spawn(usize),
+    /// Exits: ThreadDestroyed on this thread, then dead; its `Thread` is deleted afterwards.
+    Exit,
+    /// Blocks the profiling signal (Unix).
+    MaskSignals,
+    /// Unblocks the profiling signal.
+    UnmaskSignals,
+    /// The application installs its own handler for the profiling signal.
+    ReplaceSignalHandler,
+    /// `InitializeCurrentThread` (R39).
+    InitThread,
+    /// `SuspendThread` (Windows): asynchronous until `GetThreadContext` on the target.
+    Suspend(usize),
+    /// `ResumeThread`.
+    Resume(usize),
+    /// `GetThreadContext`: completes the target's suspension.
+    GetContext(usize),
+    /// A raw read of the target's stack at its stack pointer: faults if the memory is gone.
+    ReadStack(usize),
+    /// `DoStackSnapshot` of a thread (`None`: the caller's own stack).
+    Walk(Option<usize>),
+    /// `SuspendRuntime` (R41): takes the thread-store lock.
+    SuspendRuntime,
+    /// `ResumeRuntime`.
+    ResumeRuntime,
+    /// Sends the profiling signal to a thread (Unix).
+    Signal(usize),
+    /// `RtlLookupFunctionEntry`: takes the function-table lock for one step.
+    LookupFunctionEntry,
+    /// The profiler marks the thread it runs on as destroyed (in its ThreadDestroyed handler).
+    MarkDestroyed,
+    /// Skips to `end` when the profiler has marked `thread` destroyed.
+    IfAlive {
+        /// The thread checked.
+        thread: usize,
+        /// Index of the first instruction after the block.
+        end: usize,
+    },
+    /// Sets an event.
+    SetEvent(u16),
+    /// Waits until an event is set.
+    WaitEvent(u16),
+}
+
+/// A step and the line it came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Instr {
+    /// The step.
+    pub op: Op,
+    /// The 1-based line in the scenario file.
+    pub line: usize,
+}
+
+/// The most instructions one program may unroll to.
+pub const MAX_INSTRS: usize = 1 << 16;
+/// The largest loop count.
+pub const MAX_LOOP: u32 = 10_000;
+
+/// Names a program may use.
+pub struct Names<'a> {
+    /// Thread names, by index.
+    pub threads: &'a [String],
+    /// Lock names, by [`LockId`].
+    pub locks: &'a [String],
+    /// Event names, by index.
+    pub events: &'a [String],
+    /// The code map.
+    pub code: &'a CodeMap,
+}
+
+/// A step's text and its line.
+pub struct Line<'a> {
+    /// The step as written.
+    pub text: &'a str,
+    /// The 1-based line.
+    pub line: usize,
+}
+
+/// A program that does not parse: the line and what is wrong.
+#[derive(Debug)]
+pub struct ProgramError {
+    /// The 1-based line.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Parses and resolves a program.
+pub fn parse(lines: &[Line<'_>], names: &Names<'_>) -> Result<Vec<Instr>, ProgramError> {
+    let mut out = Vec::new();
+    let mut open: Vec<Block> = Vec::new();
+    for l in lines {
+        let err = |message: String| ProgramError {
+            line: l.line,
+            message,
+        };
+        let words: Vec<&str> = l.text.split_whitespace().collect();
+        let Some((&verb, args)) = words.split_first() else {
+            return Err(err("an empty step".into()));
+        };
+        let want = |n: usize| -> Result<(), ProgramError> {
+            if args.len() == n {
+                Ok(())
+            } else {
+                Err(err(format!("`{verb}` takes {n} operand(s), got {}", args.len())))
+            }
+        };
+        let thread = |name: &str| {
+            names
+                .threads
+                .iter()
+                .position(|t| t == name)
+                .ok_or_else(|| err(format!("no thread is named `{name}`")))
+        };
+        let function = |name: &str| {
+            names
+                .code
+                .by_name(name)
+                .ok_or_else(|| err(format!("no function is named `{name}`")))
+        };
+        let lock = |name: &str| {
+            names
+                .locks
+                .iter()
+                .position(|t| t == name)
+                .map(|i| LockId(i as u16))
+                .ok_or_else(|| {
+                    err(format!(
+                        "no lock is named `{name}` (the runtime's are {}; declare others in `locks`)",
+                        RUNTIME_LOCKS.join(", ")
+                    ))
+                })
+        };
+        let event = |name: &str| {
+            names
+                .events
+                .iter()
+                .position(|t| t == name)
+                .map(|i| i as u16)
+                .ok_or_else(|| err(format!("no event is named `{name}` (declare it in `events`)")))
+        };
+        let count = |text: &str, max: u64| -> Result<u64, ProgramError> {
+            match text.parse::<u64>() {
+                Ok(n) if (1..=max).contains(&n) => Ok(n),
+                _ => Err(err(format!("`{text}` is not a count between 1 and {max}"))),
+            }
+        };
+        let simple = |op: Op| want(0).map(|_| Some(op));
+        let op = match verb {
+            "call" => want(1).and_then(|_| function(args[0])).map(|f| Some(Op::Call(f)))?,
+            "return" => simple(Op::Return)?,
+            "pinvoke" => want(1)
+                .and_then(|_| function(args[0]))
+                .map(|f| Some(Op::PInvoke(f)))?,
+            "pinvoke_return" => simple(Op::PInvokeReturn)?,
+            "alloc" => simple(Op::Alloc)?,
+            "lock" => want(1).and_then(|_| lock(args[0])).map(|l| Some(Op::Lock(l)))?,
+            "unlock" => want(1).and_then(|_| lock(args[0])).map(|l| Some(Op::Unlock(l)))?,
+            "throw" => simple(Op::Throw)?,
+            "catch" => want(1)
+                .and_then(|_| count(args[0], 1 << 16))
+                .map(|n| Some(Op::Catch(n as u32)))?,
+            "end_catch" => simple(Op::EndCatch)?,
+            "gc" => simple(Op::Gc)?,
+            "spin" => want(1)
+                .and_then(|_| count(args[0], u32::MAX as u64))
+                .map(|n| Some(Op::Spin(n as u32)))?,
+            "sleep" => {
+                want(1)?;
+                let us = match args[0].strip_suffix("ms") {
+                    Some(ms) => count(ms, 3_600_000)? * 1000,
+                    None => match args[0].strip_suffix("us") {
+                        Some(us) => count(us, 3_600_000_000)?,
+                        None => return Err(err(format!("`{}` is not a duration like `500ms` or `20us`", args[0]))),
+                    },
+                };
+                Some(Op::Sleep(us))
+            }
+            "spawn" => want(1).and_then(|_| thread(args[0])).map(|t| Some(Op::Spawn(t)))?,
+            "exit" => simple(Op::Exit)?,
+            "mask_signals" => simple(Op::MaskSignals)?,
+            "unmask_signals" => simple(Op::UnmaskSignals)?,
+            "replace_signal_handler" => simple(Op::ReplaceSignalHandler)?,
+            "init_thread" => simple(Op::InitThread)?,
+            "suspend" => want(1).and_then(|_| thread(args[0])).map(|t| Some(Op::Suspend(t)))?,
+            "resume" => want(1).and_then(|_| thread(args[0])).map(|t| Some(Op::Resume(t)))?,
+            "get_context" => want(1)
+                .and_then(|_| thread(args[0]))
+                .map(|t| Some(Op::GetContext(t)))?,
+            "read_stack" => want(1)
+                .and_then(|_| thread(args[0]))
+                .map(|t| Some(Op::ReadStack(t)))?,
+            "walk" => match args {
+                [] => Some(Op::Walk(None)),
+                [t] => Some(Op::Walk(Some(thread(t)?))),
+                _ => return Err(err("`walk` takes at most one thread".into())),
+            },
+            "suspend_runtime" => simple(Op::SuspendRuntime)?,
+            "resume_runtime" => simple(Op::ResumeRuntime)?,
+            "signal" => want(1).and_then(|_| thread(args[0])).map(|t| Some(Op::Signal(t)))?,
+            "lookup_function_entry" => simple(Op::LookupFunctionEntry)?,
+            "mark_destroyed" => simple(Op::MarkDestroyed)?,
+            "set_event" => want(1).and_then(|_| event(args[0])).map(|e| Some(Op::SetEvent(e)))?,
+            "wait_event" => want(1)
+                .and_then(|_| event(args[0]))
+                .map(|e| Some(Op::WaitEvent(e)))?,
+            "loop" => {
+                want(1)?;
+                let n = count(args[0], MAX_LOOP as u64)? as u32;
+                open.push(Block::Loop {
+                    start: out.len(),
+                    count: n,
+                });
+                None
+            }
+            "if_alive" => {
+                want(1)?;
+                let t = thread(args[0])?;
+                open.push(Block::IfAlive { at: out.len() });
+                out.push(Instr {
+                    op: Op::IfAlive { thread: t, end: 0 },
+                    line: l.line,
+                });
+                None
+            }
+            "end" => {
+                want(0)?;
+                match open.pop() {
+                    None => return Err(err("`end` without `loop` or `if_alive`".into())),
+                    Some(Block::Loop { start, count }) => {
+                        let body: Vec<Instr> = out[start..].to_vec();
+                        if body.len().saturating_mul(count as usize) + start > MAX_INSTRS {
+                            return Err(err(format!(
+                                "the program unrolls to more than {MAX_INSTRS} steps"
+                            )));
+                        }
+                        for _ in 1..count {
+                            let base = out.len() - start;
+                            out.extend(body.iter().map(|i| shift(*i, base)));
+                        }
+                    }
+                    Some(Block::IfAlive { at }) => {
+                        let end = out.len();
+                        if let Op::IfAlive { end: e, .. } = &mut out[at].op {
+                            *e = end;
+                        }
+                    }
+                }
+                None
+            }
+            _ => return Err(err(format!("`{verb}` is not a step (see the scenario format)"))),
+        };
+        if let Some(op) = op {
+            out.push(Instr { op, line: l.line });
+        }
+        if out.len() > MAX_INSTRS {
+            return Err(err(format!("the program has more than {MAX_INSTRS} steps")));
+        }
+    }
+    if let Some(block) = open.last() {
+        let line = match block {
+            Block::Loop { start, .. } => out.get(*start).map_or(0, |i| i.line),
+            Block::IfAlive { at } => out[*at].line,
+        };
+        return Err(ProgramError {
+            line,
+            message: "a `loop` or `if_alive` block has no `end`".into(),
+        });
+    }
+    Ok(out)
+}
+
+/// An open block while parsing.
+enum Block {
+    Loop { start: usize, count: u32 },
+    IfAlive { at: usize },
+}
+
+/// A copy of a loop body's instruction moved by `by` positions (jump targets move with it).
+fn shift(mut instr: Instr, by: usize) -> Instr {
+    if let Op::IfAlive { end, .. } = &mut instr.op {
+        *end += by;
+    }
+    instr
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::code::{CodeKind, FunctionSpec};
+
+    fn run(text: &[&str]) -> Result<Vec<Instr>, ProgramError> {
+        let code = CodeMap::build(&[FunctionSpec::new("Work", CodeKind::Jit)]);
+        let threads = ["main".to_string(), "sampler".to_string()];
+        let locks: Vec<String> = RUNTIME_LOCKS.iter().map(|s| s.to_string()).collect();
+        let events = ["go".to_string()];
+        let names = Names {
+            threads: &threads,
+            locks: &locks,
+            events: &events,
+            code: &code,
+        };
+        let lines: Vec<Line> = text
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Line { text: t, line: i + 1 })
+            .collect();
+        parse(&lines, &names)
+    }
+
+    #[test]
+    fn loops_unroll_and_if_alive_jumps_past_its_block() {
+        let p = run(&["loop 2", "if_alive main", "walk main", "end", "sleep 1ms", "end"]).unwrap();
+        let ops: Vec<Op> = p.iter().map(|i| i.op).collect();
+        assert_eq!(
+            ops,
+            vec![
+                Op::IfAlive { thread: 0, end: 2 },
+                Op::Walk(Some(0)),
+                Op::Sleep(1000),
+                Op::IfAlive { thread: 0, end: 5 },
+                Op::Walk(Some(0)),
+                Op::Sleep(1000),
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_names_and_bad_blocks_are_errors_at_their_line() {
+        let e = run(&["call Work", "lock nosuch"]).unwrap_err();
+        assert_eq!(e.line, 2);
+        assert!(e.message.contains("no lock is named `nosuch`"), "{}", e.message);
+        assert!(run(&["call Nope"]).unwrap_err().message.contains("no function"));
+        assert!(run(&["suspend ghost"]).unwrap_err().message.contains("no thread"));
+        assert!(run(&["end"]).unwrap_err().message.contains("without"));
+        assert_eq!(run(&["call Work", "loop 3", "return"]).unwrap_err().line, 3);
+        assert!(run(&["sleep 5"]).unwrap_err().message.contains("duration"));
+        assert!(run(&["loop 0", "end"]).is_err());
+        assert!(run(&["frobnicate"]).is_err());
+        assert!(run(&["loop 10000", "loop 10000", "spin 1", "end", "end"]).is_err());
+    }
+}

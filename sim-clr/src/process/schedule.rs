@@ -1,0 +1,385 @@
+//! Schedules as data, and the strategies that choose them.
+//!
+//! At every step where more than one simulated thread can run, a [`Chooser`] picks one. The
+//! picks, in order, are the [`Schedule`]: replaying them reproduces the run byte for byte, and
+//! a shorter or edited schedule is still a valid one (once it runs out, the current thread
+//! keeps running), which is what lets proptest shrink it.
+//!
+//! Strategies: [`Random`] (seeded), [`Pct`] (probabilistic concurrency testing with a depth
+//! bound: random priorities and `depth − 1` priority-change points), and [`Dfs`] (bounded
+//! exhaustive search with a preemption bound, for small programs), plus [`Replay`].
+
+use std::fmt;
+
+/// A deterministic pseudo-random generator (SplitMix64): same seed, same sequence, on every
+/// platform.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        ((self.next_u64() >> 32) * n as u64 >> 32) as usize
+    }
+}
+
+/// The thread chosen at each step where several could run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Schedule(pub Vec<u16>);
+
+/// A schedule string that does not parse, or does not fit the scenario.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScheduleError(pub String);
+
+impl fmt::Display for ScheduleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "bad schedule: {}", self.0)
+    }
+}
+
+impl std::error::Error for ScheduleError {}
+
+impl fmt::Display for Schedule {
+    /// Runs of one thread index, `.`-separated: `0x3.1.0x12` is thread 0 three times, thread 1
+    /// once, thread 0 twelve times. The empty schedule is `-`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return write!(f, "-");
+        }
+        let mut first = true;
+        for run in self.0.chunk_by(|a, b| a == b) {
+            if !first {
+                write!(f, ".")?;
+            }
+            first = false;
+            match run.len() {
+                1 => write!(f, "{}", run[0])?,
+                n => write!(f, "{}x{n}", run[0])?,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::str::FromStr for Schedule {
+    type Err = ScheduleError;
+
+    fn from_str(text: &str) -> Result<Schedule, ScheduleError> {
+        let text = text.trim();
+        if text == "-" {
+            return Ok(Schedule::default());
+        }
+        let mut out = Vec::new();
+        for part in text.split('.') {
+            let (thread, count) = part.split_once('x').unwrap_or((part, "1"));
+            let bad = || ScheduleError(format!("`{part}` is not `THREAD` or `THREADxCOUNT`"));
+            let thread: u16 = thread.parse().map_err(|_| bad())?;
+            let count: usize = count.parse().map_err(|_| bad())?;
+            if count == 0 || out.len() + count > MAX_SCHEDULE {
+                return Err(ScheduleError(format!(
+                    "a schedule has 1 to {MAX_SCHEDULE} choices"
+                )));
+            }
+            out.extend(std::iter::repeat_n(thread, count));
+        }
+        Ok(Schedule(out))
+    }
+}
+
+/// The longest schedule accepted.
+pub const MAX_SCHEDULE: usize = 1 << 24;
+
+/// Picks the thread to run at a step where several can.
+pub trait Chooser {
+    /// Picks one of `runnable` (sorted, at least two). `current` is the thread that ran the
+    /// previous step, if it is among them.
+    fn choose(&mut self, runnable: &[usize], current: Option<usize>) -> Result<usize, ScheduleError>;
+}
+
+/// Uniformly random choices from a seed.
+#[derive(Debug)]
+pub struct Random(pub Rng);
+
+impl Chooser for Random {
+    fn choose(&mut self, runnable: &[usize], _: Option<usize>) -> Result<usize, ScheduleError> {
+        Ok(runnable[self.0.below(runnable.len())])
+    }
+}
+
+/// PCT: each thread gets a random distinct priority; the highest-priority runnable thread
+/// runs; at `depth − 1` random choice points the running thread drops below all others. A bug
+/// of depth `d` among `n` threads and `k` steps is found with probability at least
+/// `1 / (n · k^(d−1))` per run.
+#[derive(Debug)]
+pub struct Pct {
+    priority: Vec<u64>,
+    changes: Vec<usize>,
+    step: usize,
+}
+
+impl Pct {
+    /// A PCT run for `threads` threads, `depth` ≥ 1 and an expected `steps` choice points.
+    pub fn new(rng: &mut Rng, threads: usize, depth: u32, steps: usize) -> Pct {
+        let depth = depth.max(1) as usize;
+        let mut priority: Vec<u64> = (0..threads as u64).map(|i| depth as u64 + i).collect();
+        for i in (1..priority.len()).rev() {
+            priority.swap(i, rng.below(i + 1));
+        }
+        let mut changes: Vec<usize> = (1..depth).map(|_| rng.below(steps.max(1))).collect();
+        changes.sort_unstable();
+        Pct {
+            priority,
+            changes,
+            step: 0,
+        }
+    }
+}
+
+impl Chooser for Pct {
+    fn choose(&mut self, runnable: &[usize], _: Option<usize>) -> Result<usize, ScheduleError> {
+        let best = |p: &[u64]| {
+            *runnable
+                .iter()
+                .max_by_key(|&&t| p.get(t).copied().unwrap_or(0))
+                .expect("at least two runnable threads")
+        };
+        let mut pick = best(&self.priority);
+        // A change point lowers the running thread below every initial priority (those are
+        // at least `depth`; the lowered ones count down from `depth − 2`).
+        while let Some(&at) = self.changes.first() {
+            if at > self.step {
+                break;
+            }
+            self.changes.remove(0);
+            if let Some(p) = self.priority.get_mut(pick) {
+                *p = self.changes.len() as u64;
+            }
+            pick = best(&self.priority);
+        }
+        self.step += 1;
+        Ok(pick)
+    }
+}
+
+/// Plays back a recorded schedule. Strict replay fails when a choice names a thread that
+/// cannot run; lenient replay (for shrinking) picks the current or lowest runnable thread
+/// instead. Once the schedule runs out, the current thread keeps running when it can.
+#[derive(Debug)]
+pub struct Replay {
+    choices: Vec<u16>,
+    at: usize,
+    strict: bool,
+}
+
+impl Replay {
+    /// Replays `schedule`.
+    pub fn new(schedule: &Schedule, strict: bool) -> Replay {
+        Replay {
+            choices: schedule.0.clone(),
+            at: 0,
+            strict,
+        }
+    }
+}
+
+impl Chooser for Replay {
+    fn choose(&mut self, runnable: &[usize], current: Option<usize>) -> Result<usize, ScheduleError> {
+        let fallback = current.unwrap_or(runnable[0]);
+        let Some(&want) = self.choices.get(self.at) else {
+            if self.strict {
+                return Err(ScheduleError(format!(
+                    "the schedule ends after {} choices but the run goes on",
+                    self.at
+                )));
+            }
+            return Ok(fallback);
+        };
+        self.at += 1;
+        if runnable.contains(&(want as usize)) {
+            return Ok(want as usize);
+        }
+        if self.strict {
+            return Err(ScheduleError(format!(
+                "choice {} picks thread {want}, which cannot run then (runnable: {runnable:?})",
+                self.at
+            )));
+        }
+        Ok(fallback)
+    }
+}
+
+/// Bounded exhaustive search: run after run, a depth-first walk of the tree of choices,
+/// continuing the current thread first and allowing at most `preemptions` switches away from
+/// a thread that could have continued.
+#[derive(Debug)]
+pub struct Dfs {
+    nodes: Vec<Node>,
+    depth: usize,
+    preemptions: u32,
+    used: u32,
+    runs: u64,
+}
+
+#[derive(Debug)]
+struct Node {
+    options: Vec<usize>,
+    index: usize,
+    /// Preemptions spent before this choice.
+    before: u32,
+    /// The thread that ran the previous step, if it could continue.
+    current: Option<usize>,
+}
+
+impl Dfs {
+    /// A search allowing `preemptions` preemptions per run.
+    pub fn new(preemptions: u32) -> Dfs {
+        Dfs {
+            nodes: Vec::new(),
+            depth: 0,
+            preemptions,
+            used: 0,
+            runs: 0,
+        }
+    }
+
+    /// Prepares the next run; false once every schedule within the bound has run.
+    pub fn next_run(&mut self) -> bool {
+        if self.runs > 0 {
+            // Backtrack: the deepest node with an untried option advances.
+            self.nodes.truncate(self.depth);
+            while let Some(node) = self.nodes.last_mut() {
+                if node.index + 1 < node.options.len() {
+                    node.index += 1;
+                    break;
+                }
+                self.nodes.pop();
+            }
+            if self.nodes.is_empty() {
+                return false;
+            }
+        }
+        self.runs += 1;
+        self.depth = 0;
+        self.used = 0;
+        true
+    }
+}
+
+impl Chooser for Dfs {
+    fn choose(&mut self, runnable: &[usize], current: Option<usize>) -> Result<usize, ScheduleError> {
+        if self.depth == self.nodes.len() {
+            let mut options: Vec<usize> = current.into_iter().collect();
+            if current.is_none() || self.used < self.preemptions {
+                options.extend(runnable.iter().copied().filter(|&t| Some(t) != current));
+            }
+            self.nodes.push(Node {
+                options,
+                index: 0,
+                before: self.used,
+                current,
+            });
+        }
+        let node = &self.nodes[self.depth];
+        let pick = node.options[node.index];
+        self.used = node.before + u32::from(node.current.is_some_and(|c| c != pick));
+        self.depth += 1;
+        Ok(pick)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedules_round_trip_through_their_string() {
+        for s in [vec![], vec![0], vec![0, 0, 0, 1, 0, 2, 2], vec![7; 40]] {
+            let schedule = Schedule(s);
+            let text = schedule.to_string();
+            assert_eq!(text.parse::<Schedule>().unwrap(), schedule, "{text}");
+        }
+        assert_eq!(Schedule(vec![0, 0, 0, 1]).to_string(), "0x3.1");
+        for bad in ["", "x", "1x", "1x0", "a.b", "1..2", "0x99999999999"] {
+            assert!(bad.parse::<Schedule>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn dfs_enumerates_every_interleaving_of_two_two_step_threads() {
+        // Two threads of two steps each: C(4,2) = 6 interleavings, all within 3 preemptions.
+        let mut dfs = Dfs::new(3);
+        let mut seen = std::collections::BTreeSet::new();
+        while dfs.next_run() {
+            let mut left = [2, 2];
+            let mut order = Vec::new();
+            let mut current = None;
+            while left.iter().any(|&n| n > 0) {
+                let runnable: Vec<usize> = (0..2).filter(|&t| left[t] > 0).collect();
+                let pick = if runnable.len() > 1 {
+                    dfs.choose(&runnable, current.filter(|c| runnable.contains(c))).unwrap()
+                } else {
+                    runnable[0]
+                };
+                left[pick] -= 1;
+                order.push(pick);
+                current = Some(pick);
+            }
+            assert!(seen.insert(order.clone()), "{order:?} twice");
+        }
+        assert_eq!(seen.len(), 6);
+        // With no preemption allowed only the two serial orders remain.
+        let mut dfs = Dfs::new(0);
+        let mut runs = 0;
+        while dfs.next_run() {
+            runs += 1;
+            let mut current = None;
+            let mut left = [2, 2];
+            while left.iter().any(|&n| n > 0) {
+                let runnable: Vec<usize> = (0..2).filter(|&t| left[t] > 0).collect();
+                let pick = if runnable.len() > 1 {
+                    dfs.choose(&runnable, current.filter(|c| runnable.contains(c))).unwrap()
+                } else {
+                    runnable[0]
+                };
+                left[pick] -= 1;
+                current = Some(pick);
+            }
+        }
+        assert_eq!(runs, 2);
+    }
+
+    #[test]
+    fn replay_follows_then_keeps_the_current_thread() {
+        let mut r = Replay::new(&Schedule(vec![1, 0]), false);
+        assert_eq!(r.choose(&[0, 1], None).unwrap(), 1);
+        assert_eq!(r.choose(&[0, 1], Some(1)).unwrap(), 0);
+        assert_eq!(r.choose(&[0, 1], Some(1)).unwrap(), 1);
+        let mut strict = Replay::new(&Schedule(vec![5]), true);
+        assert!(strict.choose(&[0, 1], None).is_err());
+    }
+
+    #[test]
+    fn pct_is_deterministic_per_seed() {
+        let picks = |seed| {
+            let mut rng = Rng::new(seed);
+            let mut pct = Pct::new(&mut rng, 3, 3, 20);
+            (0..20).map(|_| pct.choose(&[0, 1, 2], None).unwrap()).collect::<Vec<_>>()
+        };
+        assert_eq!(picks(4), picks(4));
+        assert!((0..20).any(|s| picks(s) != picks(0)));
+    }
+}

@@ -1,0 +1,190 @@
+//! Validation of a scenario's moving parts: thread programs, profiler handlers, locks, events
+//! and limits, into a [`ProcessSpec`].
+
+use super::error::{ScenarioError, Source};
+use super::model::{FileModel, LimitsModel, ThreadModel};
+use crate::code::CodeMap;
+use crate::process::program::{self, Instr, Line, Names, Op, RUNTIME_LOCKS};
+use crate::process::{Handlers, Limits, ProcessSpec, Program};
+use crate::thread::Thread;
+use toml::Spanned;
+
+type Res<T> = Result<T, ScenarioError>;
+
+/// Checks and resolves everything that moves. `declared_calls[i]` is thread `i`'s number of
+/// declared calls (its stack depth before its program runs).
+pub(super) fn process_spec(
+    src: &Source<'_>,
+    m: &FileModel,
+    threads: &[Thread],
+    declared_calls: &[usize],
+    code: &CodeMap,
+) -> Res<ProcessSpec> {
+    let locks = declared_names(src, &m.locks, "locks", &RUNTIME_LOCKS)?;
+    let events = declared_names(src, &m.events, "events", &[])?;
+    let thread_names: Vec<String> = threads.iter().map(|t| t.name.clone()).collect();
+    let names = Names {
+        threads: &thread_names,
+        locks: &locks,
+        events: &events,
+        code,
+    };
+    let mut programs = Vec::new();
+    let mut spawned = Vec::new();
+    for (i, t) in m.threads.iter().enumerate() {
+        let t = t.get_ref();
+        let program = match &t.program {
+            Some(lines) => {
+                let p = parse(src, lines, &names, "program")?;
+                check_balance(src, &p, declared_calls[i])?;
+                Some(p)
+            }
+            None => None,
+        };
+        spawned.push(start(src, t, program.is_some())?);
+        programs.push(program);
+    }
+    for p in programs.iter().flatten() {
+        for instr in p.iter() {
+            if let Op::Spawn(x) = instr.op {
+                if !spawned[x] {
+                    return Err(error(
+                        src,
+                        instr.line,
+                        "program",
+                        format!("`spawn {}`: that thread does not have `start = \"spawned\"`", thread_names[x]),
+                    ));
+                }
+            }
+        }
+    }
+    let handlers = match &m.profiler {
+        None => Handlers::default(),
+        Some(p) => {
+            let handler = |lines: &Option<Vec<Spanned<String>>>, field: &str| {
+                lines.as_ref().map(|l| parse(src, l, &names, field)).transpose()
+            };
+            Handlers {
+                thread_created: handler(&p.thread_created, "thread_created")?,
+                thread_destroyed: handler(&p.thread_destroyed, "thread_destroyed")?,
+                object_allocated: handler(&p.object_allocated, "object_allocated")?,
+                exception_thrown: handler(&p.exception_thrown, "exception_thrown")?,
+                signal: handler(&p.signal_handler, "signal_handler")?,
+            }
+        }
+    };
+    Ok(ProcessSpec {
+        programs,
+        spawned,
+        handlers,
+        locks,
+        events,
+        limits: limits(src, m.limits.as_ref())?,
+    })
+}
+
+fn error(src: &Source<'_>, line: usize, field: &str, message: String) -> ScenarioError {
+    ScenarioError {
+        file: src.file.to_string(),
+        line,
+        field: field.to_string(),
+        message,
+    }
+}
+
+/// `builtin` names, then the declared ones (each new, non-empty and a single word).
+fn declared_names(src: &Source<'_>, declared: &[Spanned<String>], field: &str, builtin: &[&str]) -> Res<Vec<String>> {
+    let mut out: Vec<String> = builtin.iter().map(|s| s.to_string()).collect();
+    for name in declared {
+        let text = name.get_ref();
+        if text.is_empty() || text.split_whitespace().count() != 1 || text.trim() != text {
+            return Err(src.error(name.span(), field, format!("`{text}` is not a one-word name")));
+        }
+        if out.contains(text) {
+            return Err(src.error(name.span(), field, format!("`{text}` is declared twice (or is the runtime's)")));
+        }
+        out.push(text.clone());
+    }
+    Ok(out)
+}
+
+fn parse(src: &Source<'_>, lines: &[Spanned<String>], names: &Names<'_>, field: &str) -> Res<Program> {
+    let lines: Vec<Line<'_>> = lines
+        .iter()
+        .map(|l| Line {
+            text: l.get_ref(),
+            line: src.line(l.span().start),
+        })
+        .collect();
+    let program = program::parse(&lines, names).map_err(|e| error(src, e.line, field, e.message))?;
+    Ok(program.into())
+}
+
+/// Calls and returns must balance: a thread never returns from its root frame.
+fn check_balance(src: &Source<'_>, program: &[Instr], declared: usize) -> Res<()> {
+    let mut depth = declared;
+    for instr in program {
+        let unbalanced = |what: &str| {
+            error(
+                src,
+                instr.line,
+                "program",
+                format!("unbalanced: `{what}` here would leave the thread without its root frame ({depth} frame(s) on the stack)"),
+            )
+        };
+        match instr.op {
+            Op::Call(_) | Op::PInvoke(_) => depth += 1,
+            Op::Return | Op::PInvokeReturn if depth < 2 => return Err(unbalanced("return")),
+            Op::Return | Op::PInvokeReturn => depth -= 1,
+            Op::Catch(n) if depth <= n as usize => return Err(unbalanced("catch")),
+            Op::Catch(n) => depth -= n as usize,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Whether the thread waits for a `spawn` (`start = "spawned"`) or runs from the start.
+fn start(src: &Source<'_>, t: &ThreadModel, has_program: bool) -> Res<bool> {
+    let Some(start) = &t.start else {
+        return Ok(false);
+    };
+    match start.get_ref().as_str() {
+        "running" => Ok(false),
+        "spawned" if has_program => Ok(true),
+        "spawned" => Err(src.error(start.span(), "start", "a spawned thread needs a `program`")),
+        other => Err(src.error(
+            start.span(),
+            "start",
+            format!("`{other}` is not one of `running`, `spawned`"),
+        )),
+    }
+}
+
+fn limits(src: &Source<'_>, m: Option<&LimitsModel>) -> Res<Limits> {
+    let mut limits = Limits::default();
+    let Some(m) = m else {
+        return Ok(limits);
+    };
+    let field = |v: &Option<Spanned<u64>>, name: &str, range: std::ops::RangeInclusive<u64>| -> Res<Option<u64>> {
+        match v {
+            Some(v) if !range.contains(v.get_ref()) => Err(src.error(
+                v.span(),
+                name,
+                format!("must be between {} and {}", range.start(), range.end()),
+            )),
+            Some(v) => Ok(Some(*v.get_ref())),
+            None => Ok(None),
+        }
+    };
+    if let Some(v) = field(&m.step_us, "step_us", 1..=1_000_000)? {
+        limits.step_us = v;
+    }
+    if let Some(v) = field(&m.livelock_ms, "livelock_ms", 1..=86_400_000)? {
+        limits.livelock_us = v * 1000;
+    }
+    if let Some(v) = field(&m.max_steps, "max_steps", 1..=100_000_000)? {
+        limits.max_steps = v;
+    }
+    Ok(limits)
+}
