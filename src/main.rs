@@ -3,6 +3,8 @@
 //! - `simclr` runs the bundled catalog, one line per scenario;
 //! - `simclr run FILE [--json]` runs one scenario file and shows every call, the frames each
 //!   walk reported beside the thread's ground truth, and any faults;
+//! - `simclr explore FILE` runs a process scenario under many schedules and counts outcomes;
+//! - `simclr replay FILE --schedule S` runs one schedule with its full trace;
 //! - `simclr conform SCENARIOS RESULTS` compares a real runtime's answers with the simulator's;
 //! - `simclr unwind-fuzz` checks the native unwinders on random synthesized functions.
 //!
@@ -10,6 +12,7 @@
 //! bad command line.
 
 mod conform;
+mod explore;
 mod unwind_fuzz;
 
 use clap::{Parser, Subcommand};
@@ -54,6 +57,38 @@ enum Command {
         #[arg(long, default_value = "all")]
         format: String,
     },
+    /// Run a process scenario (threads with programs) under many schedules and count how
+    /// each run ended; show the first failing schedule and how to replay it.
+    Explore {
+        /// The scenario (TOML).
+        file: PathBuf,
+        /// How many schedules at most (default: the file's `[explore]`, else 1000).
+        #[arg(long)]
+        schedules: Option<u64>,
+        /// `random`, `pct` or `dfs` (default: the file's, else `pct`).
+        #[arg(long)]
+        strategy: Option<String>,
+        /// PCT's bug depth, or DFS's preemption bound.
+        #[arg(long)]
+        depth: Option<u32>,
+        /// The first seed (run i uses seed + i).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Print one JSON document (docs/json-output.md).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run one schedule of a process scenario and print its full trace.
+    Replay {
+        /// The scenario (TOML).
+        file: PathBuf,
+        /// The schedule, as `explore` prints it (`0x3.1.0x12`).
+        #[arg(long)]
+        schedule: String,
+        /// Print one JSON document (docs/json-output.md).
+        #[arg(long)]
+        json: bool,
+    },
     /// Compare a real runtime's answers with the simulator's (see conformance/run.sh).
     Conform {
         /// Directory of scenarios (`NAME.toml`) with `case` labels.
@@ -78,6 +113,24 @@ fn main() -> ExitCode {
     match cli.command.unwrap_or(Command::Catalog) {
         Command::Run { file, json } => run(&file, json),
         Command::Catalog => catalog(),
+        Command::Explore {
+            file,
+            schedules,
+            strategy,
+            depth,
+            seed,
+            json,
+        } => explore::explore(
+            &file,
+            &explore::Options {
+                strategy,
+                depth,
+                schedules,
+                seed,
+                json,
+            },
+        ),
+        Command::Replay { file, schedule, json } => explore::replay(&file, &schedule, json),
         Command::Conform { scenarios, results } => conform(&scenarios, &results),
         Command::UnwindFuzz {
             functions,

@@ -106,6 +106,8 @@ struct Sim {
     suspend_pending: bool,
     /// The thread ran a step since it was last suspended.
     moved: bool,
+    /// Parked by a runtime suspension (mirrors the runtime's `Thread::parked`).
+    parked: bool,
     signal_pending: bool,
     signals_masked: bool,
     handler_replaced: bool,
@@ -191,6 +193,7 @@ impl<'p> Run<'p> {
                     suspenders: Vec::new(),
                     suspend_pending: false,
                     moved: false,
+                    parked: false,
                     signal_pending: false,
                     signals_masked: false,
                     handler_replaced: false,
@@ -323,7 +326,7 @@ impl<'p> Run<'p> {
 
     fn can_run(&self, t: usize) -> bool {
         let s = &self.th[t];
-        if !s.suspenders.is_empty() && !s.suspend_pending {
+        if s.parked || (!s.suspenders.is_empty() && !s.suspend_pending) {
             return false;
         }
         match s.status {
@@ -339,6 +342,14 @@ impl<'p> Run<'p> {
             Wait::SafePoints => self.unsafe_threads(t).is_empty(),
             Wait::SuspensionEnd => self.suspension_owner().is_none(),
             Wait::Event(e, deadline) => self.events[e as usize] || deadline <= self.now,
+        }
+    }
+
+    /// Copies the runtime's parked marks (after a runtime suspension starts or ends).
+    fn sync_parked(&mut self) {
+        let st = self.rt.lock();
+        for (s, t) in self.th.iter_mut().zip(&st.threads) {
+            s.parked = t.parked.is_some();
         }
     }
 
@@ -387,6 +398,12 @@ impl<'p> Run<'p> {
             out.extend(s.suspenders.iter().map(|&by| Edge {
                 to: by,
                 what: "ResumeThread".into(),
+            }));
+        }
+        if s.parked {
+            out.extend(self.suspension_owner().map(|o| Edge {
+                to: o,
+                what: "end of the runtime suspension".into(),
             }));
         }
         if let Status::Blocked(w) = s.status {
@@ -643,7 +660,7 @@ impl<'p> Run<'p> {
         }
         st.park(t);
         drop(st);
-        self.th[t].status = Status::Blocked(Wait::SuspensionEnd);
+        self.th[t].parked = true;
         self.note(t, 0, |_| "parks at a safe point for the runtime suspension".into());
         true
     }
@@ -1111,6 +1128,7 @@ impl<'p> Run<'p> {
                 if hr != HResult::S_OK {
                     self.release(t, LockId::THREAD_STORE, line);
                 }
+                self.sync_parked();
                 self.note(t, line, |run| format!("{} → {hr}", run.describe(instr.op)));
                 Done::Next
             }
@@ -1122,6 +1140,7 @@ impl<'p> Run<'p> {
                 if hr == HResult::S_OK {
                     self.release(t, LockId::THREAD_STORE, line);
                 }
+                self.sync_parked();
                 self.note(t, line, |run| format!("{} → {hr}", run.describe(instr.op)));
                 Done::Next
             }
@@ -1202,6 +1221,7 @@ impl<'p> Run<'p> {
                     }
                 }
                 drop(st);
+                self.sync_parked();
                 self.note(t, line, |_| "gc: runtime suspension starts".into());
                 Done::Again
             }
@@ -1216,6 +1236,7 @@ impl<'p> Run<'p> {
                     st.config.suspend_in_progress = false;
                 }
                 self.gc = None;
+                self.sync_parked();
                 self.release(t, LockId::THREAD_STORE, line);
                 self.note(t, line, |_| "gc: collected; runtime restarted".into());
                 Done::Next
@@ -1239,13 +1260,10 @@ impl<'p> Run<'p> {
                 Done::Again
             }
             _ => {
-                if managed {
-                    self.delete(t);
-                } else {
+                if !managed {
                     self.note(t, line, |_| "exit".into());
-                    self.th[t].stack.clear();
-                    self.th[t].status = Status::Done;
                 }
+                self.delete(t);
                 Done::Next
             }
         }
@@ -1257,7 +1275,7 @@ impl<'p> Run<'p> {
         match self.rt.lock().threads[x].lifecycle {
             Lifecycle::Deleted => Err(OsError::NoSuchThread),
             Lifecycle::Dead => Err(OsError::Terminated),
-            _ if self.th[x].status == Status::Done => Err(OsError::Terminated),
+            // A thread whose program ended without `exit` stays, idle.
             _ => Ok(()),
         }
     }

@@ -51,6 +51,32 @@ pub struct ProcessSpec {
     pub events: Vec<String>,
     /// Virtual-time and step limits.
     pub limits: Limits,
+    /// How `simclr explore` runs the file by default, and what it must find.
+    pub explore: ExploreSpec,
+}
+
+/// The file's `[explore]` table: the default exploration and its expected outcomes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExploreSpec {
+    /// The strategy.
+    pub strategy: Strategy,
+    /// How many schedules at most.
+    pub schedules: u64,
+    /// The first seed.
+    pub seed: u64,
+    /// The exact set of outcomes the exploration must find (`None`: no expectation).
+    pub expect: Option<Vec<String>>,
+}
+
+impl Default for ExploreSpec {
+    fn default() -> ExploreSpec {
+        ExploreSpec {
+            strategy: Strategy::Pct(3),
+            schedules: 1000,
+            seed: 1,
+            expect: None,
+        }
+    }
 }
 
 impl ProcessSpec {

@@ -8,14 +8,7 @@
 use crate::code::{CodeMap, FunctionIndex};
 
 /// A lock the runtime or the OS owns, always present; scenario files may declare more.
-pub const RUNTIME_LOCKS: [&str; 6] = [
-    "loader",
-    "heap",
-    "code_manager",
-    "thread_store",
-    "function_table",
-    "malloc",
-];
+pub const RUNTIME_LOCKS: [&str; 5] = ["loader", "heap", "code_manager", "thread_store", "function_table"];
 
 /// Index of a lock: the [`RUNTIME_LOCKS`] first, then the file's own, in declaration order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -24,7 +17,8 @@ pub struct LockId(pub u16);
 impl LockId {
     /// The loader lock (`LoadLibrary`, per-thread runtime initialization, R39).
     pub const LOADER: LockId = LockId(0);
-    /// The runtime's GC heap lock, taken by allocations.
+    /// The process heap lock (malloc's on Unix, the process heap's on Windows), taken by every
+    /// allocation: the runtime's and the profiler's.
     pub const HEAP: LockId = LockId(1);
     /// The code manager's writer lock (R13.2, R14, R42).
     pub const CODE_MANAGER: LockId = LockId(2);
@@ -32,8 +26,6 @@ impl LockId {
     pub const THREAD_STORE: LockId = LockId(3);
     /// The OS function-table lock (`RtlLookupFunctionEntry`, dynamic function tables).
     pub const FUNCTION_TABLE: LockId = LockId(4);
-    /// The C library's malloc lock: profiler code that allocates takes it.
-    pub const MALLOC: LockId = LockId(5);
 }
 
 /// One step. Thread operands are thread indices; functions index the code map.
@@ -47,8 +39,8 @@ pub enum Op {
     PInvoke(FunctionIndex),
     /// Returns from the P/Invoke to managed code: cooperative again (parks during a GC).
     PInvokeReturn,
-    /// Allocates: takes the heap lock (managed thread) or the malloc lock (native), releases
-    /// it at the next step, then raises ObjectAllocated when the mask says.
+    /// Allocates: takes the heap lock, releases it at the next step, then (managed code only)
+    /// raises ObjectAllocated when the mask says.
     Alloc,
     /// Takes a lock (blocks while another thread holds it).
     Lock(LockId),

@@ -27,6 +27,17 @@ pub(crate) struct FileModel {
     pub events: Vec<Spanned<String>>,
     pub profiler: Option<ProfilerModel>,
     pub limits: Option<LimitsModel>,
+    pub explore: Option<ExploreModel>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ExploreModel {
+    pub strategy: Option<Spanned<String>>,
+    pub bound: Option<Spanned<u32>>,
+    pub schedules: Option<Spanned<u64>>,
+    pub seed: Option<u64>,
+    pub expect: Option<Spanned<Vec<String>>>,
 }
 
 /// The profiler's callback handlers, each a program.

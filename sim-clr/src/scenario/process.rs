@@ -2,10 +2,10 @@
 //! and limits, into a [`ProcessSpec`].
 
 use super::error::{ScenarioError, Source};
-use super::model::{FileModel, LimitsModel, ThreadModel};
+use super::model::{ExploreModel, FileModel, LimitsModel, ThreadModel};
 use crate::code::CodeMap;
 use crate::process::program::{self, Instr, Line, Names, Op, RUNTIME_LOCKS};
-use crate::process::{Handlers, Limits, ProcessSpec, Program};
+use crate::process::{ExploreSpec, Handlers, Limits, ProcessSpec, Program, Strategy};
 use crate::thread::Thread;
 use toml::Spanned;
 
@@ -80,6 +80,7 @@ pub(super) fn process_spec(
         locks,
         events,
         limits: limits(src, m.limits.as_ref())?,
+        explore: explore(src, m.explore.as_ref())?,
     })
 }
 
@@ -187,4 +188,69 @@ fn limits(src: &Source<'_>, m: Option<&LimitsModel>) -> Res<Limits> {
         limits.max_steps = v;
     }
     Ok(limits)
+}
+
+/// The outcome names an exploration can report.
+pub const OUTCOMES: [&str; 12] = [
+    "ok",
+    "deadlock",
+    "hang",
+    "livelock",
+    "lock_misuse",
+    "unbalanced_return",
+    "stack_overflow",
+    "torn_stack_read",
+    "profiler_panic",
+    "walk_of_destroyed_thread",
+    "thread_use_after_free",
+    "access_violation",
+];
+
+fn explore(src: &Source<'_>, m: Option<&ExploreModel>) -> Res<ExploreSpec> {
+    let mut spec = ExploreSpec::default();
+    let Some(m) = m else {
+        return Ok(spec);
+    };
+    let bound = m.bound.as_ref().map(|b| *b.get_ref());
+    if let Some(b) = m.bound.as_ref().filter(|b| *b.get_ref() > 16) {
+        return Err(src.error(b.span(), "bound", "at most 16"));
+    }
+    if let Some(s) = &m.strategy {
+        spec.strategy = match s.get_ref().as_str() {
+            "random" => Strategy::Random,
+            "pct" => Strategy::Pct(bound.unwrap_or(3).max(1)),
+            "dfs" => Strategy::Dfs(bound.unwrap_or(2)),
+            other => {
+                return Err(src.error(
+                    s.span(),
+                    "strategy",
+                    format!("`{other}` is not one of `random`, `pct`, `dfs`"),
+                ))
+            }
+        };
+    }
+    if let Some(n) = &m.schedules {
+        if !(1..=10_000_000).contains(n.get_ref()) {
+            return Err(src.error(n.span(), "schedules", "must be between 1 and 10000000"));
+        }
+        spec.schedules = *n.get_ref();
+    }
+    spec.seed = m.seed.unwrap_or(1);
+    if let Some(expect) = &m.expect {
+        for o in expect.get_ref() {
+            let known = OUTCOMES.contains(&o.as_str()) || crate::trace::FaultKind::ALL.iter().any(|k| k.as_str() == o);
+            if !known {
+                return Err(src.error(
+                    expect.span(),
+                    "expect",
+                    format!("`{o}` is not an outcome ({})", OUTCOMES.join(", ")),
+                ));
+            }
+        }
+        let mut set = expect.get_ref().clone();
+        set.sort();
+        set.dedup();
+        spec.expect = Some(set);
+    }
+    Ok(spec)
 }

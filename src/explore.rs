@@ -1,0 +1,208 @@
+//! `simclr explore` and `simclr replay`: a process scenario under many schedules, or one.
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use sim_clr::process::schedule::Schedule;
+use sim_clr::process::{ExploreReport, Process, RunReport, Strategy};
+use sim_clr::scenario::Scenario;
+use std::io::IsTerminal;
+use std::path::Path;
+use std::process::ExitCode;
+
+/// What the command line overrides of the file's `[explore]` table.
+pub struct Options {
+    /// `random`, `pct` or `dfs`.
+    pub strategy: Option<String>,
+    /// PCT depth or DFS preemption bound.
+    pub depth: Option<u32>,
+    /// Schedules to run at most.
+    pub schedules: Option<u64>,
+    /// First seed.
+    pub seed: Option<u64>,
+    /// One JSON document instead of text.
+    pub json: bool,
+}
+
+fn load(file: &Path) -> Result<Scenario, ExitCode> {
+    Scenario::load(file).map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::from(2)
+    })
+}
+
+/// Explores `file`; exit 1 when the outcomes differ from the file's `expect` (or, without one,
+/// when any schedule failed).
+pub fn explore(file: &Path, options: &Options) -> ExitCode {
+    let scenario = match load(file) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let spec = scenario.process.explore.clone();
+    let depth = options.depth;
+    let strategy = match options.strategy.as_deref() {
+        None => match (spec.strategy, depth) {
+            (Strategy::Pct(_), Some(d)) => Strategy::Pct(d.max(1)),
+            (Strategy::Dfs(_), Some(d)) => Strategy::Dfs(d),
+            (s, _) => s,
+        },
+        Some("random") => Strategy::Random,
+        Some("pct") => Strategy::Pct(depth.unwrap_or(3).max(1)),
+        Some("dfs") => Strategy::Dfs(depth.unwrap_or(2)),
+        Some(other) => {
+            eprintln!("error: unknown strategy `{other}` (random, pct or dfs)");
+            return ExitCode::from(2);
+        }
+    };
+    if options.schedules == Some(0) {
+        eprintln!("error: --schedules must be at least 1");
+        return ExitCode::from(2);
+    }
+    if !scenario.process.moves() {
+        eprintln!(
+            "error: {}: no thread has a `program`: nothing moves, so there is nothing to schedule (use `simclr run`)",
+            file.display()
+        );
+        return ExitCode::from(2);
+    }
+    let schedules = options.schedules.unwrap_or(spec.schedules);
+    let seed = options.seed.unwrap_or(spec.seed);
+    let process = Process::new(scenario);
+    let bar = progress(schedules, options.json);
+    let report = process.explore(strategy, schedules, seed, |done, faults| {
+        if done % 64 == 0 {
+            bar.set_position(done);
+            bar.set_message(format!("{faults} faults"));
+        }
+    });
+    bar.finish_and_clear();
+    let mismatch = match &spec.expect {
+        Some(expect) => report.outcomes.keys().cloned().collect::<Vec<_>>() != *expect,
+        None => report.first_failure.is_some(),
+    };
+    if options.json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        print!("{}", render(&report, file, spec.expect.as_deref()));
+    }
+    if mismatch {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn progress(total: u64, quiet: bool) -> ProgressBar {
+    if quiet || !std::io::stderr().is_terminal() {
+        return ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
+    }
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} schedules, {per_sec}, {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar
+}
+
+/// The text form of an exploration.
+pub fn render(report: &ExploreReport, file: &Path, expect: Option<&[String]>) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let exhaustive = if report.exhaustive { " (every schedule within the bound)" } else { "" };
+    writeln!(
+        out,
+        "{}: {} schedules, strategy {}, seed {}{exhaustive}",
+        report.scenario, report.schedules_run, report.strategy, report.seed
+    )
+    .unwrap();
+    for (outcome, count) in &report.outcomes {
+        writeln!(out, "  {outcome:<26} {count}").unwrap();
+    }
+    if let Some(expect) = expect {
+        let found: Vec<&String> = report.outcomes.keys().collect();
+        let verdict = if found.iter().map(|s| s.as_str()).eq(expect.iter().map(|s| s.as_str())) {
+            "as expected"
+        } else {
+            "MISMATCH"
+        };
+        writeln!(out, "expected outcomes: {}: {verdict}", expect.join(", ")).unwrap();
+    }
+    match &report.first_failure {
+        None => writeln!(out, "no failing schedule").unwrap(),
+        Some(f) => {
+            writeln!(out, "first failure: {}: {}", f.fault.kind, f.fault.message).unwrap();
+            for link in &f.fault.cycle {
+                writeln!(out, "  {} waits for {} ← {}", link.thread, link.waits_for, link.held_by).unwrap();
+            }
+            writeln!(
+                out,
+                "replay: simclr replay {} --schedule {}",
+                file.display(),
+                f.schedule
+            )
+            .unwrap();
+        }
+    }
+    out
+}
+
+/// Replays one schedule of `file` with its full trace.
+pub fn replay(file: &Path, schedule: &str, json: bool) -> ExitCode {
+    let scenario = match load(file) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let schedule: Schedule = match schedule.parse() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let report = match Process::new(scenario).replay(&schedule) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {}: {e}", file.display());
+            return ExitCode::from(2);
+        }
+    };
+    if json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        print!("{}", render_run(&report));
+    }
+    ExitCode::SUCCESS
+}
+
+/// The text form of one run: its trace, then how it ended.
+pub fn render_run(report: &RunReport) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    for e in &report.trace {
+        let line = if e.line == 0 { String::new() } else { format!(":{}", e.line) };
+        writeln!(out, "#{:<5} {:>8}us  {}{line}  {}", e.step, e.time_us, e.thread, e.what).unwrap();
+    }
+    writeln!(
+        out,
+        "outcome: {} after {} steps, {} us of virtual time; schedule {}",
+        report.outcome, report.steps, report.time_us, report.schedule
+    )
+    .unwrap();
+    if let Some(f) = &report.fault {
+        writeln!(out, "{}: {}", f.kind, f.message).unwrap();
+        for link in &f.cycle {
+            writeln!(out, "  {} waits for {} ← {}", link.thread, link.waits_for, link.held_by).unwrap();
+        }
+    }
+    out
+}
