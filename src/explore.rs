@@ -206,3 +206,33 @@ pub fn render_run(report: &RunReport) -> String {
     }
     out
 }
+
+/// Explores every bundled process scenario as its file says, one line each; true when every
+/// one found exactly its expected outcomes.
+pub fn catalog() -> Result<bool, ExitCode> {
+    let mut mismatches = 0;
+    let mut total = 0;
+    for (file, text) in fixtures::process_catalog() {
+        let scenario = Scenario::parse(&format!("fixtures/processes/{file}"), text).map_err(|e| {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        })?;
+        let spec = scenario.process.explore.clone();
+        let report = Process::new(scenario).explore(spec.strategy, spec.schedules, spec.seed, |_, _| {});
+        let found: Vec<String> = report.outcomes.keys().cloned().collect();
+        let ok = spec.expect.as_ref().is_none_or(|e| *e == found);
+        total += 1;
+        mismatches += usize::from(!ok);
+        let counts: Vec<String> = report.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        println!(
+            "{} {:<34} {:>6} schedules ({}): {}",
+            if ok { "ok  " } else { "FAIL" },
+            report.scenario,
+            report.schedules_run,
+            report.strategy,
+            counts.join(", ")
+        );
+    }
+    println!("{total} process scenarios explored, {mismatches} with unexpected outcomes");
+    Ok(mismatches == 0)
+}

@@ -199,7 +199,15 @@ fn catalog() -> ExitCode {
         "{} scenarios, {checked} expectations checked, {failed} scenarios with mismatches",
         reports.len()
     );
-    status(&reports)
+    let processes = match explore::catalog() {
+        Ok(ok) => ok,
+        Err(code) => return code,
+    };
+    if processes {
+        status(&reports)
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 fn conform(scenarios: &std::path::Path, results: &std::path::Path) -> ExitCode {
