@@ -46,6 +46,17 @@ fn cases() -> Vec<(&'static str, String, usize, &'static str)> {
         ("P/Invoke on a native thread", after("[[threads]]\nname = \"s\"\nkind = \"native\"\n[[calls]]\ncaller = \"s\"\nfrom = \"pinvoke\"\napi = \"EnumThreads\"\n"), l + 6, "from"),
         ("wrong value type", after("[[threads]]\nname = \"u\"\nframes = \"M\"\n"), l + 3, "frames"),
         ("unknown expected fault", call("api = \"DoStackSnapshot\"\nexpect_fault = \"meltdown\"\n"), l + 4, "expect_fault"),
+        ("program naming an unknown lock", after("[[threads]]\nname = \"u\"\nframes = [{ fn = \"M\" }]\nprogram = [\n  \"call N\",\n  \"lock nosuch\",\n]\n"), l + 6, "program"),
+        ("program naming an unknown thread", after("[[threads]]\nname = \"u\"\nkind = \"native\"\nprogram = [\"suspend ghost\"]\n"), l + 4, "program"),
+        ("program naming an unknown function", after("[[threads]]\nname = \"u\"\nframes = [{ fn = \"M\" }]\nprogram = [\"call Nope\"]\n"), l + 4, "program"),
+        ("unbalanced return", after("[[threads]]\nname = \"u\"\nframes = [{ fn = \"M\" }]\nprogram = [\n  \"call N\",\n  \"return\",\n  \"return\",\n]\n"), l + 7, "program"),
+        ("unknown step", after("[[threads]]\nname = \"u\"\nframes = [{ fn = \"M\" }]\nprogram = [\"teleport\"]\n"), l + 4, "program"),
+        ("loop without end", after("[[threads]]\nname = \"u\"\nframes = [{ fn = \"M\" }]\nprogram = [\"loop 2\", \"spin 1\"]\n"), l + 4, "program"),
+        ("handler naming an unknown lock", "platform = \"unix\"\n[profiler]\nthread_destroyed = [\"lock nope\"]\n".into(), 3, "thread_destroyed"),
+        ("lock declared twice", "platform = \"unix\"\nlocks = [\"heap\"]\n".into(), 2, "locks"),
+        ("spawned thread without a program", after("[[threads]]\nname = \"u\"\nstart = \"spawned\"\n"), l + 3, "start"),
+        ("unknown exploration strategy", "platform = \"unix\"\n[explore]\nstrategy = \"bfs\"\n".into(), 3, "strategy"),
+        ("unknown expected outcome", "platform = \"unix\"\n[explore]\nexpect = [\"fine\"]\n".into(), 3, "expect"),
     ]
 }
 
@@ -108,5 +119,37 @@ fn garbage_never_panics() {
     ];
     for s in samples {
         assert!(Scenario::parse("g.toml", s).is_err(), "{s:?}");
+    }
+}
+
+const TWO_LOCKS: &str = "platform = \"unix\"\nlocks = [\"A\"]\n[[code]]\nname = \"M\"\nkind = \"jit\"\n[[threads]]\nname = \"t\"\nframes = [{ fn = \"M\" }]\nprogram = [\"lock A\", \"unlock A\"]\n[[threads]]\nname = \"u\"\nframes = [{ fn = \"M\" }]\nprogram = [\"unlock A\"]\n";
+
+#[test]
+fn a_release_by_a_thread_that_does_not_hold_the_lock_is_a_typed_fault() {
+    let scenario = Scenario::parse("misuse.toml", TWO_LOCKS).unwrap();
+    let report = sim_clr::process::Process::new(scenario).explore(sim_clr::process::Strategy::Dfs(2), 100, 0, |_, _| {});
+    assert_eq!(report.outcomes.get("lock_misuse").copied(), Some(report.schedules_run));
+    let f = report.first_failure.unwrap();
+    assert!(f.fault.message.contains("u (line 13) releases lock A held by"), "{}", f.fault.message);
+}
+
+#[test]
+fn schedules_that_do_not_fit_the_file_are_exit_code_2() {
+    let file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("sched-{}.toml", std::process::id()));
+    std::fs::write(&file, TWO_LOCKS).unwrap();
+    for (schedule, message) in [
+        ("7", "thread 7 does not exist"),
+        ("1x400", "the run ended after"),
+        ("0x", "is not `THREAD`"),
+        ("zz", "is not `THREAD`"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_simclr"))
+            .args(["replay", file.to_str().unwrap(), "--schedule", schedule])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{schedule}: {stderr}");
+        assert!(stderr.contains(message), "{schedule}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
     }
 }

@@ -90,7 +90,8 @@ pub struct EventId(pub u32);
 
 /// Synchronization and time, as the simulator's scheduler must see them.
 pub trait Sync: Send + std::marker::Sync {
-    /// A new, unlocked, non-recursive mutex.
+    /// A new, unlocked, non-recursive mutex. Implementations may treat `name` as a named
+    /// object: the simulator opens an existing mutex of that name (its own locks included).
     fn mutex_create(&self, name: &str) -> MutexId;
 
     /// Blocks until the mutex is free, then takes it.
@@ -99,7 +100,8 @@ pub trait Sync: Send + std::marker::Sync {
     /// Releases a mutex the caller holds.
     fn mutex_unlock(&self, mutex: MutexId);
 
-    /// A new manual-reset event, initially clear.
+    /// A new manual-reset event, initially clear (or, as for mutexes, an existing one of that
+    /// name in the simulator).
     fn event_create(&self, name: &str) -> EventId;
 
     /// Sets the event, waking every waiter.

@@ -1486,10 +1486,15 @@ impl<'p> Run<'p> {
                 self.thread_setup(t)?;
                 Reply::Done
             }
+            // Named objects: creating one that exists opens it (the file's locks and the
+            // runtime's included), so a sampler and its callbacks share them by name.
             Request::MutexCreate(name) => {
-                self.locks.push(LockState::default());
-                self.lock_names.push(name.clone());
-                Reply::Mutex(MutexId(self.locks.len() as u32 - 1))
+                let at = self.lock_names.iter().position(|n| n == name).unwrap_or_else(|| {
+                    self.locks.push(LockState::default());
+                    self.lock_names.push(name.clone());
+                    self.locks.len() - 1
+                });
+                Reply::Mutex(MutexId(at as u32))
             }
             Request::MutexLock(m) => {
                 let l = LockId(m.0 as u16);
@@ -1505,9 +1510,12 @@ impl<'p> Run<'p> {
                 Reply::Done
             }
             Request::EventCreate(name) => {
-                self.events.push(false);
-                self.event_names.push(name.clone());
-                Reply::Event(EventId(self.events.len() as u32 - 1))
+                let at = self.event_names.iter().position(|n| n == name).unwrap_or_else(|| {
+                    self.events.push(false);
+                    self.event_names.push(name.clone());
+                    self.events.len() - 1
+                });
+                Reply::Event(EventId(at as u32))
             }
             Request::EventSet(e) => {
                 self.events[e.0 as usize] = true;

@@ -1,0 +1,174 @@
+//! Rust profiler code inside the running process: a sampler closure on a simulated thread and
+//! a `ProfilerCallback` whose `ThreadDestroyed` blocks, both using the OS layer, explored
+//! under schedules. What would hang or crash a real process comes back as an outcome.
+
+use corprof::os::{OsError, Sync, ThreadControl};
+use corprof::{HResult, ProfilerCallback, ProfilerInfo, ThreadId};
+use sim_clr::process::{Process, SimOs, Strategy};
+use sim_clr::scenario::Scenario;
+use std::sync::Arc;
+use std::time::Duration;
+
+const FILE: &str = r#"
+platform = "windows"
+[runtime]
+event_mask = ["ENABLE_STACK_SNAPSHOT", "MONITOR_THREADS"]
+[[code]]
+name = "App::Main"
+kind = "jit"
+[[code]]
+name = "App::Work"
+kind = "jit"
+[[code]]
+name = "sampler!loop"
+kind = "native"
+[[threads]]
+name = "main"
+frames = [{ fn = "App::Main" }]
+program = ["call App::Work", "return", "exit"]
+[[threads]]
+name = "sampler"
+kind = "native"
+frames = [{ fn = "sampler!loop" }]
+"#;
+
+/// The profiler's ThreadDestroyed: marks the thread destroyed, under the per-thread lock when
+/// `locked`.
+struct Profiler {
+    locked: bool,
+}
+
+impl ProfilerCallback for Profiler {
+    fn thread_destroyed(&self, _thread: ThreadId) -> HResult {
+        let os = SimOs::new();
+        let lock = os.mutex_create("walk_lock");
+        let dead = os.event_create("main_destroyed");
+        if self.locked {
+            os.mutex_lock(lock);
+        }
+        os.event_set(dead);
+        if self.locked {
+            os.mutex_unlock(lock);
+        }
+        HResult::S_OK
+    }
+}
+
+fn sampler(rt: &sim_clr::Runtime, os: &SimOs) {
+    assert_eq!(rt.initialize_current_thread(), HResult::S_OK);
+    let main = rt.thread("main").expect("declared").id;
+    let lock = os.mutex_create("walk_lock");
+    let dead = os.event_create("main_destroyed");
+    for _ in 0..2 {
+        os.mutex_lock(lock);
+        if !os.event_wait(dead, Duration::ZERO) {
+            let mut frames = 0;
+            let mut cb = |_: &corprof::SnapshotFrame<'_>| {
+                frames += 1;
+                HResult::S_OK
+            };
+            // Inside ThreadDestroyed the leaf is native runtime code: E_FAIL is a fine answer.
+            let hr = rt.do_stack_snapshot(main, Some(&mut cb), 0, None, 0);
+            assert!(hr != HResult::E_INVALIDARG, "{hr}");
+        }
+        os.mutex_unlock(lock);
+        os.sleep(Duration::from_millis(1));
+    }
+}
+
+fn process(locked: bool) -> Process {
+    let mut p = Process::new(Scenario::parse("threads.toml", FILE).unwrap());
+    p.thread_body("sampler", Arc::new(sampler)).unwrap();
+    p.profiler(Arc::new(Profiler { locked }));
+    p
+}
+
+#[test]
+fn a_sampler_sharing_a_lock_with_thread_destroyed_never_faults() {
+    let report = process(true).explore(Strategy::Dfs(3), 5_000, 0, |_, _| {});
+    assert!(report.exhaustive, "{report:?}");
+    assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"], "{report:?}");
+    assert!(report.schedules_run > 10);
+}
+
+#[test]
+fn without_the_lock_thread_destroyed_races_the_walk() {
+    let report = process(false).explore(Strategy::Dfs(3), 5_000, 0, |_, _| {});
+    let bad: Vec<&String> = report.outcomes.keys().filter(|k| *k != "ok").collect();
+    assert!(!bad.is_empty(), "{report:?}");
+    assert!(
+        bad.iter().all(|k| *k == "walk_of_destroyed_thread" || *k == "thread_use_after_free"),
+        "{report:?}"
+    );
+    // The failing schedule replays to the same fault, byte for byte.
+    let first = report.first_failure.unwrap();
+    let p = process(false);
+    let a = p.replay(&first.schedule.parse().unwrap()).unwrap();
+    let b = p.replay(&first.schedule.parse().unwrap()).unwrap();
+    assert_eq!(a, b);
+    assert_eq!(a.fault.unwrap(), first.fault);
+}
+
+#[test]
+fn blocking_forever_in_thread_destroyed_is_a_reported_hang() {
+    struct Stuck;
+    impl ProfilerCallback for Stuck {
+        fn thread_destroyed(&self, _: ThreadId) -> HResult {
+            let os = SimOs::new();
+            let never = os.event_create("walk_done");
+            os.event_wait(never, Duration::from_secs(3600));
+            HResult::S_OK
+        }
+    }
+    let mut p = Process::new(Scenario::parse("stuck.toml", FILE).unwrap());
+    p.profiler(Arc::new(Stuck));
+    let run = p.run(&mut sim_clr::process::schedule::Random(sim_clr::process::schedule::Rng::new(1))).unwrap();
+    // The wait has a deadline, so virtual time jumps an hour ahead instead of hanging.
+    assert_eq!(run.outcome, "ok", "{run:?}");
+    assert!(run.time_us >= 3_600_000_000);
+
+    struct Forever;
+    impl ProfilerCallback for Forever {
+        fn thread_destroyed(&self, _: ThreadId) -> HResult {
+            let os = SimOs::new();
+            let lock = os.mutex_create("walk_lock");
+            os.mutex_lock(lock);
+            os.mutex_lock(lock); // a non-recursive lock taken twice
+            HResult::S_OK
+        }
+    }
+    p.profiler(Arc::new(Forever));
+    let run = p.run(&mut sim_clr::process::schedule::Random(sim_clr::process::schedule::Rng::new(1))).unwrap();
+    assert_eq!(run.outcome, "deadlock", "{run:?}");
+    assert_eq!(run.fault.unwrap().cycle[0].thread, "main");
+}
+
+#[test]
+fn the_os_layer_suspends_reads_and_resumes() {
+    let mut p = Process::new(Scenario::parse("os.toml", FILE).unwrap());
+    p.thread_body(
+        "sampler",
+        Arc::new(|_rt: &sim_clr::Runtime, os: &SimOs| {
+            let me = os.current_thread();
+            // The target may have exited already.
+            let Some(&target) = os.threads().iter().find(|&&t| t != me) else {
+                return;
+            };
+            if os.suspend_thread(target).is_ok() {
+                if let Ok(ctx) = os.get_thread_context(target) {
+                    let (low, high) = os.stack_bounds(target).unwrap();
+                    assert!(ctx.rsp >= low && ctx.rsp < high);
+                    assert!(os.read_stack(target, ctx.rsp).is_ok());
+                    assert!(os.read_stack(target, high + 64).is_err());
+                }
+                // Until GetThreadContext returns, the target runs on: it may have exited.
+                let resumed = os.resume_thread(target);
+                assert!(matches!(resumed, Ok(1) | Err(OsError::NoSuchThread)), "{resumed:?}");
+            }
+            assert!(os.now() > Duration::ZERO);
+        }),
+    )
+    .unwrap();
+    let report = p.explore(Strategy::Dfs(2), 2_000, 0, |_, _| {});
+    assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"], "{report:?}");
+}
