@@ -112,7 +112,11 @@ fn progress(total: u64, quiet: bool) -> ProgressBar {
 pub fn render(report: &ExploreReport, file: &Path, expect: Option<&[String]>) -> String {
     use std::fmt::Write;
     let mut out = String::new();
-    let exhaustive = if report.exhaustive { " (every schedule within the bound)" } else { "" };
+    let exhaustive = if report.exhaustive {
+        " (every schedule within the bound)"
+    } else {
+        ""
+    };
     writeln!(
         out,
         "{}: {} schedules, strategy {}, seed {}{exhaustive}",
@@ -124,7 +128,11 @@ pub fn render(report: &ExploreReport, file: &Path, expect: Option<&[String]>) ->
     }
     if let Some(expect) = expect {
         let found: Vec<&String> = report.outcomes.keys().collect();
-        let verdict = if found.iter().map(|s| s.as_str()).eq(expect.iter().map(|s| s.as_str())) {
+        let verdict = if found
+            .iter()
+            .map(|s| s.as_str())
+            .eq(expect.iter().map(|s| s.as_str()))
+        {
             "as expected"
         } else {
             "MISMATCH"
@@ -136,7 +144,12 @@ pub fn render(report: &ExploreReport, file: &Path, expect: Option<&[String]>) ->
         Some(f) => {
             writeln!(out, "first failure: {}: {}", f.fault.kind, f.fault.message).unwrap();
             for link in &f.fault.cycle {
-                writeln!(out, "  {} waits for {} ← {}", link.thread, link.waits_for, link.held_by).unwrap();
+                writeln!(
+                    out,
+                    "  {} waits for {} ← {}",
+                    link.thread, link.waits_for, link.held_by
+                )
+                .unwrap();
             }
             writeln!(
                 out,
@@ -189,8 +202,17 @@ pub fn render_run(report: &RunReport) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     for e in &report.trace {
-        let line = if e.line == 0 { String::new() } else { format!(":{}", e.line) };
-        writeln!(out, "#{:<5} {:>8}us  {}{line}  {}", e.step, e.time_us, e.thread, e.what).unwrap();
+        let line = if e.line == 0 {
+            String::new()
+        } else {
+            format!(":{}", e.line)
+        };
+        writeln!(
+            out,
+            "#{:<5} {:>8}us  {}{line}  {}",
+            e.step, e.time_us, e.thread, e.what
+        )
+        .unwrap();
     }
     writeln!(
         out,
@@ -201,7 +223,12 @@ pub fn render_run(report: &RunReport) -> String {
     if let Some(f) = &report.fault {
         writeln!(out, "{}: {}", f.kind, f.message).unwrap();
         for link in &f.cycle {
-            writeln!(out, "  {} waits for {} ← {}", link.thread, link.waits_for, link.held_by).unwrap();
+            writeln!(
+                out,
+                "  {} waits for {} ← {}",
+                link.thread, link.waits_for, link.held_by
+            )
+            .unwrap();
         }
     }
     out

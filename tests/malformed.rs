@@ -127,15 +127,28 @@ const TWO_LOCKS: &str = "platform = \"unix\"\nlocks = [\"A\"]\n[[code]]\nname = 
 #[test]
 fn a_release_by_a_thread_that_does_not_hold_the_lock_is_a_typed_fault() {
     let scenario = Scenario::parse("misuse.toml", TWO_LOCKS).unwrap();
-    let report = sim_clr::process::Process::new(scenario).explore(sim_clr::process::Strategy::Dfs(2), 100, 0, |_, _| {});
-    assert_eq!(report.outcomes.get("lock_misuse").copied(), Some(report.schedules_run));
+    let report = sim_clr::process::Process::new(scenario).explore(
+        sim_clr::process::Strategy::Dfs(2),
+        100,
+        0,
+        |_, _| {},
+    );
+    assert_eq!(
+        report.outcomes.get("lock_misuse").copied(),
+        Some(report.schedules_run)
+    );
     let f = report.first_failure.unwrap();
-    assert!(f.fault.message.contains("u (line 13) releases lock A held by"), "{}", f.fault.message);
+    assert!(
+        f.fault.message.contains("u (line 13) releases lock A held by"),
+        "{}",
+        f.fault.message
+    );
 }
 
 #[test]
 fn schedules_that_do_not_fit_the_file_are_exit_code_2() {
-    let file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("sched-{}.toml", std::process::id()));
+    let file =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("sched-{}.toml", std::process::id()));
     std::fs::write(&file, TWO_LOCKS).unwrap();
     for (schedule, message) in [
         ("7", "thread 7 does not exist"),

@@ -37,12 +37,20 @@ fn the_catalog_covers_the_failure_stories() {
 fn every_process_finds_exactly_its_expected_outcomes() {
     for scenario in processes() {
         let spec = scenario.process.explore.clone();
-        let expect = spec.expect.clone().expect("every catalog process states its outcomes");
-        let report = Process::new(scenario.clone()).explore(spec.strategy, spec.schedules, spec.seed, |_, _| {});
+        let expect = spec
+            .expect
+            .clone()
+            .expect("every catalog process states its outcomes");
+        let report =
+            Process::new(scenario.clone()).explore(spec.strategy, spec.schedules, spec.seed, |_, _| {});
         let found: Vec<String> = report.outcomes.keys().cloned().collect();
         assert_eq!(found, expect, "{}", scenario.name);
         if expect == ["ok"] {
-            assert!(report.exhaustive, "{}: the control must cover every DFS schedule", scenario.name);
+            assert!(
+                report.exhaustive,
+                "{}: the control must cover every DFS schedule",
+                scenario.name
+            );
         }
     }
 }
@@ -71,7 +79,10 @@ fn the_same_seed_gives_a_byte_identical_trace() {
         for seed in 0..20 {
             let a = process.run(&mut Random(Rng::new(seed))).unwrap();
             let b = process.run(&mut Random(Rng::new(seed))).unwrap();
-            assert_eq!(serde_json::to_string(&a).unwrap(), serde_json::to_string(&b).unwrap());
+            assert_eq!(
+                serde_json::to_string(&a).unwrap(),
+                serde_json::to_string(&b).unwrap()
+            );
             // And the recorded schedule replays the same run.
             let c = process.replay(&a.schedule.parse().unwrap()).unwrap();
             assert_eq!(a, c);
@@ -155,10 +166,7 @@ fn confirm(r: &Rebuilt, link: &CycleLink) -> Result<(), String> {
             .suspended
             .get(&link.thread)
             .is_some_and(|by| by.contains(&link.held_by)),
-        "safe point" => {
-            r.gc.as_deref() == Some(link.thread.as_str())
-                && !r.parked.contains(&link.held_by)
-        }
+        "safe point" => r.gc.as_deref() == Some(link.thread.as_str()) && !r.parked.contains(&link.held_by),
         "end of the runtime suspension" => {
             r.parked.contains(&link.thread) && r.gc.as_deref() == Some(link.held_by.as_str())
         }
@@ -203,7 +211,10 @@ fn every_reported_cycle_is_rederived_from_the_trace() {
 fn ordered_locks(programs: &[Vec<(usize, u8)>], locks: usize) -> String {
     let mut text = String::from("name = \"ordered\"\nplatform = \"unix\"\n");
     let names: Vec<String> = (0..locks).map(|i| format!("\"L{i}\"")).collect();
-    text += &format!("locks = [{}]\n[[code]]\nname = \"App::Main\"\nkind = \"jit\"\n", names.join(", "));
+    text += &format!(
+        "locks = [{}]\n[[code]]\nname = \"App::Main\"\nkind = \"jit\"\n",
+        names.join(", ")
+    );
     for (t, program) in programs.iter().enumerate() {
         let mut taken: Vec<usize> = program.iter().map(|(l, _)| *l).collect();
         taken.sort_unstable();

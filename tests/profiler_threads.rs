@@ -97,7 +97,8 @@ fn without_the_lock_thread_destroyed_races_the_walk() {
     let bad: Vec<&String> = report.outcomes.keys().filter(|k| *k != "ok").collect();
     assert!(!bad.is_empty(), "{report:?}");
     assert!(
-        bad.iter().all(|k| *k == "walk_of_destroyed_thread" || *k == "thread_use_after_free"),
+        bad.iter()
+            .all(|k| *k == "walk_of_destroyed_thread" || *k == "thread_use_after_free"),
         "{report:?}"
     );
     // The failing schedule replays to the same fault, byte for byte.
@@ -122,7 +123,11 @@ fn blocking_forever_in_thread_destroyed_is_a_reported_hang() {
     }
     let mut p = Process::new(Scenario::parse("stuck.toml", FILE).unwrap());
     p.profiler(Arc::new(Stuck));
-    let run = p.run(&mut sim_clr::process::schedule::Random(sim_clr::process::schedule::Rng::new(1))).unwrap();
+    let run = p
+        .run(&mut sim_clr::process::schedule::Random(
+            sim_clr::process::schedule::Rng::new(1),
+        ))
+        .unwrap();
     // The wait has a deadline, so virtual time jumps an hour ahead instead of hanging.
     assert_eq!(run.outcome, "ok", "{run:?}");
     assert!(run.time_us >= 3_600_000_000);
@@ -138,7 +143,11 @@ fn blocking_forever_in_thread_destroyed_is_a_reported_hang() {
         }
     }
     p.profiler(Arc::new(Forever));
-    let run = p.run(&mut sim_clr::process::schedule::Random(sim_clr::process::schedule::Rng::new(1))).unwrap();
+    let run = p
+        .run(&mut sim_clr::process::schedule::Random(
+            sim_clr::process::schedule::Rng::new(1),
+        ))
+        .unwrap();
     assert_eq!(run.outcome, "deadlock", "{run:?}");
     assert_eq!(run.fault.unwrap().cycle[0].thread, "main");
 }
@@ -163,7 +172,10 @@ fn the_os_layer_suspends_reads_and_resumes() {
                 }
                 // Until GetThreadContext returns, the target runs on: it may have exited.
                 let resumed = os.resume_thread(target);
-                assert!(matches!(resumed, Ok(1) | Err(OsError::NoSuchThread)), "{resumed:?}");
+                assert!(
+                    matches!(resumed, Ok(1) | Err(OsError::NoSuchThread)),
+                    "{resumed:?}"
+                );
             }
             assert!(os.now() > Duration::ZERO);
         }),

@@ -226,7 +226,10 @@ mod tests {
                 sync.event_set(e);
             })
         };
-        assert!(!sync.event_wait(e, Duration::from_millis(20)), "the other thread is blocked");
+        assert!(
+            !sync.event_wait(e, Duration::from_millis(20)),
+            "the other thread is blocked"
+        );
         sync.mutex_unlock(m);
         assert!(sync.event_wait(e, Duration::from_secs(10)));
         other.join().unwrap();

@@ -15,7 +15,7 @@ use super::program::{Instr, LockId, Op};
 use super::schedule::{Chooser, Schedule, ScheduleError};
 use super::waitfor::{find_cycle, Edge};
 use super::{CycleLink, Process, Program, RunFault, RunReport, TraceEntry};
-use crate::runtime::{Caller, CallContext, CallbackKind, Entered, Platform, Runtime};
+use crate::runtime::{CallContext, CallbackKind, Caller, Entered, Platform, Runtime};
 use crate::thread::{ExceptionState, FrameKind, Funclet, Lifecycle, Mode, StackEntry};
 use crate::trace::FaultKind;
 use corprof::flags::event;
@@ -158,7 +158,7 @@ pub(crate) struct Run<'p> {
 impl<'p> Run<'p> {
     pub fn new(p: &'p Process, tracing: bool) -> Run<'p> {
         let s = &p.scenario;
-        let rt = Arc::new(s.runtime());
+        let rt = Arc::new(p.template.fork());
         let spec = &s.process;
         let th = s
             .threads
@@ -383,8 +383,7 @@ impl<'p> Run<'p> {
     /// The thread whose runtime suspension (a GC, or the profiler's `SuspendRuntime`) is in
     /// effect, if any.
     fn suspension_owner(&self) -> Option<usize> {
-        self.gc
-            .or_else(|| self.rt.lock().profiler_suspension.flatten())
+        self.gc.or_else(|| self.rt.lock().profiler_suspension.flatten())
     }
 
     /// The wait-for edges out of `t` (empty when it can run).
@@ -464,7 +463,12 @@ impl<'p> Run<'p> {
     /// Nothing can run and nothing sleeps: done, a cycle, or a hang.
     fn stuck(&mut self) {
         let waiting: Vec<usize> = (0..self.th.len())
-            .filter(|&t| !matches!(self.th[t].status, Status::Done | Status::NotStarted | Status::Frozen))
+            .filter(|&t| {
+                !matches!(
+                    self.th[t].status,
+                    Status::Done | Status::NotStarted | Status::Frozen
+                )
+            })
             .collect();
         if waiting.is_empty() {
             return;
@@ -519,7 +523,11 @@ impl<'p> Run<'p> {
                 message: f.message,
                 cycle: Vec::new(),
             };
-            self.note_for(self.current, 0, format!("fault {}: {}", fault.kind, fault.message));
+            self.note_for(
+                self.current,
+                0,
+                format!("fault {}: {}", fault.kind, fault.message),
+            );
             if f.fatal {
                 if self.fault.is_none() {
                     self.fault = Some(fault);
@@ -623,7 +631,12 @@ impl<'p> Run<'p> {
     }
 
     /// Runs `f` with `t` as the runtime's current caller.
-    fn with_caller<R>(&mut self, t: usize, callback: Option<CallbackKind>, f: impl FnOnce(&mut Self) -> R) -> R {
+    fn with_caller<R>(
+        &mut self,
+        t: usize,
+        callback: Option<CallbackKind>,
+        f: impl FnOnce(&mut Self) -> R,
+    ) -> R {
         self.rt.lock().callers.push(Caller {
             thread: Some(t),
             callback,
@@ -661,7 +674,9 @@ impl<'p> Run<'p> {
         st.park(t);
         drop(st);
         self.th[t].parked = true;
-        self.note(t, 0, |_| "parks at a safe point for the runtime suspension".into());
+        self.note(t, 0, |_| {
+            "parks at a safe point for the runtime suspension".into()
+        });
         true
     }
 
@@ -672,7 +687,9 @@ impl<'p> Run<'p> {
         }
         s.signal_pending = false;
         if s.handler_replaced {
-            self.note(t, 0, |_| "the application's own signal handler runs; the profiler's does not".into());
+            self.note(t, 0, |_| {
+                "the application's own signal handler runs; the profiler's does not".into()
+            });
             return true;
         }
         let Some(handler) = self.p.scenario.process.handlers.signal.clone() else {
@@ -728,7 +745,9 @@ impl<'p> Run<'p> {
                         profiler.thread_assigned_to_os_thread(id, os_id)
                     }
                     Notice::Callback(CallbackKind::ThreadDestroyed) => profiler.thread_destroyed(id),
-                    Notice::Callback(CallbackKind::ObjectAllocated) => profiler.object_allocated(object, ClassId::NULL),
+                    Notice::Callback(CallbackKind::ObjectAllocated) => {
+                        profiler.object_allocated(object, ClassId::NULL)
+                    }
                     Notice::Callback(_) => profiler.exception_thrown(object),
                 };
             })))
@@ -743,7 +762,11 @@ impl<'p> Run<'p> {
             let Some(code) = code.clone() else {
                 return false;
             };
-            Source::Program { code, pc: 0, phase: 0 }
+            Source::Program {
+                code,
+                pc: 0,
+                phase: 0,
+            }
         };
         // ThreadCreated runs in the thread's own context; the others push the runtime's frames.
         let (entered, callback) = match notice {
@@ -798,7 +821,9 @@ impl<'p> Run<'p> {
     fn release(&mut self, t: usize, l: LockId, line: usize) -> bool {
         let lock = &mut self.locks[l.0 as usize];
         if lock.owner != Some(t) {
-            let holder = lock.owner.map_or("nobody".to_string(), |o| self.th[o].name.clone());
+            let holder = lock
+                .owner
+                .map_or("nobody".to_string(), |o| self.th[o].name.clone());
             let message = format!(
                 "{} (line {line}) releases lock {} held by {holder}",
                 self.th[t].name, self.lock_names[l.0 as usize]
@@ -862,7 +887,11 @@ impl<'p> Run<'p> {
             Op::Return => {
                 let mut st = self.rt.lock();
                 let thread = &mut st.threads[t];
-                let calls = thread.stack.iter().filter(|e| matches!(e, StackEntry::Call { .. })).count();
+                let calls = thread
+                    .stack
+                    .iter()
+                    .filter(|e| matches!(e, StackEntry::Call { .. }))
+                    .count();
                 let leaf_is_call = matches!(thread.stack.first(), Some(StackEntry::Call { .. }));
                 if calls < 2 || !leaf_is_call {
                     drop(st);
@@ -913,7 +942,10 @@ impl<'p> Run<'p> {
                 );
                 if !in_pinvoke {
                     drop(st);
-                    let message = format!("{} leaves a P/Invoke at line {line} but is not in one", self.th[t].name);
+                    let message = format!(
+                        "{} leaves a P/Invoke at line {line} but is not in one",
+                        self.th[t].name
+                    );
                     self.end("unbalanced_return", message, Vec::new());
                     return Done::Next;
                 }
@@ -921,7 +953,9 @@ impl<'p> Run<'p> {
                 if let Some(owner) = self.gc.or(st.profiler_suspension.flatten()) {
                     if owner != t && thread.is_managed() {
                         drop(st);
-                        self.note(t, line, |_| "returns from native code: waits for the runtime suspension".into());
+                        self.note(t, line, |_| {
+                            "returns from native code: waits for the runtime suspension".into()
+                        });
                         return Done::Block(Wait::SuspensionEnd);
                     }
                 }
@@ -980,7 +1014,14 @@ impl<'p> Run<'p> {
                 let mut left = n;
                 while left > 0 {
                     match thread.stack.first() {
-                        Some(StackEntry::Call { .. }) if thread.stack.iter().filter(|e| matches!(e, StackEntry::Call { .. })).count() > 1 => {
+                        Some(StackEntry::Call { .. })
+                            if thread
+                                .stack
+                                .iter()
+                                .filter(|e| matches!(e, StackEntry::Call { .. }))
+                                .count()
+                                > 1 =>
+                        {
                             thread.stack.remove(0);
                             left -= 1;
                         }
@@ -1019,7 +1060,10 @@ impl<'p> Run<'p> {
             Op::EndCatch => {
                 let mut st = self.rt.lock();
                 let thread = &mut st.threads[t];
-                if matches!(thread.stack.first(), Some(StackEntry::Call { funclet: Some(_), .. })) {
+                if matches!(
+                    thread.stack.first(),
+                    Some(StackEntry::Call { funclet: Some(_), .. })
+                ) {
                     thread.stack.remove(0);
                 }
                 thread.exception = ExceptionState::None;
@@ -1055,7 +1099,9 @@ impl<'p> Run<'p> {
                         self.raise(x, Notice::Created);
                     }
                 } else {
-                    self.note(t, line, |run| format!("spawn {}: already started", run.th[x].name));
+                    self.note(t, line, |run| {
+                        format!("spawn {}: already started", run.th[x].name)
+                    });
                 }
                 Done::Next
             }
@@ -1072,7 +1118,9 @@ impl<'p> Run<'p> {
             }
             Op::InitThread => {
                 if let Err(w) = self.passes(t, LockId::LOADER) {
-                    self.note(t, line, |_| "InitializeCurrentThread: waits for lock loader".into());
+                    self.note(t, line, |_| {
+                        "InitializeCurrentThread: waits for lock loader".into()
+                    });
                     return Done::Block(w);
                 }
                 let hr = self.rt.initialize_current_thread();
@@ -1081,12 +1129,16 @@ impl<'p> Run<'p> {
             }
             Op::Suspend(x) => {
                 let r = self.os_suspend(t, x);
-                self.note(t, line, |run| format!("{} → {}", run.describe(instr.op), show(&r)));
+                self.note(t, line, |run| {
+                    format!("{} → {}", run.describe(instr.op), show(&r))
+                });
                 Done::Next
             }
             Op::Resume(x) => {
                 let r = self.os_resume(t, x);
-                self.note(t, line, |run| format!("{} → {}", run.describe(instr.op), show(&r)));
+                self.note(t, line, |run| {
+                    format!("{} → {}", run.describe(instr.op), show(&r))
+                });
                 Done::Next
             }
             Op::GetContext(x) => {
@@ -1103,7 +1155,9 @@ impl<'p> Run<'p> {
             }
             Op::Walk(x) => {
                 if let Err(w) = self.thread_setup(t) {
-                    self.note(t, line, |_| "first runtime call: per-thread setup waits for lock loader".into());
+                    self.note(t, line, |_| {
+                        "first runtime call: per-thread setup waits for lock loader".into()
+                    });
                     return Done::Block(w);
                 }
                 let id = x.map_or(ThreadId::NULL, |x| self.rt.lock().threads[x].id);
@@ -1113,7 +1167,9 @@ impl<'p> Run<'p> {
                     HResult::S_OK
                 };
                 let hr = self.rt.do_stack_snapshot(id, Some(&mut cb), 0, None, 0);
-                self.note(t, line, |run| format!("{} → {hr}, {frames} frames", run.describe(instr.op)));
+                self.note(t, line, |run| {
+                    format!("{} → {hr}, {frames} frames", run.describe(instr.op))
+                });
                 Done::Next
             }
             Op::SuspendRuntime => {
@@ -1146,12 +1202,16 @@ impl<'p> Run<'p> {
             }
             Op::Signal(x) => {
                 let r = self.os_signal(x);
-                self.note(t, line, |run| format!("{} → {}", run.describe(instr.op), show(&r)));
+                self.note(t, line, |run| {
+                    format!("{} → {}", run.describe(instr.op), show(&r))
+                });
                 Done::Next
             }
             Op::LookupFunctionEntry => {
                 if let Err(w) = self.passes(t, LockId::FUNCTION_TABLE) {
-                    self.note(t, line, |_| "RtlLookupFunctionEntry: waits for lock function_table".into());
+                    self.note(t, line, |_| {
+                        "RtlLookupFunctionEntry: waits for lock function_table".into()
+                    });
                     return Done::Block(w);
                 }
                 self.note(t, line, describe);
@@ -1165,7 +1225,11 @@ impl<'p> Run<'p> {
             Op::IfAlive { thread, end } => {
                 let alive = !self.marks[thread];
                 self.note(t, line, |run| {
-                    format!("{} → {}", run.describe(instr.op), if alive { "alive" } else { "destroyed: skip" })
+                    format!(
+                        "{} → {}",
+                        run.describe(instr.op),
+                        if alive { "alive" } else { "destroyed: skip" }
+                    )
                 });
                 if !alive {
                     self.jump(t, end);
@@ -1216,7 +1280,12 @@ impl<'p> Run<'p> {
                 for i in 0..st.threads.len() {
                     let frozen = self.th[i].status == Status::Frozen;
                     let thread = &st.threads[i];
-                    if i != t && frozen && thread.is_managed() && thread.lifecycle == Lifecycle::Alive && thread.parked.is_none() {
+                    if i != t
+                        && frozen
+                        && thread.is_managed()
+                        && thread.lifecycle == Lifecycle::Alive
+                        && thread.parked.is_none()
+                    {
                         st.park(i);
                     }
                 }
@@ -1304,7 +1373,11 @@ impl<'p> Run<'p> {
         let previous = s.suspenders.len() as u32;
         // Any thread may resume; the suspension it ends is the newest by this thread, else
         // the newest.
-        let at = s.suspenders.iter().rposition(|&by| by == t).or(previous.checked_sub(1).map(|p| p as usize));
+        let at = s
+            .suspenders
+            .iter()
+            .rposition(|&by| by == t)
+            .or(previous.checked_sub(1).map(|p| p as usize));
         let Some(at) = at else {
             return Err(OsError::NotSuspended);
         };
@@ -1363,7 +1436,11 @@ impl<'p> Run<'p> {
         let (sp, deleted) = {
             let st = self.rt.lock();
             let thread = &st.threads[x];
-            let sp = thread.layout.calls.first().map_or(thread.stack_base - 0x40, |c| c.rsp);
+            let sp = thread
+                .layout
+                .calls
+                .first()
+                .map_or(thread.stack_base - 0x40, |c| c.rsp);
             (sp, thread.lifecycle == Lifecycle::Deleted)
         };
         if deleted || self.rt.read_memory(sp).is_none() {
@@ -1386,7 +1463,9 @@ impl<'p> Run<'p> {
                 "{} read the stack of {} {why}: the sample is torn (line {line})",
                 self.th[t].name, self.th[x].name
             );
-            self.note(t, line, |run| format!("read_stack {} at {sp:#x}: torn", run.th[x].name));
+            self.note(t, line, |run| {
+                format!("read_stack {} at {sp:#x}: torn", run.th[x].name)
+            });
             self.warn(RunFault {
                 kind: "torn_stack_read".into(),
                 message,
@@ -1394,7 +1473,9 @@ impl<'p> Run<'p> {
             });
             return;
         }
-        self.note(t, line, |run| format!("read_stack {} at {sp:#x}: ok", run.th[x].name));
+        self.note(t, line, |run| {
+            format!("read_stack {} at {sp:#x}: ok", run.th[x].name)
+        });
     }
 
     fn os_thread(&self, x: usize) -> OsThread {
@@ -1463,14 +1544,19 @@ impl<'p> Run<'p> {
     }
 
     /// Edits the top fiber activation's request, reply and deadline.
-    fn fiber_mut(&mut self, t: usize, f: impl FnOnce(&mut Option<Request>, &mut Option<Reply>, &mut Option<u64>)) {
+    fn fiber_mut(
+        &mut self,
+        t: usize,
+        f: impl FnOnce(&mut Option<Request>, &mut Option<Reply>, &mut Option<u64>),
+    ) {
         if let Some(Activation {
-            source: Source::Fiber {
-                pending,
-                ready,
-                deadline,
-                ..
-            },
+            source:
+                Source::Fiber {
+                    pending,
+                    ready,
+                    deadline,
+                    ..
+                },
             ..
         }) = self.th[t].stack.last_mut()
         {
@@ -1510,11 +1596,15 @@ impl<'p> Run<'p> {
                 Reply::Done
             }
             Request::EventCreate(name) => {
-                let at = self.event_names.iter().position(|n| n == name).unwrap_or_else(|| {
-                    self.events.push(false);
-                    self.event_names.push(name.clone());
-                    self.events.len() - 1
-                });
+                let at = self
+                    .event_names
+                    .iter()
+                    .position(|n| n == name)
+                    .unwrap_or_else(|| {
+                        self.events.push(false);
+                        self.event_names.push(name.clone());
+                        self.events.len() - 1
+                    });
                 Reply::Event(EventId(at as u32))
             }
             Request::EventSet(e) => {
@@ -1560,7 +1650,13 @@ impl<'p> Run<'p> {
             }
             Request::GetContext(id) => {
                 let r = self.by_os_id(*id).and_then(|x| self.os_context(x));
-                self.note(t, 0, |_| format!("GetThreadContext {} → {}", id.0, if r.is_ok() { "ok".to_string() } else { show(&r) }));
+                self.note(t, 0, |_| {
+                    format!(
+                        "GetThreadContext {} → {}",
+                        id.0,
+                        if r.is_ok() { "ok".to_string() } else { show(&r) }
+                    )
+                });
                 Reply::Context(Box::new(r))
             }
             Request::Signal(id) => Reply::Unit(self.by_os_id(*id).and_then(|x| self.os_signal(x))),

@@ -131,6 +131,8 @@ pub type ThreadBody = Arc<dyn Fn(&crate::Runtime, &SimOs) + Send + Sync>;
 #[derive(Clone)]
 pub struct Process {
     scenario: Scenario,
+    /// The runtime in the scenario's initial state; each run starts from a fork of it.
+    template: Arc<crate::Runtime>,
     bodies: Vec<Option<ThreadBody>>,
     profiler: Option<Arc<dyn ProfilerCallback>>,
 }
@@ -258,6 +260,7 @@ impl Process {
     pub fn new(scenario: Scenario) -> Process {
         let bodies = vec![None; scenario.threads.len()];
         Process {
+            template: Arc::new(scenario.runtime()),
             scenario,
             bodies,
             profiler: None,
@@ -292,9 +295,15 @@ impl Process {
             .ok_or_else(|| UnknownThread(thread.to_string()))
     }
 
-    /// Runs one schedule chosen by `chooser`.
+    /// Runs one schedule chosen by `chooser`, with its full trace.
     pub fn run(&self, chooser: &mut dyn Chooser) -> Result<RunReport, ScheduleError> {
         engine::Run::new(self, true).go(chooser)
+    }
+
+    /// Runs one schedule without recording a trace (what [`Process::explore`] does; replay a
+    /// schedule for its trace).
+    pub fn run_untraced(&self, chooser: &mut dyn Chooser) -> Result<RunReport, ScheduleError> {
+        engine::Run::new(self, false).go(chooser)
     }
 
     /// Replays `schedule` exactly: an error if a choice names a thread that cannot run then,
@@ -346,18 +355,18 @@ impl Process {
         for i in 0..schedules {
             let run_seed = seed.wrapping_add(i);
             let result = match strategy {
-                Strategy::Random => self.run(&mut Random(Rng::new(run_seed))),
+                Strategy::Random => self.run_untraced(&mut Random(Rng::new(run_seed))),
                 Strategy::Pct(depth) => {
                     let mut rng = Rng::new(run_seed);
                     let mut pct = Pct::new(&mut rng, self.scenario.threads.len(), depth, pct_steps);
-                    self.run(&mut pct)
+                    self.run_untraced(&mut pct)
                 }
                 Strategy::Dfs(_) => {
                     if !dfs.next_run() {
                         report.exhaustive = true;
                         break;
                     }
-                    self.run(&mut dfs)
+                    self.run_untraced(&mut dfs)
                 }
             };
             let run = result.expect("generated schedules always fit");

@@ -209,7 +209,9 @@ pub fn parse(lines: &[Line<'_>], names: &Names<'_>) -> Result<Vec<Instr>, Progra
         };
         let simple = |op: Op| want(0).map(|_| Some(op));
         let op = match verb {
-            "call" => want(1).and_then(|_| function(args[0])).map(|f| Some(Op::Call(f)))?,
+            "call" => want(1)
+                .and_then(|_| function(args[0]))
+                .map(|f| Some(Op::Call(f)))?,
             "return" => simple(Op::Return)?,
             "pinvoke" => want(1)
                 .and_then(|_| function(args[0]))
@@ -233,19 +235,30 @@ pub fn parse(lines: &[Line<'_>], names: &Names<'_>) -> Result<Vec<Instr>, Progra
                     Some(ms) => count(ms, 3_600_000)? * 1000,
                     None => match args[0].strip_suffix("us") {
                         Some(us) => count(us, 3_600_000_000)?,
-                        None => return Err(err(format!("`{}` is not a duration like `500ms` or `20us`", args[0]))),
+                        None => {
+                            return Err(err(format!(
+                                "`{}` is not a duration like `500ms` or `20us`",
+                                args[0]
+                            )))
+                        }
                     },
                 };
                 Some(Op::Sleep(us))
             }
-            "spawn" => want(1).and_then(|_| thread(args[0])).map(|t| Some(Op::Spawn(t)))?,
+            "spawn" => want(1)
+                .and_then(|_| thread(args[0]))
+                .map(|t| Some(Op::Spawn(t)))?,
             "exit" => simple(Op::Exit)?,
             "mask_signals" => simple(Op::MaskSignals)?,
             "unmask_signals" => simple(Op::UnmaskSignals)?,
             "replace_signal_handler" => simple(Op::ReplaceSignalHandler)?,
             "init_thread" => simple(Op::InitThread)?,
-            "suspend" => want(1).and_then(|_| thread(args[0])).map(|t| Some(Op::Suspend(t)))?,
-            "resume" => want(1).and_then(|_| thread(args[0])).map(|t| Some(Op::Resume(t)))?,
+            "suspend" => want(1)
+                .and_then(|_| thread(args[0]))
+                .map(|t| Some(Op::Suspend(t)))?,
+            "resume" => want(1)
+                .and_then(|_| thread(args[0]))
+                .map(|t| Some(Op::Resume(t)))?,
             "get_context" => want(1)
                 .and_then(|_| thread(args[0]))
                 .map(|t| Some(Op::GetContext(t)))?,
@@ -259,10 +272,14 @@ pub fn parse(lines: &[Line<'_>], names: &Names<'_>) -> Result<Vec<Instr>, Progra
             },
             "suspend_runtime" => simple(Op::SuspendRuntime)?,
             "resume_runtime" => simple(Op::ResumeRuntime)?,
-            "signal" => want(1).and_then(|_| thread(args[0])).map(|t| Some(Op::Signal(t)))?,
+            "signal" => want(1)
+                .and_then(|_| thread(args[0]))
+                .map(|t| Some(Op::Signal(t)))?,
             "lookup_function_entry" => simple(Op::LookupFunctionEntry)?,
             "mark_destroyed" => simple(Op::MarkDestroyed)?,
-            "set_event" => want(1).and_then(|_| event(args[0])).map(|e| Some(Op::SetEvent(e)))?,
+            "set_event" => want(1)
+                .and_then(|_| event(args[0]))
+                .map(|e| Some(Op::SetEvent(e)))?,
             "wait_event" => want(1)
                 .and_then(|_| event(args[0]))
                 .map(|e| Some(Op::WaitEvent(e)))?,

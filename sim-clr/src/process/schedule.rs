@@ -330,7 +330,8 @@ mod tests {
             while left.iter().any(|&n| n > 0) {
                 let runnable: Vec<usize> = (0..2).filter(|&t| left[t] > 0).collect();
                 let pick = if runnable.len() > 1 {
-                    dfs.choose(&runnable, current.filter(|c| runnable.contains(c))).unwrap()
+                    dfs.choose(&runnable, current.filter(|c| runnable.contains(c)))
+                        .unwrap()
                 } else {
                     runnable[0]
                 };
@@ -351,7 +352,8 @@ mod tests {
             while left.iter().any(|&n| n > 0) {
                 let runnable: Vec<usize> = (0..2).filter(|&t| left[t] > 0).collect();
                 let pick = if runnable.len() > 1 {
-                    dfs.choose(&runnable, current.filter(|c| runnable.contains(c))).unwrap()
+                    dfs.choose(&runnable, current.filter(|c| runnable.contains(c)))
+                        .unwrap()
                 } else {
                     runnable[0]
                 };
@@ -377,7 +379,9 @@ mod tests {
         let picks = |seed| {
             let mut rng = Rng::new(seed);
             let mut pct = Pct::new(&mut rng, 3, 3, 20);
-            (0..20).map(|_| pct.choose(&[0, 1, 2], None).unwrap()).collect::<Vec<_>>()
+            (0..20)
+                .map(|_| pct.choose(&[0, 1, 2], None).unwrap())
+                .collect::<Vec<_>>()
         };
         assert_eq!(picks(4), picks(4));
         assert!((0..20).any(|s| picks(s) != picks(0)));

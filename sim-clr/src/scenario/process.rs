@@ -52,7 +52,10 @@ pub(super) fn process_spec(
                         src,
                         instr.line,
                         "program",
-                        format!("`spawn {}`: that thread does not have `start = \"spawned\"`", thread_names[x]),
+                        format!(
+                            "`spawn {}`: that thread does not have `start = \"spawned\"`",
+                            thread_names[x]
+                        ),
                     ));
                 }
             }
@@ -94,7 +97,12 @@ fn error(src: &Source<'_>, line: usize, field: &str, message: String) -> Scenari
 }
 
 /// `builtin` names, then the declared ones (each new, non-empty and a single word).
-fn declared_names(src: &Source<'_>, declared: &[Spanned<String>], field: &str, builtin: &[&str]) -> Res<Vec<String>> {
+fn declared_names(
+    src: &Source<'_>,
+    declared: &[Spanned<String>],
+    field: &str,
+    builtin: &[&str],
+) -> Res<Vec<String>> {
     let mut out: Vec<String> = builtin.iter().map(|s| s.to_string()).collect();
     for name in declared {
         let text = name.get_ref();
@@ -102,7 +110,11 @@ fn declared_names(src: &Source<'_>, declared: &[Spanned<String>], field: &str, b
             return Err(src.error(name.span(), field, format!("`{text}` is not a one-word name")));
         }
         if out.contains(text) {
-            return Err(src.error(name.span(), field, format!("`{text}` is declared twice (or is the runtime's)")));
+            return Err(src.error(
+                name.span(),
+                field,
+                format!("`{text}` is declared twice (or is the runtime's)"),
+            ));
         }
         out.push(text.clone());
     }
@@ -167,17 +179,18 @@ fn limits(src: &Source<'_>, m: Option<&LimitsModel>) -> Res<Limits> {
     let Some(m) = m else {
         return Ok(limits);
     };
-    let field = |v: &Option<Spanned<u64>>, name: &str, range: std::ops::RangeInclusive<u64>| -> Res<Option<u64>> {
-        match v {
-            Some(v) if !range.contains(v.get_ref()) => Err(src.error(
-                v.span(),
-                name,
-                format!("must be between {} and {}", range.start(), range.end()),
-            )),
-            Some(v) => Ok(Some(*v.get_ref())),
-            None => Ok(None),
-        }
-    };
+    let field =
+        |v: &Option<Spanned<u64>>, name: &str, range: std::ops::RangeInclusive<u64>| -> Res<Option<u64>> {
+            match v {
+                Some(v) if !range.contains(v.get_ref()) => Err(src.error(
+                    v.span(),
+                    name,
+                    format!("must be between {} and {}", range.start(), range.end()),
+                )),
+                Some(v) => Ok(Some(*v.get_ref())),
+                None => Ok(None),
+            }
+        };
     if let Some(v) = field(&m.step_us, "step_us", 1..=1_000_000)? {
         limits.step_us = v;
     }
@@ -238,7 +251,8 @@ fn explore(src: &Source<'_>, m: Option<&ExploreModel>) -> Res<ExploreSpec> {
     spec.seed = m.seed.unwrap_or(1);
     if let Some(expect) = &m.expect {
         for o in expect.get_ref() {
-            let known = OUTCOMES.contains(&o.as_str()) || crate::trace::FaultKind::ALL.iter().any(|k| k.as_str() == o);
+            let known = OUTCOMES.contains(&o.as_str())
+                || crate::trace::FaultKind::ALL.iter().any(|k| k.as_str() == o);
             if !known {
                 return Err(src.error(
                     expect.span(),
