@@ -26,11 +26,43 @@ fn no_arguments_runs_the_catalog_one_line_per_scenario() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), fixtures::catalog().len() + 1);
+    let scenarios = fixtures::catalog().len();
+    let processes = fixtures::process_catalog().len();
+    // One line per scenario and a total, then one per process and a total.
+    assert_eq!(lines.len(), scenarios + 1 + processes + 1, "{text}");
+    assert!(lines[..scenarios].iter().all(|l| l.starts_with("ok ")), "{text}");
+    assert!(lines[scenarios + 1..lines.len() - 1].iter().all(|l| l.starts_with("ok ")), "{text}");
     assert!(
-        lines.iter().take(lines.len() - 1).all(|l| l.starts_with("ok ")),
+        lines.last().unwrap().ends_with("process scenarios explored, 0 with unexpected outcomes"),
         "{text}"
     );
+}
+
+#[test]
+fn explore_shows_outcomes_and_how_to_replay_the_first_failure() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/processes/lock-order-inversion.toml");
+    let out = simclr(&["explore", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("expected outcomes: deadlock, ok: as expected"), "{text}");
+    let replay = text.lines().find_map(|l| l.strip_prefix("replay: simclr ")).expect("a replay line");
+    let args: Vec<&str> = replay.split_whitespace().collect();
+    let again = simclr(&args);
+    assert!(again.status.success());
+    let trace = String::from_utf8(again.stdout).unwrap();
+    assert!(trace.contains("outcome: deadlock"), "{trace}");
+    // The JSON form has the documented keys, and overriding the file's expectations with
+    // another strategy still reports.
+    let json = simclr(&["explore", file.to_str().unwrap(), "--json", "--strategy", "random", "--schedules", "50"]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["schedules_run"], 50);
+    assert!(v["outcomes"].is_object());
+    assert_eq!(v["first_failure"]["fault"]["kind"], "deadlock");
+    assert_eq!(v["first_failure"]["fault"]["cycle"].as_array().unwrap().len(), 2);
+    // A frozen scenario has nothing to explore; zero schedules is an argument error.
+    let frozen = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios/sync-pinvoke.toml");
+    assert_eq!(simclr(&["explore", frozen.to_str().unwrap()]).status.code(), Some(2));
+    assert_eq!(simclr(&["explore", file.to_str().unwrap(), "--schedules", "0"]).status.code(), Some(2));
 }
 
 #[test]
