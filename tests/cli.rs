@@ -31,9 +31,17 @@ fn no_arguments_runs_the_catalog_one_line_per_scenario() {
     // One line per scenario and a total, then one per process and a total.
     assert_eq!(lines.len(), scenarios + 1 + processes + 1, "{text}");
     assert!(lines[..scenarios].iter().all(|l| l.starts_with("ok ")), "{text}");
-    assert!(lines[scenarios + 1..lines.len() - 1].iter().all(|l| l.starts_with("ok ")), "{text}");
     assert!(
-        lines.last().unwrap().ends_with("process scenarios explored, 0 with unexpected outcomes"),
+        lines[scenarios + 1..lines.len() - 1]
+            .iter()
+            .all(|l| l.starts_with("ok ")),
+        "{text}"
+    );
+    assert!(
+        lines
+            .last()
+            .unwrap()
+            .ends_with("process scenarios explored, 0 with unexpected outcomes"),
         "{text}"
     );
 }
@@ -44,8 +52,14 @@ fn explore_shows_outcomes_and_how_to_replay_the_first_failure() {
     let out = simclr(&["explore", file.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("expected outcomes: deadlock, ok: as expected"), "{text}");
-    let replay = text.lines().find_map(|l| l.strip_prefix("replay: simclr ")).expect("a replay line");
+    assert!(
+        text.contains("expected outcomes: deadlock, ok: as expected"),
+        "{text}"
+    );
+    let replay = text
+        .lines()
+        .find_map(|l| l.strip_prefix("replay: simclr "))
+        .expect("a replay line");
     let args: Vec<&str> = replay.split_whitespace().collect();
     let again = simclr(&args);
     assert!(again.status.success());
@@ -53,7 +67,15 @@ fn explore_shows_outcomes_and_how_to_replay_the_first_failure() {
     assert!(trace.contains("outcome: deadlock"), "{trace}");
     // The JSON form has the documented keys, and overriding the file's expectations with
     // another strategy still reports.
-    let json = simclr(&["explore", file.to_str().unwrap(), "--json", "--strategy", "random", "--schedules", "50"]);
+    let json = simclr(&[
+        "explore",
+        file.to_str().unwrap(),
+        "--json",
+        "--strategy",
+        "random",
+        "--schedules",
+        "50",
+    ]);
     let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(v["schedules_run"], 50);
     assert!(v["outcomes"].is_object());
@@ -61,8 +83,16 @@ fn explore_shows_outcomes_and_how_to_replay_the_first_failure() {
     assert_eq!(v["first_failure"]["fault"]["cycle"].as_array().unwrap().len(), 2);
     // A frozen scenario has nothing to explore; zero schedules is an argument error.
     let frozen = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios/sync-pinvoke.toml");
-    assert_eq!(simclr(&["explore", frozen.to_str().unwrap()]).status.code(), Some(2));
-    assert_eq!(simclr(&["explore", file.to_str().unwrap(), "--schedules", "0"]).status.code(), Some(2));
+    assert_eq!(
+        simclr(&["explore", frozen.to_str().unwrap()]).status.code(),
+        Some(2)
+    );
+    assert_eq!(
+        simclr(&["explore", file.to_str().unwrap(), "--schedules", "0"])
+            .status
+            .code(),
+        Some(2)
+    );
 }
 
 #[test]

@@ -137,14 +137,27 @@ fn process_docs_list_every_step_and_report_key() {
     let format = read("docs/scenario-format.md");
     let parser = read("sim-clr/src/process/program.rs");
     // Every verb the parser matches (`"verb" =>`) is documented as a step.
-    for verb in parser.split('"').skip(1).step_by(2).filter(|w| {
-        parser.contains(&format!("\"{w}\" =>")) && !w.is_empty()
-    }) {
-        assert!(format.contains(&format!("`{verb}")), "docs/scenario-format.md misses step `{verb}`");
+    for verb in parser
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .filter(|w| parser.contains(&format!("\"{w}\" =>")) && !w.is_empty())
+    {
+        assert!(
+            format.contains(&format!("`{verb}")),
+            "docs/scenario-format.md misses step `{verb}`"
+        );
     }
     let doc = quoted(&read("docs/json-output.md"));
     let model = read("sim-clr/src/process/mod.rs");
-    for name in ["RunReport", "ExploreReport", "RunFault", "CycleLink", "TraceEntry", "FirstFailure"] {
+    for name in [
+        "RunReport",
+        "ExploreReport",
+        "RunFault",
+        "CycleLink",
+        "TraceEntry",
+        "FirstFailure",
+    ] {
         let body = model
             .split(&format!("pub struct {name} {{"))
             .nth(1)
@@ -154,7 +167,10 @@ fn process_docs_list_every_step_and_report_key() {
             let Some((key, _)) = line.trim().strip_prefix("pub ").and_then(|r| r.split_once(':')) else {
                 continue;
             };
-            assert!(doc.iter().any(|w| w == key), "docs/json-output.md does not document `{key}`");
+            assert!(
+                doc.iter().any(|w| w == key),
+                "docs/json-output.md does not document `{key}`"
+            );
         }
     }
 }

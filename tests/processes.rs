@@ -268,3 +268,28 @@ proptest! {
         prop_assert_eq!(run, again);
     }
 }
+
+#[test]
+fn no_progress_within_the_budget_is_a_livelock_and_time_is_virtual() {
+    let text = "platform = \"unix\"\nevents = [\"go\"]\n[limits]\nlivelock_ms = 5\n[[code]]\nname = \"M\"\nkind = \"jit\"\n\
+        [[threads]]\nname = \"spinner\"\nframes = [{ fn = \"M\" }]\nprogram = [\"spin 100000\"]\n\
+        [[threads]]\nname = \"sleeper\"\nframes = [{ fn = \"M\" }]\nprogram = [\"sleep 500ms\", \"set_event go\"]\n";
+    let process = Process::new(Scenario::parse("spin.toml", text).unwrap());
+    let run = process.run(&mut Random(Rng::new(3))).unwrap();
+    assert_eq!(run.outcome, "livelock", "{run:?}");
+    assert!(run
+        .fault
+        .unwrap()
+        .message
+        .contains("spinner made no progress for 5 ms"));
+    // Without the spinner, the 500 ms sleep ends exactly at 500 ms of virtual time.
+    let text = text.replace("program = [\"spin 100000\"]", "program = [\"wait_event go\"]");
+    let run = Process::new(Scenario::parse("sleep.toml", &text).unwrap())
+        .run(&mut Random(Rng::new(3)))
+        .unwrap();
+    assert_eq!(run.outcome, "ok", "{run:?}");
+    let slept = run.trace.iter().find(|e| e.what.starts_with("sleep")).unwrap();
+    let set = run.trace.iter().find(|e| e.what == "set_event go").unwrap();
+    // It wakes exactly 500 ms after it slept; the waking step and `set_event` take 10 us each.
+    assert_eq!(set.time_us, slept.time_us + 500_000 + 2 * 10, "{run:?}");
+}

@@ -320,6 +320,17 @@ impl Thread {
         }
     }
 
+    /// Stack bytes the calls' frames take.
+    pub fn stack_bytes(&self, code: &CodeMap) -> u64 {
+        self.stack
+            .iter()
+            .filter_map(|e| match e {
+                StackEntry::Call { function, .. } => Some(code.function(*function).frame_size),
+                StackEntry::Frame(_) => None,
+            })
+            .sum()
+    }
+
     /// True for a thread with a runtime `Thread` object.
     pub fn is_managed(&self) -> bool {
         self.kind == ThreadKind::Managed

@@ -860,29 +860,9 @@ impl<'p> Run<'p> {
         let describe = |run: &Self| run.describe(instr.op);
         match instr.op {
             Op::Call(f) => {
-                let mut st = self.rt.lock();
-                let managed = st.code.function(f).kind.is_managed();
-                let thread = &mut st.threads[t];
-                thread.stack.insert(
-                    0,
-                    StackEntry::Call {
-                        function: f,
-                        offset: None,
-                        funclet: None,
-                    },
-                );
-                if managed && thread.is_managed() {
-                    thread.mode = Mode::Cooperative;
-                }
-                let fits = relayout_checked(&mut st, t);
-                drop(st);
-                if !fits {
-                    let message = format!("{} overflows its stack (line {line})", self.th[t].name);
-                    self.end("stack_overflow", message, Vec::new());
-                    return Done::Next;
-                }
-                self.note(t, line, describe);
-                Done::Next
+                let managed = self.rt.with_code(|c| c.function(f).kind.is_managed());
+                let mode = managed.then_some(Mode::Cooperative);
+                self.push_frames(t, instr, &[call_of(f)], mode)
             }
             Op::Return => {
                 let mut st = self.rt.lock();
@@ -909,29 +889,8 @@ impl<'p> Run<'p> {
                 Done::Next
             }
             Op::PInvoke(f) => {
-                let mut st = self.rt.lock();
-                let thread = &mut st.threads[t];
-                thread.stack.splice(
-                    0..0,
-                    [
-                        StackEntry::Call {
-                            function: f,
-                            offset: None,
-                            funclet: None,
-                        },
-                        StackEntry::Frame(FrameKind::InlinedCall),
-                    ],
-                );
-                thread.mode = Mode::Preemptive;
-                let fits = relayout_checked(&mut st, t);
-                drop(st);
-                if !fits {
-                    let message = format!("{} overflows its stack (line {line})", self.th[t].name);
-                    self.end("stack_overflow", message, Vec::new());
-                    return Done::Next;
-                }
-                self.note(t, line, describe);
-                Done::Next
+                let entries = [call_of(f), StackEntry::Frame(FrameKind::InlinedCall)];
+                self.push_frames(t, instr, &entries, Some(Mode::Preemptive))
             }
             Op::PInvokeReturn => {
                 let mut st = self.rt.lock();
@@ -1251,6 +1210,29 @@ impl<'p> Run<'p> {
                 }
             }
         }
+    }
+
+    /// Pushes `entries` on thread `t`'s stack (a managed thread takes `mode`) and re-lays it;
+    /// a stack that no longer fits is a `stack_overflow`.
+    fn push_frames(&mut self, t: usize, instr: Instr, entries: &[StackEntry], mode: Option<Mode>) -> Done {
+        let mut st = self.rt.lock();
+        let thread = &mut st.threads[t];
+        thread.stack.splice(0..0, entries.iter().copied());
+        if let Some(mode) = mode.filter(|_| thread.is_managed()) {
+            thread.mode = mode;
+        }
+        let fits = st.threads[t].stack_bytes(&st.code) <= crate::thread::STACK_SIZE / 2;
+        if fits {
+            st.relayout(t);
+        }
+        drop(st);
+        if !fits {
+            let message = format!("{} overflows its stack (line {})", self.th[t].name, instr.line);
+            self.end("stack_overflow", message, Vec::new());
+            return Done::Next;
+        }
+        self.note(t, instr.line, |run| run.describe(instr.op));
+        Done::Next
     }
 
     /// Continues the top program at instruction `to`, from its first phase (the `Again` the
@@ -1727,22 +1709,12 @@ impl<'p> Run<'p> {
     }
 }
 
-/// Re-lays thread `t`'s stack after an edit; false (nothing laid) when it no longer fits.
-fn relayout_checked(st: &mut crate::runtime::State, t: usize) -> bool {
-    let code = &st.code;
-    let depth: u64 = st.threads[t]
-        .stack
-        .iter()
-        .filter_map(|e| match e {
-            StackEntry::Call { function, .. } => Some(code.function(*function).frame_size),
-            StackEntry::Frame(_) => None,
-        })
-        .sum();
-    if depth > crate::thread::STACK_SIZE / 2 {
-        return false;
+fn call_of(function: crate::code::FunctionIndex) -> StackEntry {
+    StackEntry::Call {
+        function,
+        offset: None,
+        funclet: None,
     }
-    st.relayout(t);
-    true
 }
 
 fn show<T: std::fmt::Debug>(r: &Result<T, OsError>) -> String {

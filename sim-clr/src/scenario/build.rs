@@ -451,14 +451,7 @@ impl Builder<'_> {
                 ));
             }
         }
-        let depth: u64 = t
-            .stack
-            .iter()
-            .filter_map(|e| match e {
-                StackEntry::Call { function, .. } => Some(code.function(*function).frame_size),
-                StackEntry::Frame(_) => None,
-            })
-            .sum();
+        let depth = t.stack_bytes(code);
         if depth > STACK_SIZE / 2 {
             return Err(self.err(
                 m.name.span(),
