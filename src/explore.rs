@@ -1,5 +1,6 @@
 //! `simclr explore` and `simclr replay`: a process scenario under many schedules, or one.
 
+use crate::{load, print_json};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sim_clr::process::schedule::Schedule;
 use sim_clr::process::{ExploreReport, Process, RunReport, Strategy};
@@ -20,13 +21,6 @@ pub struct Options {
     pub seed: Option<u64>,
     /// One JSON document instead of text.
     pub json: bool,
-}
-
-fn load(file: &Path) -> Result<Scenario, ExitCode> {
-    Scenario::load(file).map_err(|e| {
-        eprintln!("error: {e}");
-        ExitCode::from(2)
-    })
 }
 
 /// Explores `file`; exit 1 when the outcomes differ from the file's `expect` (or, without one,
@@ -79,12 +73,8 @@ pub fn explore(file: &Path, options: &Options) -> ExitCode {
         None => report.first_failure.is_some(),
     };
     if options.json {
-        match serde_json::to_string_pretty(&report) {
-            Ok(text) => println!("{text}"),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(2);
-            }
+        if let Err(code) = print_json(&report) {
+            return code;
         }
     } else {
         print!("{}", render(&report, file, spec.expect.as_deref()));
@@ -184,12 +174,8 @@ pub fn replay(file: &Path, schedule: &str, json: bool) -> ExitCode {
         }
     };
     if json {
-        match serde_json::to_string_pretty(&report) {
-            Ok(text) => println!("{text}"),
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(2);
-            }
+        if let Err(code) = print_json(&report) {
+            return code;
         }
     } else {
         print!("{}", render_run(&report));

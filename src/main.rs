@@ -153,26 +153,37 @@ fn main() -> ExitCode {
 }
 
 fn run(file: &std::path::Path, json: bool) -> ExitCode {
-    let scenario = match Scenario::load(file) {
+    let scenario = match load(file) {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let report = scenario.run();
     if json {
-        match serde_json::to_string_pretty(&report) {
-            Ok(text) => println!("{text}"),
-            Err(e) => {
-                eprintln!("error: cannot serialize the report: {e}");
-                return ExitCode::from(2);
-            }
+        if let Err(code) = print_json(&report) {
+            return code;
         }
     } else {
         print!("{}", report.render());
     }
     status(&[report])
+}
+
+/// Reads a scenario file, or says why not (exit 2).
+fn load(file: &std::path::Path) -> Result<Scenario, ExitCode> {
+    Scenario::load(file).map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::from(2)
+    })
+}
+
+/// Prints `report` as one pretty-printed JSON document, or says why it cannot (exit 2).
+fn print_json(report: &impl serde::Serialize) -> Result<(), ExitCode> {
+    let text = serde_json::to_string_pretty(report).map_err(|e| {
+        eprintln!("error: cannot serialize the report: {e}");
+        ExitCode::from(2)
+    })?;
+    println!("{text}");
+    Ok(())
 }
 
 fn catalog() -> ExitCode {

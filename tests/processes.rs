@@ -114,27 +114,16 @@ fn rebuild(run: &RunReport) -> Rebuilt {
         let who = e.thread.clone();
         let w = e.what.as_str();
         r.waiting.remove(&who);
-        if let Some(lock) = w.strip_prefix("lock ") {
-            match lock.strip_suffix(": waits") {
-                Some(lock) => {
-                    r.waiting.insert(who, format!("lock {lock}"));
-                }
-                None => {
-                    r.held.insert(lock.to_string(), who);
-                }
-            }
+        if let Some((_, lock)) = w.split_once(": waits for lock ") {
+            r.waiting.insert(who, format!("lock {lock}"));
+        } else if let Some(lock) = w.strip_prefix("lock ") {
+            r.held.insert(lock.to_string(), who);
         } else if let Some(lock) = w.strip_prefix("unlock ") {
             r.held.remove(lock);
         } else if w == "alloc: takes lock heap" {
             r.held.insert("heap".into(), who);
         } else if w == "alloc: releases lock heap" {
             r.held.remove("heap");
-        } else if let Some(lock) = w
-            .strip_prefix("alloc: waits for lock ")
-            .or_else(|| w.strip_prefix("first runtime call: per-thread setup waits for lock "))
-            .or_else(|| w.strip_prefix("RtlLookupFunctionEntry: waits for lock "))
-        {
-            r.waiting.insert(who, format!("lock {lock}"));
         } else if let Some(rest) = w.strip_prefix("SuspendThread ") {
             if let Some((target, "ok 0" | "ok 1" | "ok 2")) = rest.split_once(" → ") {
                 r.suspended.entry(target.into()).or_default().push(who);

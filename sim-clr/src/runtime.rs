@@ -149,7 +149,7 @@ impl CallContext {
 }
 
 /// The address of the object `raise` reports as allocated or thrown.
-const OBJECT_BASE: u64 = 0x7f40_0000_1000;
+pub(crate) const OBJECT_BASE: u64 = 0x7f40_0000_1000;
 
 /// Names of the runtime-owned functions every code map contains.
 pub mod builtin {
@@ -798,7 +798,8 @@ fn index_of(code: &CodeMap, name: &str) -> FunctionIndex {
         .expect("builtin functions are part of every code map")
 }
 
-// The trait's signatures name their lifetimes (see `corprof::ProfilerInfo`).
+// The trait's signatures name their lifetimes (see `corprof::ProfilerInfo`). Every method
+// starts with a scheduling point (`fiber::point`: a no-op outside a running process).
 #[allow(clippy::needless_lifetimes)]
 impl ProfilerInfo for Runtime {
     fn do_stack_snapshot<'a>(
@@ -809,13 +810,11 @@ impl ProfilerInfo for Runtime {
         context: Option<&'a Context>,
         context_size: u32,
     ) -> HResult {
-        // Every call into the runtime is a scheduling point.
         fiber::point();
         crate::snapshot::do_stack_snapshot(self, thread, callback, info_flags, context, context_size)
     }
 
     fn get_function_from_ip(&self, ip: u64) -> Result<FunctionId, HResult> {
-        // Every call into the runtime is a scheduling point.
         fiber::point();
         let mut st = self.lock();
         st.async_entry()?;
@@ -830,7 +829,6 @@ impl ProfilerInfo for Runtime {
     }
 
     fn get_function_from_ip2(&self, ip: u64) -> Result<(FunctionId, ReJitId), HResult> {
-        // Every call into the runtime is a scheduling point.
         fiber::point();
         let mut st = self.lock();
         st.sync_entry(true)?;
@@ -838,7 +836,6 @@ impl ProfilerInfo for Runtime {
     }
 
     fn get_function_from_ip3(&self, ip: u64) -> Result<(FunctionId, ReJitId), HResult> {
-        // Every call into the runtime is a scheduling point.
         fiber::point();
         let mut st = self.lock();
         st.sync_entry(true)?;
@@ -851,7 +848,6 @@ impl ProfilerInfo for Runtime {
         requested: u32,
         code_infos: Option<&'a mut [CodeInfo]>,
     ) -> Result<u32, HResult> {
-        // Every call into the runtime is a scheduling point.
         fiber::point();
         let mut st = self.lock();
         st.async_entry()?;
@@ -886,7 +882,6 @@ impl ProfilerInfo for Runtime {
     }
 
     fn get_function_info(&self, function: FunctionId) -> Result<FunctionInfo, HResult> {
-        // Every call into the runtime is a scheduling point.
         fiber::point();
         let st = self.lock();
         st.async_entry()?;
@@ -906,7 +901,6 @@ impl ProfilerInfo for Runtime {
         function: FunctionId,
         frame_info: Option<&'a FrameInfo>,
     ) -> Result<FunctionInfo, HResult> {
-        // Every call into the runtime is a scheduling point.
         fiber::point();
         if frame_info.is_some_and(|fi| fi.func_id != function) {
             return Err(HResult::E_INVALIDARG);
@@ -915,7 +909,6 @@ impl ProfilerInfo for Runtime {
     }
 
     fn get_current_thread_id(&self) -> Result<ThreadId, HResult> {
-        // Every call into the runtime is a scheduling point.
         fiber::point();
         let st = self.lock();
         st.async_entry()?;
@@ -926,7 +919,6 @@ impl ProfilerInfo for Runtime {
     }
 
     fn set_event_mask(&self, mask: u32) -> HResult {
-        // Every call into the runtime is a scheduling point.
         fiber::point();
         let mut st = self.lock();
         if let Err(hr) = st.async_entry() {
@@ -940,7 +932,6 @@ impl ProfilerInfo for Runtime {
     }
 
     fn get_event_mask(&self) -> Result<u32, HResult> {
-        // Every call into the runtime is a scheduling point.
         fiber::point();
         let st = self.lock();
         st.async_entry()?;
@@ -948,7 +939,6 @@ impl ProfilerInfo for Runtime {
     }
 
     fn initialize_current_thread(&self) -> HResult {
-        // Every call into the runtime is a scheduling point.
         fiber::point();
         let mut st = self.lock();
         if let Err(hr) = st.sync_entry(false) {
@@ -961,7 +951,6 @@ impl ProfilerInfo for Runtime {
     }
 
     fn suspend_runtime(&self) -> HResult {
-        // Every call into the runtime is a scheduling point.
         fiber::point();
         let hr = {
             let mut st = self.lock();
@@ -972,7 +961,6 @@ impl ProfilerInfo for Runtime {
     }
 
     fn resume_runtime(&self) -> HResult {
-        // Every call into the runtime is a scheduling point.
         fiber::point();
         let hr = {
             let mut st = self.lock();
@@ -993,7 +981,6 @@ impl ProfilerInfo for Runtime {
     }
 
     fn enum_threads(&self) -> Result<Vec<ThreadId>, HResult> {
-        // Every call into the runtime is a scheduling point.
         fiber::point();
         let st = self.lock();
         st.async_entry()?;

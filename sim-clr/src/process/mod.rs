@@ -17,6 +17,7 @@
 
 mod engine;
 pub mod fiber;
+mod locks;
 mod os;
 pub mod program;
 pub mod schedule;
@@ -149,6 +150,63 @@ impl std::fmt::Display for UnknownThread {
 
 impl std::error::Error for UnknownThread {}
 
+/// How a run can end besides `ok` and the faults the runtime reports
+/// ([`crate::trace::FaultKind`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// A cycle in the wait-for graph.
+    Deadlock,
+    /// Threads blocked with no cycle (waiting for a thread that ended, an event nobody sets).
+    Hang,
+    /// No progress within the virtual-time budget, or the step limit reached.
+    Livelock,
+    /// A lock released by a thread that does not hold it.
+    LockMisuse,
+    /// A return (or catch) with no caller left.
+    UnbalancedReturn,
+    /// A stack that no longer fits its region.
+    StackOverflow,
+    /// A stack read of a thread that was not stopped (the run goes on).
+    TornStackRead,
+    /// Rust profiler code panicked.
+    ProfilerPanic,
+}
+
+impl Ending {
+    /// Every ending.
+    pub const ALL: [Ending; 8] = [
+        Ending::Deadlock,
+        Ending::Hang,
+        Ending::Livelock,
+        Ending::LockMisuse,
+        Ending::UnbalancedReturn,
+        Ending::StackOverflow,
+        Ending::TornStackRead,
+        Ending::ProfilerPanic,
+    ];
+
+    /// Its name in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ending::Deadlock => "deadlock",
+            Ending::Hang => "hang",
+            Ending::Livelock => "livelock",
+            Ending::LockMisuse => "lock_misuse",
+            Ending::UnbalancedReturn => "unbalanced_return",
+            Ending::StackOverflow => "stack_overflow",
+            Ending::TornStackRead => "torn_stack_read",
+            Ending::ProfilerPanic => "profiler_panic",
+        }
+    }
+
+    /// True when `name` is an outcome a run can have: `ok`, an ending, or a runtime fault.
+    pub fn is_outcome(name: &str) -> bool {
+        name == "ok"
+            || Ending::ALL.iter().any(|e| e.as_str() == name)
+            || crate::trace::FaultKind::ALL.iter().any(|k| k.as_str() == name)
+    }
+}
+
 /// One link of a deadlock cycle: `thread` waits for `waits_for`, which `held_by` holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct CycleLink {
@@ -197,6 +255,8 @@ pub struct RunReport {
     pub fault: Option<RunFault>,
     /// Non-fatal faults after which the run went on.
     pub warnings: Vec<RunFault>,
+    /// Scheduling choices made (steps where several threads could run): the schedule's length.
+    pub choice_points: u64,
     /// Steps run.
     pub steps: u64,
     /// Virtual time at the end, in microseconds.
@@ -316,15 +376,14 @@ impl Process {
                 threads.saturating_sub(1)
             )));
         }
-        let mut report = self.run(&mut Replay::new(schedule, true))?;
-        if report.schedule != schedule.to_string() {
+        let report = self.run(&mut Replay::new(schedule, true))?;
+        if report.choice_points < schedule.0.len() as u64 {
             return Err(ScheduleError(format!(
                 "the run ended after {} of the schedule's {} choices",
-                report.schedule.parse::<Schedule>().map_or(0, |s| s.0.len()),
+                report.choice_points,
                 schedule.0.len()
             )));
         }
-        report.schedule = schedule.to_string();
         Ok(report)
     }
 
@@ -371,7 +430,7 @@ impl Process {
             };
             let run = result.expect("generated schedules always fit");
             // PCT's change points are spread over the choice points a run has (learned).
-            pct_steps = pct_steps.max(run.schedule.parse::<Schedule>().map_or(0, |s| s.0.len()));
+            pct_steps = pct_steps.max(run.choice_points as usize);
             report.schedules_run += 1;
             *report.outcomes.entry(run.outcome.clone()).or_default() += 1;
             if let Some(fault) = run.fault {

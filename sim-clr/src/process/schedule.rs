@@ -318,50 +318,35 @@ mod tests {
         }
     }
 
-    #[test]
-    fn dfs_enumerates_every_interleaving_of_two_two_step_threads() {
-        // Two threads of two steps each: C(4,2) = 6 interleavings, all within 3 preemptions.
-        let mut dfs = Dfs::new(3);
-        let mut seen = std::collections::BTreeSet::new();
+    /// Every run `dfs` makes of two threads of two steps each, as the order threads ran in.
+    fn interleavings(mut dfs: Dfs) -> Vec<Vec<usize>> {
+        let mut runs = Vec::new();
         while dfs.next_run() {
             let mut left = [2, 2];
-            let mut order = Vec::new();
-            let mut current = None;
+            let mut order: Vec<usize> = Vec::new();
             while left.iter().any(|&n| n > 0) {
                 let runnable: Vec<usize> = (0..2).filter(|&t| left[t] > 0).collect();
-                let pick = if runnable.len() > 1 {
-                    dfs.choose(&runnable, current.filter(|c| runnable.contains(c)))
-                        .unwrap()
-                } else {
-                    runnable[0]
+                let current = order.last().copied().filter(|c| runnable.contains(c));
+                let pick = match runnable[..] {
+                    [only] => only,
+                    _ => dfs.choose(&runnable, current).unwrap(),
                 };
                 left[pick] -= 1;
                 order.push(pick);
-                current = Some(pick);
             }
-            assert!(seen.insert(order.clone()), "{order:?} twice");
+            runs.push(order);
         }
-        assert_eq!(seen.len(), 6);
+        runs
+    }
+
+    #[test]
+    fn dfs_enumerates_every_interleaving_of_two_two_step_threads() {
+        // C(4,2) = 6 interleavings, all within 3 preemptions, each once.
+        let runs = interleavings(Dfs::new(3));
+        let distinct: std::collections::BTreeSet<_> = runs.iter().collect();
+        assert_eq!((runs.len(), distinct.len()), (6, 6), "{runs:?}");
         // With no preemption allowed only the two serial orders remain.
-        let mut dfs = Dfs::new(0);
-        let mut runs = 0;
-        while dfs.next_run() {
-            runs += 1;
-            let mut current = None;
-            let mut left = [2, 2];
-            while left.iter().any(|&n| n > 0) {
-                let runnable: Vec<usize> = (0..2).filter(|&t| left[t] > 0).collect();
-                let pick = if runnable.len() > 1 {
-                    dfs.choose(&runnable, current.filter(|c| runnable.contains(c)))
-                        .unwrap()
-                } else {
-                    runnable[0]
-                };
-                left[pick] -= 1;
-                current = Some(pick);
-            }
-        }
-        assert_eq!(runs, 2);
+        assert_eq!(interleavings(Dfs::new(0)), [vec![0, 0, 1, 1], vec![1, 1, 0, 0]]);
     }
 
     #[test]

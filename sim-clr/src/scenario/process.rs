@@ -5,7 +5,7 @@ use super::error::{ScenarioError, Source};
 use super::model::{ExploreModel, FileModel, LimitsModel, ThreadModel};
 use crate::code::CodeMap;
 use crate::process::program::{self, Instr, Line, Names, Op, RUNTIME_LOCKS};
-use crate::process::{ExploreSpec, Handlers, Limits, ProcessSpec, Program, Strategy};
+use crate::process::{Ending, ExploreSpec, Handlers, Limits, ProcessSpec, Program, Strategy};
 use crate::thread::Thread;
 use toml::Spanned;
 
@@ -203,22 +203,6 @@ fn limits(src: &Source<'_>, m: Option<&LimitsModel>) -> Res<Limits> {
     Ok(limits)
 }
 
-/// The outcome names an exploration can report.
-pub const OUTCOMES: [&str; 12] = [
-    "ok",
-    "deadlock",
-    "hang",
-    "livelock",
-    "lock_misuse",
-    "unbalanced_return",
-    "stack_overflow",
-    "torn_stack_read",
-    "profiler_panic",
-    "walk_of_destroyed_thread",
-    "thread_use_after_free",
-    "access_violation",
-];
-
 fn explore(src: &Source<'_>, m: Option<&ExploreModel>) -> Res<ExploreSpec> {
     let mut spec = ExploreSpec::default();
     let Some(m) = m else {
@@ -250,16 +234,12 @@ fn explore(src: &Source<'_>, m: Option<&ExploreModel>) -> Res<ExploreSpec> {
     }
     spec.seed = m.seed.unwrap_or(1);
     if let Some(expect) = &m.expect {
-        for o in expect.get_ref() {
-            let known = OUTCOMES.contains(&o.as_str())
-                || crate::trace::FaultKind::ALL.iter().any(|k| k.as_str() == o);
-            if !known {
-                return Err(src.error(
-                    expect.span(),
-                    "expect",
-                    format!("`{o}` is not an outcome ({})", OUTCOMES.join(", ")),
-                ));
-            }
+        if let Some(o) = expect.get_ref().iter().find(|o| !Ending::is_outcome(o)) {
+            return Err(src.error(
+                expect.span(),
+                "expect",
+                format!("`{o}` is not an outcome (see the scenario format's outcomes)"),
+            ));
         }
         let mut set = expect.get_ref().clone();
         set.sort();

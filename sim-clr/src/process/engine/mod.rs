@@ -1,0 +1,879 @@
+//! One run of a process: the scheduler loop, who can run, the wait-for edges and how a run
+//! ends. What each instruction does is in [`steps`]; the OS calls that programs and fibers
+//! share, and the serving of fibers' requests, are in [`os_calls`].
+//!
+//! Invariants, checked with debug assertions where they are cheap:
+//! - exactly one simulated thread runs at a time (the engine's loop, or the one fiber it
+//!   resumed and waits for);
+//! - locks: see [`LockTable`] (a thread waiting for a lock it owns is a one-thread cycle);
+//! - a thread can run only if its wait condition holds, it is not OS-suspended (a suspension
+//!   still pending — asynchronous `SuspendThread` before `GetThreadContext` — does not stop it)
+//!   and it is not parked by a runtime suspension;
+//! - every stack edit re-lays the thread's memory, so walks and stack reads see the new stack.
+
+mod os_calls;
+mod steps;
+
+use super::fiber::{Fiber, Reply, Request};
+use super::locks::LockTable;
+use super::program::{Instr, LockId, Op};
+use super::schedule::{Chooser, Schedule, ScheduleError};
+use super::waitfor::{find_cycle, Edge};
+use super::{CycleLink, Ending, Process, Program, RunFault, RunReport, TraceEntry};
+use crate::runtime::{CallContext, CallbackKind, Caller, Entered, Runtime, OBJECT_BASE};
+use crate::thread::{Lifecycle, Mode};
+use corprof::flags::event;
+use corprof::{ClassId, ObjectId};
+use os_calls::{fiber_source, spawn_body};
+use std::sync::Arc;
+
+/// What a blocked thread waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Wait {
+    /// A lock to be free.
+    Lock(LockId),
+    /// Every cooperative thread to reach a safe point (the GC thread).
+    SafePoints,
+    /// The runtime suspension to end (a parked thread).
+    SuspensionEnd,
+    /// An event to be set, until a virtual deadline (`u64::MAX`: none).
+    Event(u16, u64),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Status {
+    /// No program: the thread stays as the file declares it, as in a frozen scenario.
+    Frozen,
+    NotStarted,
+    Ready,
+    Blocked(Wait),
+    Sleeping(u64),
+    Done,
+}
+
+/// Where a thread's next step comes from.
+enum Source {
+    /// A program and the index of its next instruction, and the step within it.
+    Program { code: Program, pc: usize, phase: u32 },
+    /// Rust code: the request it waits on (`None` before it starts), the reply it gets when
+    /// it next runs (after a sleep), and the deadline of an event wait in progress.
+    Fiber {
+        fiber: Fiber,
+        pending: Option<Request>,
+        ready: Option<Reply>,
+        deadline: Option<u64>,
+    },
+}
+
+/// Something the runtime tells the profiler on a thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Notice {
+    /// `ThreadCreated` (then `ThreadAssignedToOSThread`), on the new thread.
+    Created,
+    /// A callback raised in the runtime's context for it.
+    Callback(CallbackKind),
+}
+
+impl Notice {
+    fn name(self) -> &'static str {
+        match self {
+            Notice::Created => "ThreadCreated",
+            Notice::Callback(kind) => kind.as_str(),
+        }
+    }
+
+    fn mask(self) -> u32 {
+        match self {
+            Notice::Created => event::MONITOR_THREADS,
+            Notice::Callback(kind) => kind.required_mask(),
+        }
+    }
+}
+
+/// One activation on a thread: its main code, or a callback or signal handler on top of it.
+struct Activation {
+    source: Source,
+    /// The callback it runs in (`None`: the thread's own code or a signal handler).
+    callback: Option<CallbackKind>,
+    /// What raising the callback changed on the thread, restored when it returns.
+    entered: Option<Entered>,
+}
+
+struct Sim {
+    name: String,
+    status: Status,
+    stack: Vec<Activation>,
+    /// Threads that OS-suspended this one, one entry per suspension.
+    suspenders: Vec<usize>,
+    /// The newest suspension has not completed (no `GetThreadContext` yet).
+    suspend_pending: bool,
+    /// The thread ran a step since it was last suspended.
+    moved: bool,
+    /// Parked by a runtime suspension (mirrors the runtime's `Thread::parked`).
+    parked: bool,
+    signal_pending: bool,
+    signals_masked: bool,
+    handler_replaced: bool,
+    last_progress: u64,
+}
+
+/// What a step did.
+enum Done {
+    /// The instruction finished; move on.
+    Next,
+    /// Run the same instruction again at a later step (multi-step instructions).
+    Again,
+    /// Blocked: retry when the wait ends.
+    Block(Wait),
+}
+
+/// A run in progress.
+pub(crate) struct Run<'p> {
+    p: &'p Process,
+    rt: Arc<Runtime>,
+    th: Vec<Sim>,
+    locks: LockTable,
+    events: Vec<bool>,
+    event_names: Vec<String>,
+    /// Threads the profiler's ThreadDestroyed handler marked (`mark_destroyed`).
+    marks: Vec<bool>,
+    /// The thread running a GC's runtime suspension.
+    gc: Option<usize>,
+    now: u64,
+    steps: u64,
+    choices: Vec<u16>,
+    trace: Vec<TraceEntry>,
+    tracing: bool,
+    current: Option<usize>,
+    fault: Option<RunFault>,
+    warnings: Vec<RunFault>,
+}
+
+impl<'p> Run<'p> {
+    pub fn new(p: &'p Process, tracing: bool) -> Run<'p> {
+        let s = &p.scenario;
+        let rt = Arc::new(p.template.fork());
+        let spec = &s.process;
+        let th = s
+            .threads
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let source = match (&p.bodies[i], &spec.programs.get(i).cloned().flatten()) {
+                    (Some(body), _) => Some(fiber_source(spawn_body(body.clone(), rt.clone()))),
+                    (None, Some(code)) => Some(Source::Program {
+                        code: code.clone(),
+                        pc: 0,
+                        phase: 0,
+                    }),
+                    (None, None) => None,
+                };
+                let status = match &source {
+                    None => Status::Frozen,
+                    Some(_) if spec.spawned.get(i).copied().unwrap_or(false) => Status::NotStarted,
+                    Some(_) => Status::Ready,
+                };
+                Sim {
+                    name: t.name.clone(),
+                    status,
+                    stack: source
+                        .into_iter()
+                        .map(|source| Activation {
+                            source,
+                            callback: None,
+                            entered: None,
+                        })
+                        .collect(),
+                    suspenders: Vec::new(),
+                    suspend_pending: false,
+                    moved: false,
+                    parked: false,
+                    signal_pending: false,
+                    signals_masked: false,
+                    handler_replaced: false,
+                    last_progress: 0,
+                }
+            })
+            .collect();
+        // Runtime threads have done their per-thread setup; native threads have not (R39).
+        for t in rt.lock().threads.iter_mut() {
+            t.tls_initialized |= t.is_managed();
+        }
+        // A thread the file declares holding the code-manager lock holds it here too.
+        let mut locks = LockTable::new(&spec.locks);
+        if let Some(holder) = s.threads.iter().position(|t| t.holds_writer_lock) {
+            locks.take(holder, LockId::CODE_MANAGER);
+        }
+        Run {
+            p,
+            rt,
+            th,
+            locks,
+            events: vec![false; spec.events.len()],
+            event_names: spec.events.clone(),
+            marks: vec![false; s.threads.len()],
+            gc: None,
+            now: 0,
+            steps: 0,
+            choices: Vec::new(),
+            trace: Vec::new(),
+            tracing,
+            current: None,
+            fault: None,
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Runs to the end under `chooser`.
+    pub fn go(mut self, chooser: &mut dyn Chooser) -> Result<RunReport, ScheduleError> {
+        let limits = self.p.scenario.process.limits;
+        let mut runnable = Vec::with_capacity(self.th.len());
+        while self.fault.is_none() {
+            self.runnable(&mut runnable);
+            if runnable.is_empty() {
+                if let Some(wake) = self.next_wake() {
+                    self.now = wake;
+                    continue;
+                }
+                self.stuck();
+                break;
+            }
+            let t = if runnable.len() == 1 {
+                runnable[0]
+            } else {
+                let current = self.current.filter(|c| runnable.contains(c));
+                let t = chooser.choose(&runnable, current)?;
+                debug_assert!(runnable.contains(&t));
+                self.choices.push(t as u16);
+                t
+            };
+            self.current = Some(t);
+            self.steps += 1;
+            self.now += limits.step_us;
+            self.step(t);
+            self.collect_runtime_faults();
+            if self.fault.is_some() {
+                break;
+            }
+            if !self.can_run(t) && self.th[t].status != Status::Done {
+                // Every new wait-for cycle passes through the thread that just stepped.
+                if let Some(cycle) = find_cycle(t, |x| self.edges(x)) {
+                    self.deadlock(cycle);
+                    break;
+                }
+            }
+            if self.now.saturating_sub(self.th[t].last_progress) > limits.livelock_us {
+                let message = format!(
+                    "{} made no progress for {} ms of virtual time",
+                    self.th[t].name,
+                    limits.livelock_us / 1000
+                );
+                self.end(Ending::Livelock.as_str(), message, Vec::new());
+            } else if self.steps >= limits.max_steps {
+                let message = format!("the run did not end within {} steps", limits.max_steps);
+                self.end(Ending::Livelock.as_str(), message, Vec::new());
+            }
+        }
+        Ok(self.finish())
+    }
+
+    fn finish(mut self) -> RunReport {
+        // Stop every fiber that is still waiting (drop unwinds it), with no lock held.
+        for s in &mut self.th {
+            s.stack.clear();
+        }
+        // The outcome is the fatal fault, else the first fault the run went on after.
+        let fault = self.fault.take().or_else(|| self.warnings.first().cloned());
+        RunReport {
+            choice_points: self.choices.len() as u64,
+            schedule: Schedule(std::mem::take(&mut self.choices)).to_string(),
+            outcome: fault.as_ref().map_or("ok".to_string(), |f| f.kind.clone()),
+            fault,
+            warnings: std::mem::take(&mut self.warnings),
+            steps: self.steps,
+            time_us: self.now,
+            trace: std::mem::take(&mut self.trace),
+        }
+    }
+
+    // ---- who can run -------------------------------------------------------------------
+
+    fn runnable(&mut self, out: &mut Vec<usize>) {
+        out.clear();
+        for t in 0..self.th.len() {
+            if let Status::Sleeping(until) = self.th[t].status {
+                if until <= self.now {
+                    self.th[t].status = Status::Ready;
+                }
+            }
+            if self.can_run(t) {
+                out.push(t);
+            }
+        }
+    }
+
+    fn can_run(&self, t: usize) -> bool {
+        let s = &self.th[t];
+        if s.parked || (!s.suspenders.is_empty() && !s.suspend_pending) {
+            return false;
+        }
+        match s.status {
+            Status::Ready => true,
+            Status::Blocked(w) => self.wait_over(t, w),
+            Status::Frozen | Status::NotStarted | Status::Sleeping(_) | Status::Done => false,
+        }
+    }
+
+    fn wait_over(&self, t: usize, w: Wait) -> bool {
+        match w {
+            Wait::Lock(l) => self.locks.owner(l).is_none(),
+            Wait::SafePoints => self.unsafe_threads(t).is_empty(),
+            Wait::SuspensionEnd => self.suspension_owner().is_none(),
+            Wait::Event(e, deadline) => self.events[e as usize] || deadline <= self.now,
+        }
+    }
+
+    /// Copies the runtime's parked marks (after a runtime suspension starts or ends).
+    fn sync_parked(&mut self) {
+        let st = self.rt.lock();
+        for (s, t) in self.th.iter_mut().zip(&st.threads) {
+            s.parked = t.parked.is_some();
+        }
+    }
+
+    fn next_wake(&self) -> Option<u64> {
+        self.th
+            .iter()
+            .filter(|s| s.suspenders.is_empty() || s.suspend_pending)
+            .filter_map(|s| match s.status {
+                Status::Sleeping(until) => Some(until),
+                Status::Blocked(Wait::Event(_, deadline)) if deadline != u64::MAX => Some(deadline),
+                _ => None,
+            })
+            .min()
+    }
+
+    /// Managed threads a GC on `gc` still waits for: running, cooperative, not parked.
+    fn unsafe_threads(&self, gc: usize) -> Vec<usize> {
+        let st = self.rt.lock();
+        (0..self.th.len())
+            .filter(|&i| {
+                let t = &st.threads[i];
+                i != gc
+                    && t.is_managed()
+                    && !matches!(self.th[i].status, Status::Done | Status::NotStarted)
+                    && t.mode == Mode::Cooperative
+                    && t.parked.is_none()
+            })
+            .collect()
+    }
+
+    /// The thread whose runtime suspension (a GC, or the profiler's `SuspendRuntime`) is in
+    /// effect, if any.
+    fn suspension_owner(&self) -> Option<usize> {
+        self.gc.or_else(|| self.rt.lock().profiler_suspension.flatten())
+    }
+
+    /// The wait-for edges out of `t` (empty when it can run).
+    fn edges(&self, t: usize) -> Vec<Edge> {
+        let s = &self.th[t];
+        let mut out = Vec::new();
+        if matches!(s.status, Status::Done | Status::Frozen) {
+            return out;
+        }
+        let edge = |to: usize, what: &str| Edge {
+            to,
+            what: what.into(),
+        };
+        if !s.suspenders.is_empty() && !s.suspend_pending {
+            out.extend(s.suspenders.iter().map(|&by| edge(by, "ResumeThread")));
+        }
+        let blocked = match s.status {
+            Status::Blocked(w) if !self.wait_over(t, w) => Some(w),
+            _ => None,
+        };
+        // A parked thread, like one returning to managed code, waits out the suspension.
+        if s.parked || blocked == Some(Wait::SuspensionEnd) {
+            out.extend(
+                self.suspension_owner()
+                    .map(|o| edge(o, "end of the runtime suspension")),
+            );
+        }
+        match blocked {
+            Some(Wait::Lock(l)) => out.extend(
+                self.locks
+                    .owner(l)
+                    .map(|o| edge(o, &format!("lock {}", self.locks.name(l)))),
+            ),
+            Some(Wait::SafePoints) => {
+                out.extend(self.unsafe_threads(t).into_iter().map(|o| edge(o, "safe point")))
+            }
+            Some(Wait::SuspensionEnd | Wait::Event(..)) | None => {}
+        }
+        out
+    }
+
+    // ---- endings -----------------------------------------------------------------------
+
+    fn end(&mut self, kind: &str, message: String, cycle: Vec<CycleLink>) {
+        if self.fault.is_none() {
+            self.note_for(self.current, 0, format!("{kind}: {message}"));
+            self.fault = Some(RunFault {
+                kind: kind.into(),
+                message,
+                cycle,
+            });
+        }
+    }
+
+    fn links(&self, path: &[(usize, Edge)]) -> Vec<CycleLink> {
+        path.iter()
+            .map(|(from, e)| CycleLink {
+                thread: self.th[*from].name.clone(),
+                waits_for: e.what.clone(),
+                held_by: self.th[e.to].name.clone(),
+            })
+            .collect()
+    }
+
+    fn deadlock(&mut self, cycle: Vec<(usize, Edge)>) {
+        let links = self.links(&cycle);
+        let message = links
+            .iter()
+            .map(|l| format!("{} waits for {} ({})", l.thread, l.held_by, l.waits_for))
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.end(Ending::Deadlock.as_str(), message, links);
+    }
+
+    /// Nothing can run and nothing sleeps: done, a cycle, or a hang.
+    fn stuck(&mut self) {
+        let waiting: Vec<usize> = (0..self.th.len())
+            .filter(|&t| {
+                !matches!(
+                    self.th[t].status,
+                    Status::Done | Status::NotStarted | Status::Frozen
+                )
+            })
+            .collect();
+        if waiting.is_empty() {
+            return;
+        }
+        for &t in &waiting {
+            if let Some(cycle) = find_cycle(t, |x| self.edges(x)) {
+                self.deadlock(cycle);
+                return;
+            }
+        }
+        let mut links = Vec::new();
+        for &t in &waiting {
+            let edges = self.edges(t);
+            if edges.is_empty() {
+                let waits_for = match self.th[t].status {
+                    Status::Blocked(Wait::Event(e, _)) => format!("event {}", self.event_names[e as usize]),
+                    _ => "nothing that can happen".into(),
+                };
+                links.push((
+                    t,
+                    Edge {
+                        to: t,
+                        what: waits_for,
+                    },
+                    "nobody".to_string(),
+                ));
+            }
+            for e in edges {
+                let held = self.th[e.to].name.clone();
+                links.push((t, e, held));
+            }
+        }
+        let message = links
+            .iter()
+            .map(|(t, e, held)| {
+                let ended = if e.to != *t && self.th[e.to].status == Status::Done {
+                    " (which has ended)"
+                } else {
+                    ""
+                };
+                format!("{} waits for {held}{ended} ({})", self.th[*t].name, e.what)
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let links = links
+            .into_iter()
+            .map(|(t, e, held)| CycleLink {
+                thread: self.th[t].name.clone(),
+                waits_for: e.what,
+                held_by: held,
+            })
+            .collect();
+        self.end(Ending::Hang.as_str(), message, links);
+    }
+
+    /// The runtime's faults since the last step: a fatal one ends the run.
+    fn collect_runtime_faults(&mut self) {
+        for f in self.rt.take_faults() {
+            let kind = f.kind.as_str();
+            if f.fatal {
+                self.end(kind, f.message, Vec::new());
+            } else {
+                self.warn(kind, f.message);
+            }
+        }
+    }
+
+    /// A fault the run goes on after (the first one is the run's outcome if nothing fatal
+    /// follows).
+    fn warn(&mut self, kind: &str, message: String) {
+        self.note_for(self.current, 0, format!("{kind}: {message}"));
+        self.warnings.push(RunFault {
+            kind: kind.into(),
+            message,
+            cycle: Vec::new(),
+        });
+    }
+
+    // ---- tracing -----------------------------------------------------------------------
+
+    fn note_for(&mut self, t: Option<usize>, line: usize, what: String) {
+        if self.tracing {
+            self.trace.push(TraceEntry {
+                step: self.steps,
+                time_us: self.now,
+                thread: t.map_or("-".into(), |t| self.th[t].name.clone()),
+                line,
+                what,
+            });
+        }
+    }
+
+    fn note(&mut self, t: usize, line: usize, what: impl FnOnce(&Self) -> String) {
+        if self.tracing {
+            let text = what(self);
+            self.note_for(Some(t), line, text);
+        }
+    }
+
+    // ---- one step ----------------------------------------------------------------------
+
+    fn step(&mut self, t: usize) {
+        if self.th[t].suspend_pending {
+            self.th[t].moved = true;
+        }
+        if let Status::Blocked(_) | Status::Sleeping(_) = self.th[t].status {
+            self.th[t].status = Status::Ready;
+        }
+        // A cooperative managed thread reaches a safe point at every step: during a runtime
+        // suspension it parks there.
+        if self.park_if_suspending(t) {
+            return;
+        }
+        if self.deliver_signal(t) {
+            return;
+        }
+        let depth = self.th[t].stack.len();
+        let Some(top) = self.th[t].stack.last_mut() else {
+            self.th[t].status = Status::Done;
+            return;
+        };
+        let callback = top.callback;
+        match &mut top.source {
+            Source::Program { code, pc, phase } => {
+                let Some(instr) = code.get(*pc).copied() else {
+                    self.pop_activation(t);
+                    return;
+                };
+                let phase = *phase;
+                let done = self.with_caller(t, callback, |run| run.exec(t, instr, phase));
+                self.after(t, depth, instr, done);
+            }
+            Source::Fiber { .. } => self.fiber_step(t, callback),
+        }
+    }
+
+    /// Moves the activation at `depth` (the one that ran `instr`) on, as `done` says. A
+    /// handler the step pushed runs first; the instruction below it has already moved on.
+    fn after(&mut self, t: usize, depth: usize, instr: Instr, done: Done) {
+        let progress = !matches!(instr.op, Op::Spin(_));
+        if progress {
+            self.th[t].last_progress = self.now;
+        }
+        let Some(Activation {
+            source: Source::Program { pc, phase, .. },
+            ..
+        }) = self.th[t].stack.get_mut(depth - 1)
+        else {
+            return;
+        };
+        match done {
+            Done::Next => {
+                *pc += 1;
+                *phase = 0;
+            }
+            Done::Again => *phase = phase.wrapping_add(1),
+            Done::Block(w) => self.th[t].status = Status::Blocked(w),
+        }
+    }
+
+    /// Runs `f` with `t` as the runtime's current caller.
+    fn with_caller<R>(
+        &mut self,
+        t: usize,
+        callback: Option<CallbackKind>,
+        f: impl FnOnce(&mut Self) -> R,
+    ) -> R {
+        self.rt.lock().callers.push(Caller {
+            thread: Some(t),
+            callback,
+        });
+        let r = f(self);
+        self.rt.lock().callers.pop();
+        r
+    }
+
+    fn pop_activation(&mut self, t: usize) {
+        let act = self.th[t].stack.pop().expect("an activation to pop");
+        if let Some(entered) = act.entered {
+            self.rt.leave(entered);
+        }
+        if self.th[t].stack.is_empty() {
+            self.th[t].status = Status::Done;
+            self.note(t, 0, |_| "ends".into());
+        }
+    }
+
+    fn park_if_suspending(&mut self, t: usize) -> bool {
+        let Some(owner) = self.suspension_owner() else {
+            return false;
+        };
+        // Only managed code polls for safe points: profiler code in a callback runs on (in
+        // cooperative mode, holding the suspension up).
+        if self.th[t].stack.len() != 1 {
+            return false;
+        }
+        let mut st = self.rt.lock();
+        let thread = &st.threads[t];
+        if owner == t || !thread.is_managed() || thread.mode != Mode::Cooperative || thread.parked.is_some() {
+            return false;
+        }
+        st.park(t);
+        drop(st);
+        self.th[t].parked = true;
+        self.note(t, 0, |_| {
+            "parks at a safe point for the runtime suspension".into()
+        });
+        true
+    }
+
+    fn deliver_signal(&mut self, t: usize) -> bool {
+        let s = &mut self.th[t];
+        if !s.signal_pending || s.signals_masked {
+            return false;
+        }
+        s.signal_pending = false;
+        if s.handler_replaced {
+            self.note(t, 0, |_| {
+                "the application's own signal handler runs; the profiler's does not".into()
+            });
+            return true;
+        }
+        let Some(handler) = self.p.scenario.process.handlers.signal.clone() else {
+            self.note(t, 0, |_| "signal delivered; no handler installed".into());
+            return true;
+        };
+        self.note(t, 0, |run| {
+            let rip = run.rt.lock().threads[t].leaf_context().map_or(0, |c| c.rip);
+            format!("signal handler starts (interrupted at {rip:#x})")
+        });
+        self.th[t].stack.push(Activation {
+            source: Source::Program {
+                code: handler,
+                pc: 0,
+                phase: 0,
+            },
+            callback: None,
+            entered: None,
+        });
+        true
+    }
+
+    /// After `ThreadDestroyed` returned and the thread died: its `Thread` is deleted and its
+    /// stack unmapped.
+    fn delete(&mut self, t: usize) {
+        let mut st = self.rt.lock();
+        st.threads[t].lifecycle = Lifecycle::Deleted;
+        let base = st.threads[t].stack_limit;
+        st.memory.unmap(base);
+        drop(st);
+        self.th[t].stack.clear();
+        self.th[t].status = Status::Done;
+        self.note(t, 0, |_| "Thread deleted, stack unmapped".into());
+    }
+
+    /// Raises `notice` on thread `t` if the event mask enables it and the profiler handles it:
+    /// pushes the handler (a program, or the Rust profiler's method on a fiber) on the thread.
+    fn raise(&mut self, t: usize, notice: Notice) -> bool {
+        if self.rt.event_mask() & notice.mask() != notice.mask() {
+            return false;
+        }
+        let source = if let Some(profiler) = &self.p.profiler {
+            let profiler = profiler.clone();
+            let (id, os_id) = {
+                let st = self.rt.lock();
+                (st.threads[t].id, st.threads[t].os_id)
+            };
+            let object = ObjectId(OBJECT_BASE);
+            fiber_source(Fiber::spawn(Box::new(move || {
+                match notice {
+                    Notice::Created => {
+                        profiler.thread_created(id);
+                        profiler.thread_assigned_to_os_thread(id, os_id)
+                    }
+                    Notice::Callback(CallbackKind::ThreadDestroyed) => profiler.thread_destroyed(id),
+                    Notice::Callback(CallbackKind::ObjectAllocated) => {
+                        profiler.object_allocated(object, ClassId::NULL)
+                    }
+                    Notice::Callback(_) => profiler.exception_thrown(object),
+                };
+            })))
+        } else {
+            let handlers = &self.p.scenario.process.handlers;
+            let code = match notice {
+                Notice::Created => &handlers.thread_created,
+                Notice::Callback(CallbackKind::ThreadDestroyed) => &handlers.thread_destroyed,
+                Notice::Callback(CallbackKind::ObjectAllocated) => &handlers.object_allocated,
+                Notice::Callback(_) => &handlers.exception_thrown,
+            };
+            let Some(code) = code.clone() else {
+                return false;
+            };
+            Source::Program {
+                code,
+                pc: 0,
+                phase: 0,
+            }
+        };
+        // ThreadCreated runs in the thread's own context; the others push the runtime's frames.
+        let (entered, callback) = match notice {
+            Notice::Created => (None, None),
+            Notice::Callback(kind) => (
+                Some(self.rt.enter(t, CallContext::Callback(kind))),
+                Some(kind).filter(|k| k.sets_callback_state()),
+            ),
+        };
+        self.note(t, 0, |_| format!("{} raised", notice.name()));
+        self.th[t].stack.push(Activation {
+            source,
+            callback,
+            entered,
+        });
+        true
+    }
+
+    // ---- locks -------------------------------------------------------------------------
+
+    /// Takes lock `l` for `t`, or says what `t` waits for. The code-manager lock is mirrored
+    /// in the runtime, whose reader side (R13.2, R14) consults it.
+    fn acquire(&mut self, t: usize, l: LockId) -> Result<(), Wait> {
+        if !self.locks.take(t, l) {
+            return Err(Wait::Lock(l));
+        }
+        if l == LockId::CODE_MANAGER {
+            self.rt.lock().threads[t].holds_writer_lock = true;
+        }
+        Ok(())
+    }
+
+    /// Whether `t` could take `l` now (for locks taken and released within one step).
+    fn passes(&self, t: usize, l: LockId) -> Result<(), Wait> {
+        if self.locks.can_take(t, l) {
+            Ok(())
+        } else {
+            Err(Wait::Lock(l))
+        }
+    }
+
+    /// Releases `l`; a release by a thread that does not hold it ends the run (`lock_misuse`).
+    fn release(&mut self, t: usize, l: LockId, line: usize) -> bool {
+        match self.locks.release(t, l) {
+            Ok(free) => {
+                if free && l == LockId::CODE_MANAGER {
+                    self.rt.lock().threads[t].holds_writer_lock = false;
+                }
+                true
+            }
+            Err(holder) => {
+                let holder = holder.map_or("nobody".to_string(), |o| self.th[o].name.clone());
+                let message = format!(
+                    "{} (line {line}) releases lock {} held by {holder}",
+                    self.th[t].name,
+                    self.locks.name(l)
+                );
+                self.end(Ending::LockMisuse.as_str(), message, Vec::new());
+                false
+            }
+        }
+    }
+
+    /// Notes that `t`, doing `what`, waits for lock `l`, and blocks it.
+    fn waits_for_lock(&mut self, t: usize, line: usize, what: &str, l: LockId) -> Done {
+        self.note(t, line, |run| {
+            format!("{what}: waits for lock {}", run.locks.name(l))
+        });
+        Done::Block(Wait::Lock(l))
+    }
+
+    /// The per-thread runtime setup a thread's first runtime call does (R39): it takes the
+    /// loader lock, which a thread suspended while holding it never releases.
+    fn thread_setup(&mut self, t: usize) -> Result<(), Wait> {
+        if self.rt.lock().threads[t].tls_initialized {
+            return Ok(());
+        }
+        self.passes(t, LockId::LOADER)?;
+        self.rt.lock().threads[t].tls_initialized = true;
+        Ok(())
+    }
+
+    // ---- descriptions ------------------------------------------------------------------
+
+    fn describe(&self, op: Op) -> String {
+        let thread = |x: usize| self.th[x].name.as_str();
+        let lock = |l: LockId| self.locks.name(l);
+        let function = |f| self.rt.with_code(|c| c.function(f).name.clone());
+        match op {
+            Op::Call(f) => format!("call {}", function(f)),
+            Op::Return => "return".into(),
+            Op::PInvoke(f) => format!("pinvoke {}", function(f)),
+            Op::PInvokeReturn => "pinvoke_return".into(),
+            Op::Alloc => "alloc".into(),
+            Op::Lock(l) => format!("lock {}", lock(l)),
+            Op::Unlock(l) => format!("unlock {}", lock(l)),
+            Op::Throw => "throw".into(),
+            Op::Catch(n) => format!("catch {n}"),
+            Op::EndCatch => "end_catch".into(),
+            Op::Gc => "gc".into(),
+            Op::Spin(n) => format!("spin {n}"),
+            Op::Sleep(us) => format!("sleep {us}us"),
+            Op::Spawn(x) => format!("spawn {}", thread(x)),
+            Op::Exit => "exit".into(),
+            Op::MaskSignals => "mask_signals".into(),
+            Op::UnmaskSignals => "unmask_signals".into(),
+            Op::ReplaceSignalHandler => "replace_signal_handler".into(),
+            Op::InitThread => "InitializeCurrentThread".into(),
+            Op::Suspend(x) => format!("SuspendThread {}", thread(x)),
+            Op::Resume(x) => format!("ResumeThread {}", thread(x)),
+            Op::GetContext(x) => format!("GetThreadContext {}", thread(x)),
+            Op::ReadStack(x) => format!("read_stack {}", thread(x)),
+            Op::Walk(None) => "DoStackSnapshot self".into(),
+            Op::Walk(Some(x)) => format!("DoStackSnapshot {}", thread(x)),
+            Op::SuspendRuntime => "SuspendRuntime".into(),
+            Op::ResumeRuntime => "ResumeRuntime".into(),
+            Op::Signal(x) => format!("signal {}", thread(x)),
+            Op::LookupFunctionEntry => "RtlLookupFunctionEntry".into(),
+            Op::MarkDestroyed => "mark_destroyed".into(),
+            Op::IfAlive { thread: x, .. } => format!("if_alive {}", thread(x)),
+            Op::SetEvent(e) => format!("set_event {}", self.event_names[e as usize]),
+            Op::WaitEvent(e) => format!("wait_event {}", self.event_names[e as usize]),
+        }
+    }
+}

@@ -1,0 +1,383 @@
+//! The OS calls programs and profiler fibers share (suspension, context, signals, stack reads),
+//! and the serving of a fiber's requests.
+//!
+//! A program's step and a fiber's request for the same call go through the same function
+//! here, so both see the same semantics and leave the same trace line.
+
+use super::{Activation, Run, Source, Status, Wait};
+use crate::process::fiber::{Fiber, Reply, Request, Yielded};
+use crate::process::program::LockId;
+use crate::process::{Ending, SimOs, ThreadBody};
+use crate::runtime::{CallbackKind, Platform, Runtime};
+use crate::thread::Lifecycle;
+use corprof::os::{EventId, MutexId, OsError, OsThread};
+use corprof::Context;
+use std::sync::Arc;
+use std::time::Duration;
+
+impl Run<'_> {
+    /// Whether thread `x` can be the target of an OS call: a deleted thread's handle names
+    /// nothing any more, a dead one has terminated; one whose program ended stays, idle.
+    fn os_target(&self, x: usize) -> Result<(), OsError> {
+        match self.rt.lock().threads[x].lifecycle {
+            Lifecycle::Deleted => Err(OsError::NoSuchThread),
+            Lifecycle::Dead => Err(OsError::Terminated),
+            _ => Ok(()),
+        }
+    }
+
+    /// The trace line of an OS call by `t` on `x`: the call, the target and its answer.
+    fn traced(&mut self, t: usize, line: usize, call: &str, x: usize, answer: String) {
+        self.note(t, line, |run| format!("{call} {} → {answer}", run.th[x].name));
+    }
+
+    /// `SuspendThread` of `x` by `t` (Windows): asynchronous until `GetThreadContext`.
+    pub(super) fn os_suspend(&mut self, t: usize, x: usize, line: usize) -> Result<u32, OsError> {
+        let r = self.suspend(t, x);
+        self.traced(t, line, "SuspendThread", x, shown(&r));
+        r
+    }
+
+    fn suspend(&mut self, t: usize, x: usize) -> Result<u32, OsError> {
+        if self.rt.platform() != Platform::Windows {
+            return Err(OsError::Unsupported);
+        }
+        self.os_target(x)?;
+        let s = &mut self.th[x];
+        let previous = s.suspenders.len() as u32;
+        s.suspenders.push(t);
+        s.suspend_pending = true;
+        s.moved = false;
+        self.rt.lock().threads[x].os_suspend_count += 1;
+        Ok(previous)
+    }
+
+    /// `ResumeThread` of `x` by `t`: any thread may resume; the suspension it ends is the
+    /// newest by `t`, else the newest.
+    pub(super) fn os_resume(&mut self, t: usize, x: usize, line: usize) -> Result<u32, OsError> {
+        let r = self.resume(t, x);
+        self.traced(t, line, "ResumeThread", x, shown(&r));
+        r
+    }
+
+    fn resume(&mut self, t: usize, x: usize) -> Result<u32, OsError> {
+        if self.rt.platform() != Platform::Windows {
+            return Err(OsError::Unsupported);
+        }
+        if self.rt.lock().threads[x].lifecycle == Lifecycle::Deleted {
+            return Err(OsError::NoSuchThread);
+        }
+        let s = &mut self.th[x];
+        let previous = s.suspenders.len();
+        let at = s
+            .suspenders
+            .iter()
+            .rposition(|&by| by == t)
+            .or(previous.checked_sub(1));
+        let at = at.ok_or(OsError::NotSuspended)?;
+        s.suspenders.remove(at);
+        if s.suspenders.is_empty() {
+            s.suspend_pending = false;
+        }
+        self.rt.lock().threads[x].os_suspend_count -= 1;
+        Ok(previous as u32)
+    }
+
+    /// `GetThreadContext` of `x`: completes a pending suspension; fails for a thread that is
+    /// terminating.
+    pub(super) fn os_context(&mut self, t: usize, x: usize, line: usize) -> Result<Context, OsError> {
+        let r = self.context(x);
+        let answer = match &r {
+            Ok(c) => format!("ok rip {:#x}", c.rip),
+            Err(e) => format!("error: {e}"),
+        };
+        self.traced(t, line, "GetThreadContext", x, answer);
+        r
+    }
+
+    fn context(&mut self, x: usize) -> Result<Context, OsError> {
+        self.os_target(x)?;
+        let context = {
+            let st = self.rt.lock();
+            if st.threads[x].lifecycle == Lifecycle::Destroying {
+                return Err(OsError::Terminated);
+            }
+            st.threads[x].leaf_context().ok_or(OsError::Terminated)?
+        };
+        // GetThreadContext returns only once the thread has really stopped.
+        if !self.th[x].suspenders.is_empty() {
+            self.th[x].suspend_pending = false;
+        }
+        Ok(context)
+    }
+
+    /// Sends the profiling signal to `x` (Unix): its handler runs at `x`'s next step.
+    pub(super) fn os_signal(&mut self, t: usize, x: usize, line: usize) -> Result<(), OsError> {
+        let r = if self.rt.platform() != Platform::Unix {
+            Err(OsError::Unsupported)
+        } else {
+            self.os_target(x).map(|()| self.th[x].signal_pending = true)
+        };
+        self.traced(t, line, "signal", x, shown(&r));
+        r
+    }
+
+    fn stack_bounds(&self, x: usize) -> Result<(u64, u64), OsError> {
+        let st = self.rt.lock();
+        let thread = &st.threads[x];
+        if thread.lifecycle == Lifecycle::Deleted {
+            return Err(OsError::NoSuchThread);
+        }
+        Ok((thread.stack_limit, thread.stack_base))
+    }
+
+    /// A torn-read fault when `t` reads the stack of `x` while `x` may still move: it is not
+    /// suspended, or its suspension has not completed and it ran since.
+    fn check_torn(&mut self, t: usize, x: usize, line: usize) -> bool {
+        let s = &self.th[x];
+        let stopped = !s.suspenders.is_empty() && !s.suspend_pending;
+        if t == x || stopped || (!s.suspenders.is_empty() && !s.moved) {
+            return false;
+        }
+        let why = if s.suspenders.is_empty() {
+            "which is not suspended"
+        } else {
+            "whose SuspendThread had not completed (no GetThreadContext) and which ran on"
+        };
+        let message = format!(
+            "{} read the stack of {} {why}: the sample is torn (line {line})",
+            self.th[t].name, s.name
+        );
+        self.warn(Ending::TornStackRead.as_str(), message);
+        true
+    }
+
+    /// A raw read of `x`'s stack at its stack pointer, as a sampler does after suspending it:
+    /// freed memory is an access violation; a thread that still moves gives a torn sample.
+    pub(super) fn raw_stack_read(&mut self, t: usize, x: usize, line: usize) {
+        let (sp, deleted) = {
+            let st = self.rt.lock();
+            let thread = &st.threads[x];
+            let sp = thread
+                .layout
+                .calls
+                .first()
+                .map_or(thread.stack_base - 0x40, |c| c.rsp);
+            (sp, thread.lifecycle == Lifecycle::Deleted)
+        };
+        if deleted || self.rt.read_memory(sp).is_none() {
+            let message = format!(
+                "{} reads {sp:#x} on the stack of {}, which was freed when the thread exited (line {line})",
+                self.th[t].name, self.th[x].name
+            );
+            self.end(
+                crate::trace::FaultKind::AccessViolation.as_str(),
+                message,
+                Vec::new(),
+            );
+            return;
+        }
+        let torn = self.check_torn(t, x, line);
+        self.note(t, line, |run| {
+            let how = if torn { "torn" } else { "ok" };
+            format!("read_stack {} at {sp:#x}: {how}", run.th[x].name)
+        });
+    }
+
+    /// A checked read (`ThreadControl::read_stack`): outside the bounds or unmapped is an
+    /// error, never a fault; reading a thread that still moves is torn all the same.
+    fn checked_read(&mut self, t: usize, x: usize, address: u64) -> Result<u64, OsError> {
+        let (low, high) = self.stack_bounds(x)?;
+        if address < low || address.checked_add(8).is_none_or(|end| end > high) {
+            return Err(OsError::BadAddress(address));
+        }
+        self.check_torn(t, x, 0);
+        self.rt.read_memory(address).ok_or(OsError::BadAddress(address))
+    }
+
+    fn os_thread(&self, x: usize) -> OsThread {
+        OsThread(self.rt.lock().threads[x].os_id)
+    }
+
+    fn by_os_id(&self, id: OsThread) -> Result<usize, OsError> {
+        self.rt
+            .lock()
+            .threads
+            .iter()
+            .position(|t| t.os_id == id.0)
+            .ok_or(OsError::NoSuchThread)
+    }
+
+    // ---- fibers ------------------------------------------------------------------------
+
+    /// One step of Rust code on `t`: serve the request it waits in (or block again), then
+    /// resume it, as the current caller, until its next request.
+    pub(super) fn fiber_step(&mut self, t: usize, callback: Option<CallbackKind>) {
+        let Some(Activation {
+            source: Source::Fiber { pending, ready, .. },
+            ..
+        }) = self.th[t].stack.last_mut()
+        else {
+            unreachable!("fiber_step on a fiber activation");
+        };
+        let reply = match (ready.take(), pending.take()) {
+            (Some(reply), _) => reply,
+            (None, None) => Reply::Start,
+            (None, Some(req)) => match self.serve(t, &req) {
+                Ok(reply) => reply,
+                Err(w) => {
+                    self.fiber_mut(t, |pending, _, _| *pending = Some(req));
+                    self.th[t].status = Status::Blocked(w);
+                    return;
+                }
+            },
+        };
+        self.fiber_mut(t, |_, _, deadline| *deadline = None);
+        self.th[t].last_progress = self.now;
+        if let Status::Sleeping(_) = self.th[t].status {
+            // A sleep: the fiber gets its reply when it wakes.
+            self.fiber_mut(t, |_, ready, _| *ready = Some(reply));
+            return;
+        }
+        let yielded = self.with_caller(t, callback, |run| match run.th[t].stack.last_mut() {
+            Some(Activation {
+                source: Source::Fiber { fiber, .. },
+                ..
+            }) => fiber.resume(reply),
+            _ => unreachable!("the activation is still a fiber"),
+        });
+        match yielded {
+            Yielded::Request(req) => self.fiber_mut(t, |pending, _, _| *pending = Some(req)),
+            Yielded::Finished => self.pop_activation(t),
+            Yielded::Panicked(message) => {
+                let message = format!("profiler code on {} panicked: {message}", self.th[t].name);
+                self.end(Ending::ProfilerPanic.as_str(), message, Vec::new());
+            }
+        }
+    }
+
+    /// Edits the top fiber activation's request, reply and deadline.
+    fn fiber_mut(
+        &mut self,
+        t: usize,
+        f: impl FnOnce(&mut Option<Request>, &mut Option<Reply>, &mut Option<u64>),
+    ) {
+        if let Some(Activation {
+            source:
+                Source::Fiber {
+                    pending,
+                    ready,
+                    deadline,
+                    ..
+                },
+            ..
+        }) = self.th[t].stack.last_mut()
+        {
+            f(pending, ready, deadline);
+        }
+    }
+
+    /// Performs a fiber's request; `Err` when it must wait.
+    fn serve(&mut self, t: usize, req: &Request) -> Result<Reply, Wait> {
+        let reply = match req {
+            // A runtime API call: a native thread's first one does the per-thread setup.
+            Request::Point => {
+                self.thread_setup(t)?;
+                Reply::Done
+            }
+            // Named objects: creating one that exists opens it (the file's locks and the
+            // runtime's included), so a sampler and its callbacks share them by name.
+            Request::MutexCreate(name) => Reply::Mutex(MutexId(self.locks.open(name).0 as u32)),
+            Request::MutexLock(m) => {
+                let l = LockId(m.0 as u16);
+                self.acquire(t, l)?;
+                self.note(t, 0, |run| format!("lock {}", run.locks.name(l)));
+                Reply::Done
+            }
+            Request::MutexUnlock(m) => {
+                let l = LockId(m.0 as u16);
+                if self.release(t, l, 0) {
+                    self.note(t, 0, |run| format!("unlock {}", run.locks.name(l)));
+                }
+                Reply::Done
+            }
+            Request::EventCreate(name) => {
+                let at = self
+                    .event_names
+                    .iter()
+                    .position(|n| n == name)
+                    .unwrap_or_else(|| {
+                        self.events.push(false);
+                        self.event_names.push(name.clone());
+                        self.events.len() - 1
+                    });
+                Reply::Event(EventId(at as u32))
+            }
+            Request::EventSet(e) => {
+                self.events[e.0 as usize] = true;
+                Reply::Done
+            }
+            Request::EventWait(e, timeout) => {
+                let mut deadline = 0;
+                let now = self.now;
+                self.fiber_mut(t, |_, _, d| {
+                    deadline = *d.get_or_insert(now.saturating_add(timeout.as_micros() as u64))
+                });
+                if self.events[e.0 as usize] {
+                    Reply::Flag(true)
+                } else if deadline <= self.now {
+                    Reply::Flag(false)
+                } else {
+                    return Err(Wait::Event(e.0 as u16, deadline));
+                }
+            }
+            Request::Sleep(d) => {
+                self.th[t].status = Status::Sleeping(self.now + d.as_micros() as u64);
+                Reply::Done
+            }
+            Request::Now => Reply::Time(Duration::from_micros(self.now)),
+            Request::CurrentThread => Reply::Thread(self.os_thread(t)),
+            Request::Threads => {
+                let ids = (0..self.th.len())
+                    .filter(|&x| self.os_target(x).is_ok() && self.th[x].status != Status::NotStarted)
+                    .map(|x| self.os_thread(x))
+                    .collect();
+                Reply::Threads(ids)
+            }
+            Request::Suspend(id) => Reply::Count(self.by_os_id(*id).and_then(|x| self.os_suspend(t, x, 0))),
+            Request::Resume(id) => Reply::Count(self.by_os_id(*id).and_then(|x| self.os_resume(t, x, 0))),
+            Request::GetContext(id) => Reply::Context(Box::new(
+                self.by_os_id(*id).and_then(|x| self.os_context(t, x, 0)),
+            )),
+            Request::Signal(id) => Reply::Unit(self.by_os_id(*id).and_then(|x| self.os_signal(t, x, 0))),
+            Request::StackBounds(id) => Reply::Bounds(self.by_os_id(*id).and_then(|x| self.stack_bounds(x))),
+            Request::ReadStack(id, address) => {
+                Reply::Word(self.by_os_id(*id).and_then(|x| self.checked_read(t, x, *address)))
+            }
+        };
+        Ok(reply)
+    }
+}
+
+/// An OS call's answer as the trace shows it (`ok 0`, `error: the thread has terminated`).
+fn shown<T: std::fmt::Debug>(r: &Result<T, OsError>) -> String {
+    match r {
+        Ok(v) => format!("ok {v:?}"),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+/// A fiber activation that has not started.
+pub(super) fn fiber_source(fiber: Fiber) -> Source {
+    Source::Fiber {
+        fiber,
+        pending: None,
+        ready: None,
+        deadline: None,
+    }
+}
+
+/// A thread body on its own fiber, with the run's runtime and the OS layer.
+pub(super) fn spawn_body(body: ThreadBody, rt: Arc<Runtime>) -> Fiber {
+    Fiber::spawn(Box::new(move || body(&rt, &SimOs::new())))
+}

@@ -1,0 +1,439 @@
+//! What each instruction of a program does to the thread and the process.
+
+use super::{Activation, Done, Notice, Run, Source, Status, Wait};
+use crate::code::FunctionIndex;
+use crate::process::program::{Instr, LockId, Op};
+use crate::process::Ending;
+use crate::runtime::CallbackKind;
+use crate::thread::{ExceptionState, FrameKind, Funclet, Lifecycle, Mode, StackEntry};
+use corprof::{HResult, ProfilerInfo, ThreadId};
+
+impl Run<'_> {
+    /// Runs one step of `instr` (its `phase`-th, for instructions that take several) on `t`.
+    pub(super) fn exec(&mut self, t: usize, instr: Instr, phase: u32) -> Done {
+        let line = instr.line;
+        let describe = |run: &Self| run.describe(instr.op);
+        match instr.op {
+            Op::Call(f) => {
+                let managed = self.rt.with_code(|c| c.function(f).kind.is_managed());
+                let mode = managed.then_some(Mode::Cooperative);
+                self.push_frames(t, instr, &[call_of(f)], mode)
+            }
+            Op::Return => {
+                let mut st = self.rt.lock();
+                let thread = &mut st.threads[t];
+                let calls = thread
+                    .stack
+                    .iter()
+                    .filter(|e| matches!(e, StackEntry::Call { .. }))
+                    .count();
+                let leaf_is_call = matches!(thread.stack.first(), Some(StackEntry::Call { .. }));
+                if calls < 2 || !leaf_is_call {
+                    drop(st);
+                    let message = format!(
+                        "{} returns at line {line} with no caller to return to",
+                        self.th[t].name
+                    );
+                    self.end(Ending::UnbalancedReturn.as_str(), message, Vec::new());
+                    return Done::Next;
+                }
+                thread.stack.remove(0);
+                st.relayout(t);
+                drop(st);
+                self.note(t, line, describe);
+                Done::Next
+            }
+            Op::PInvoke(f) => {
+                let entries = [call_of(f), StackEntry::Frame(FrameKind::InlinedCall)];
+                self.push_frames(t, instr, &entries, Some(Mode::Preemptive))
+            }
+            Op::PInvokeReturn => {
+                let st = self.rt.lock();
+                let thread = &st.threads[t];
+                let in_pinvoke = matches!(
+                    thread.stack.get(..2),
+                    Some([StackEntry::Call { .. }, StackEntry::Frame(FrameKind::InlinedCall)])
+                );
+                if !in_pinvoke {
+                    drop(st);
+                    let message = format!(
+                        "{} leaves a P/Invoke at line {line} but is not in one",
+                        self.th[t].name
+                    );
+                    self.end(Ending::UnbalancedReturn.as_str(), message, Vec::new());
+                    return Done::Next;
+                }
+                // Returning to cooperative mode waits for a runtime suspension to end.
+                let managed = thread.is_managed();
+                drop(st);
+                if managed && self.suspension_owner().is_some_and(|owner| owner != t) {
+                    self.note(t, line, |_| {
+                        "returns from native code: waits for the runtime suspension".into()
+                    });
+                    return Done::Block(Wait::SuspensionEnd);
+                }
+                let mut st = self.rt.lock();
+                let thread = &mut st.threads[t];
+                thread.stack.drain(0..2);
+                thread.mode = Mode::Cooperative;
+                st.relayout(t);
+                drop(st);
+                self.note(t, line, describe);
+                Done::Next
+            }
+            Op::Alloc => {
+                if phase == 0 {
+                    if self.acquire(t, LockId::HEAP).is_err() {
+                        return self.waits_for_lock(t, line, "alloc", LockId::HEAP);
+                    }
+                    self.note(t, line, |_| "alloc: takes lock heap".into());
+                    return Done::Again;
+                }
+                if !self.release(t, LockId::HEAP, line) {
+                    return Done::Next;
+                }
+                self.note(t, line, |_| "alloc: releases lock heap".into());
+                // Managed allocations (not the profiler's own, in a handler) are reported.
+                if self.th[t].stack.len() == 1 && self.rt.lock().threads[t].is_managed() {
+                    self.raise(t, Notice::Callback(CallbackKind::ObjectAllocated));
+                }
+                Done::Next
+            }
+            Op::Lock(l) => match self.acquire(t, l) {
+                Ok(()) => {
+                    self.note(t, line, describe);
+                    Done::Next
+                }
+                Err(_) => self.waits_for_lock(t, line, "lock", l),
+            },
+            Op::Unlock(l) => {
+                if self.release(t, l, line) {
+                    self.note(t, line, describe);
+                }
+                Done::Next
+            }
+            Op::Throw => {
+                self.rt.lock().threads[t].exception = ExceptionState::FirstPass;
+                self.note(t, line, describe);
+                self.raise(t, Notice::Callback(CallbackKind::ExceptionThrown));
+                Done::Next
+            }
+            Op::Catch(n) => {
+                let mut st = self.rt.lock();
+                let thread = &mut st.threads[t];
+                // Unwind `n` calls (and the Frames among them); the root call stays.
+                let calls: Vec<usize> = (0..thread.stack.len())
+                    .filter(|&i| matches!(thread.stack[i], StackEntry::Call { .. }))
+                    .collect();
+                if calls.len() <= n as usize {
+                    drop(st);
+                    let message = format!("{} unwinds past its root frame at line {line}", self.th[t].name);
+                    self.end(Ending::UnbalancedReturn.as_str(), message, Vec::new());
+                    return Done::Next;
+                }
+                thread.stack.drain(..calls[n as usize]);
+                if let Some(StackEntry::Call { function, .. }) = thread.stack.first().copied() {
+                    thread.stack.insert(
+                        0,
+                        StackEntry::Call {
+                            function,
+                            offset: None,
+                            funclet: Some(Funclet::Catch),
+                        },
+                    );
+                }
+                thread.exception = ExceptionState::UnwindingInManaged;
+                thread.mode = Mode::Cooperative;
+                st.relayout(t);
+                drop(st);
+                self.note(t, line, describe);
+                Done::Next
+            }
+            Op::EndCatch => {
+                let mut st = self.rt.lock();
+                let thread = &mut st.threads[t];
+                if matches!(
+                    thread.stack.first(),
+                    Some(StackEntry::Call { funclet: Some(_), .. })
+                ) {
+                    thread.stack.remove(0);
+                }
+                thread.exception = ExceptionState::None;
+                st.relayout(t);
+                drop(st);
+                self.note(t, line, describe);
+                Done::Next
+            }
+            Op::Gc => self.gc(t, line, phase),
+            Op::Spin(n) => {
+                if phase + 1 >= n {
+                    self.note(t, line, describe);
+                    Done::Next
+                } else {
+                    Done::Again
+                }
+            }
+            Op::Sleep(us) => {
+                if phase == 0 {
+                    self.note(t, line, describe);
+                    self.th[t].status = Status::Sleeping(self.now + us);
+                    Done::Again
+                } else {
+                    Done::Next
+                }
+            }
+            Op::Spawn(x) => {
+                if self.th[x].status == Status::NotStarted {
+                    self.th[x].status = Status::Ready;
+                    self.th[x].last_progress = self.now;
+                    self.note(t, line, describe);
+                    if self.rt.lock().threads[x].is_managed() {
+                        self.raise(x, Notice::Created);
+                    }
+                } else {
+                    self.note(t, line, |run| {
+                        format!("spawn {}: already started", run.th[x].name)
+                    });
+                }
+                Done::Next
+            }
+            Op::Exit => self.exit(t, line, phase),
+            Op::MaskSignals | Op::UnmaskSignals | Op::ReplaceSignalHandler => {
+                let s = &mut self.th[t];
+                match instr.op {
+                    Op::MaskSignals => s.signals_masked = true,
+                    Op::UnmaskSignals => s.signals_masked = false,
+                    _ => s.handler_replaced = true,
+                }
+                self.note(t, line, describe);
+                Done::Next
+            }
+            Op::InitThread => {
+                if self.passes(t, LockId::LOADER).is_err() {
+                    return self.waits_for_lock(t, line, "InitializeCurrentThread", LockId::LOADER);
+                }
+                let hr = self.rt.initialize_current_thread();
+                self.note(t, line, |run| format!("{} → {hr}", run.describe(instr.op)));
+                Done::Next
+            }
+            Op::Suspend(x) | Op::Resume(x) | Op::GetContext(x) | Op::Signal(x) => {
+                // A program goes on whatever the call answers; the trace shows the answer.
+                let _ = match instr.op {
+                    Op::Suspend(_) => self.os_suspend(t, x, line).map(drop),
+                    Op::Resume(_) => self.os_resume(t, x, line).map(drop),
+                    Op::GetContext(_) => self.os_context(t, x, line).map(drop),
+                    _ => self.os_signal(t, x, line),
+                };
+                Done::Next
+            }
+            Op::ReadStack(x) => {
+                self.raw_stack_read(t, x, line);
+                Done::Next
+            }
+            Op::Walk(x) => {
+                if self.thread_setup(t).is_err() {
+                    return self.waits_for_lock(t, line, "per-thread setup", LockId::LOADER);
+                }
+                let id = x.map_or(ThreadId::NULL, |x| self.rt.lock().threads[x].id);
+                let mut frames = 0u32;
+                let mut cb = |_: &corprof::SnapshotFrame<'_>| {
+                    frames += 1;
+                    HResult::S_OK
+                };
+                let hr = self.rt.do_stack_snapshot(id, Some(&mut cb), 0, None, 0);
+                self.note(t, line, |run| {
+                    format!("{} → {hr}, {frames} frames", run.describe(instr.op))
+                });
+                Done::Next
+            }
+            Op::SuspendRuntime => {
+                if self.thread_setup(t).is_err() {
+                    return self.waits_for_lock(t, line, "per-thread setup", LockId::LOADER);
+                }
+                if self.acquire(t, LockId::THREAD_STORE).is_err() {
+                    return self.waits_for_lock(t, line, "SuspendRuntime", LockId::THREAD_STORE);
+                }
+                let hr = self.rt.suspend_runtime();
+                if hr != HResult::S_OK {
+                    self.release(t, LockId::THREAD_STORE, line);
+                }
+                self.sync_parked();
+                self.note(t, line, |run| format!("{} → {hr}", run.describe(instr.op)));
+                Done::Next
+            }
+            Op::ResumeRuntime => {
+                if self.thread_setup(t).is_err() {
+                    return self.waits_for_lock(t, line, "per-thread setup", LockId::LOADER);
+                }
+                let hr = self.rt.resume_runtime();
+                if hr == HResult::S_OK {
+                    self.release(t, LockId::THREAD_STORE, line);
+                }
+                self.sync_parked();
+                self.note(t, line, |run| format!("{} → {hr}", run.describe(instr.op)));
+                Done::Next
+            }
+            Op::LookupFunctionEntry => {
+                if self.passes(t, LockId::FUNCTION_TABLE).is_err() {
+                    return self.waits_for_lock(t, line, "RtlLookupFunctionEntry", LockId::FUNCTION_TABLE);
+                }
+                self.note(t, line, describe);
+                Done::Next
+            }
+            Op::MarkDestroyed => {
+                self.marks[t] = true;
+                self.note(t, line, describe);
+                Done::Next
+            }
+            Op::IfAlive { thread, end } => {
+                let alive = !self.marks[thread];
+                self.note(t, line, |run| {
+                    format!(
+                        "{} → {}",
+                        run.describe(instr.op),
+                        if alive { "alive" } else { "destroyed: skip" }
+                    )
+                });
+                if !alive {
+                    self.jump(t, end);
+                    return Done::Again;
+                }
+                Done::Next
+            }
+            Op::SetEvent(e) => {
+                self.events[e as usize] = true;
+                self.note(t, line, describe);
+                Done::Next
+            }
+            Op::WaitEvent(e) => {
+                if self.events[e as usize] {
+                    self.note(t, line, describe);
+                    Done::Next
+                } else {
+                    Done::Block(Wait::Event(e, u64::MAX))
+                }
+            }
+        }
+    }
+
+    /// Pushes `entries` on thread `t`'s stack (a managed thread takes `mode`) and re-lays it;
+    /// a stack that no longer fits is a `stack_overflow`.
+    pub(super) fn push_frames(
+        &mut self,
+        t: usize,
+        instr: Instr,
+        entries: &[StackEntry],
+        mode: Option<Mode>,
+    ) -> Done {
+        let mut st = self.rt.lock();
+        let thread = &mut st.threads[t];
+        thread.stack.splice(0..0, entries.iter().copied());
+        if let Some(mode) = mode.filter(|_| thread.is_managed()) {
+            thread.mode = mode;
+        }
+        let fits = st.threads[t].stack_bytes(&st.code) <= crate::thread::STACK_SIZE / 2;
+        if fits {
+            st.relayout(t);
+        }
+        drop(st);
+        if !fits {
+            let message = format!("{} overflows its stack (line {})", self.th[t].name, instr.line);
+            self.end(Ending::StackOverflow.as_str(), message, Vec::new());
+            return Done::Next;
+        }
+        self.note(t, instr.line, |run| run.describe(instr.op));
+        Done::Next
+    }
+
+    /// Continues the top program at instruction `to`, from its first phase (the `Again` the
+    /// caller returns wraps the phase to 0).
+    fn jump(&mut self, t: usize, to: usize) {
+        if let Some(Activation {
+            source: Source::Program { pc, phase, .. },
+            ..
+        }) = self.th[t].stack.last_mut()
+        {
+            *pc = to;
+            *phase = u32::MAX;
+        }
+    }
+
+    fn gc(&mut self, t: usize, line: usize, phase: u32) -> Done {
+        match phase {
+            0 => {
+                if self.acquire(t, LockId::THREAD_STORE).is_err() {
+                    return self.waits_for_lock(t, line, "gc", LockId::THREAD_STORE);
+                }
+                self.gc = Some(t);
+                let mut st = self.rt.lock();
+                st.config.suspend_in_progress = true;
+                // Threads without programs are frozen: the runtime redirects them at once.
+                for i in 0..st.threads.len() {
+                    let frozen = self.th[i].status == Status::Frozen;
+                    let thread = &st.threads[i];
+                    if i != t
+                        && frozen
+                        && thread.is_managed()
+                        && thread.lifecycle == Lifecycle::Alive
+                        && thread.parked.is_none()
+                    {
+                        st.park(i);
+                    }
+                }
+                drop(st);
+                self.sync_parked();
+                self.note(t, line, |_| "gc: runtime suspension starts".into());
+                Done::Again
+            }
+            _ => {
+                let waiting = self.unsafe_threads(t);
+                if !waiting.is_empty() {
+                    return Done::Block(Wait::SafePoints);
+                }
+                {
+                    let mut st = self.rt.lock();
+                    st.unpark_all();
+                    st.config.suspend_in_progress = false;
+                }
+                self.gc = None;
+                self.sync_parked();
+                self.release(t, LockId::THREAD_STORE, line);
+                self.note(t, line, |_| "gc: collected; runtime restarted".into());
+                Done::Next
+            }
+        }
+    }
+
+    /// Exits: `ThreadDestroyed` on the thread (phase 0), dead once it returns (phase 1), and
+    /// its `Thread` deleted at a later step (phase 2), so other threads can run in between.
+    fn exit(&mut self, t: usize, line: usize, phase: u32) -> Done {
+        let managed = self.rt.lock().threads[t].is_managed();
+        match phase {
+            0 if managed => {
+                self.note(t, line, |_| "exit".into());
+                self.raise(t, Notice::Callback(CallbackKind::ThreadDestroyed));
+                Done::Again
+            }
+            1 if managed => {
+                self.rt.lock().threads[t].lifecycle = Lifecycle::Dead;
+                self.note(t, line, |_| "exit: thread dead".into());
+                Done::Again
+            }
+            _ => {
+                if !managed {
+                    self.note(t, line, |_| "exit".into());
+                }
+                self.delete(t);
+                Done::Next
+            }
+        }
+    }
+}
+
+fn call_of(function: FunctionIndex) -> StackEntry {
+    StackEntry::Call {
+        function,
+        offset: None,
+        funclet: None,
+    }
+}

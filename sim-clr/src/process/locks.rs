@@ -1,0 +1,116 @@
+//! The process's locks: the runtime's, the scenario's and those profiler code creates.
+//!
+//! Invariants: a lock has at most one owner, and an owner exactly while its count is positive;
+//! locks are not recursive except the thread-store lock, whose re-entries count (a second
+//! `SuspendRuntime` leaks one hold, R41). Waiting for a lock one owns is left to the wait-for
+//! graph, where it is a one-thread cycle.
+
+use super::program::LockId;
+
+/// One lock's state.
+#[derive(Clone, Copy, Debug, Default)]
+struct LockState {
+    owner: Option<usize>,
+    count: u32,
+}
+
+/// Every lock of a run, by [`LockId`].
+#[derive(Clone, Debug)]
+pub(crate) struct LockTable {
+    states: Vec<LockState>,
+    names: Vec<String>,
+}
+
+impl LockTable {
+    /// The locks `names`, all free.
+    pub fn new(names: &[String]) -> LockTable {
+        LockTable {
+            states: vec![LockState::default(); names.len()],
+            names: names.to_vec(),
+        }
+    }
+
+    /// The lock's name.
+    pub fn name(&self, l: LockId) -> &str {
+        &self.names[l.0 as usize]
+    }
+
+    /// The lock's owner.
+    pub fn owner(&self, l: LockId) -> Option<usize> {
+        self.states[l.0 as usize].owner
+    }
+
+    /// The lock named `name`, created free if there is none (named objects are shared).
+    pub fn open(&mut self, name: &str) -> LockId {
+        let at = self.names.iter().position(|n| n == name).unwrap_or_else(|| {
+            self.states.push(LockState::default());
+            self.names.push(name.to_string());
+            self.names.len() - 1
+        });
+        LockId(at as u16)
+    }
+
+    /// True when thread `t` could take `l` now.
+    pub fn can_take(&self, t: usize, l: LockId) -> bool {
+        match self.owner(l) {
+            None => true,
+            Some(o) => o == t && l == LockId::THREAD_STORE,
+        }
+    }
+
+    /// Takes `l` for `t`; false (nothing changed) when it must wait.
+    pub fn take(&mut self, t: usize, l: LockId) -> bool {
+        if !self.can_take(t, l) {
+            return false;
+        }
+        let s = &mut self.states[l.0 as usize];
+        s.owner = Some(t);
+        s.count += 1;
+        true
+    }
+
+    /// Releases one hold of `l` by `t`; `Err(holder)` when `t` does not hold it. True in `Ok`
+    /// when the lock is now free.
+    pub fn release(&mut self, t: usize, l: LockId) -> Result<bool, Option<usize>> {
+        let s = &mut self.states[l.0 as usize];
+        if s.owner != Some(t) {
+            return Err(s.owner);
+        }
+        s.count -= 1;
+        if s.count == 0 {
+            s.owner = None;
+        }
+        debug_assert_eq!(s.owner.is_some(), s.count > 0);
+        Ok(s.owner.is_none())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_thread_store_lock_counts_reentries() {
+        let names: Vec<String> = super::super::program::RUNTIME_LOCKS
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let mut locks = LockTable::new(&names);
+        assert!(locks.take(0, LockId::HEAP));
+        assert!(!locks.take(0, LockId::HEAP), "not recursive");
+        assert!(!locks.take(1, LockId::HEAP));
+        assert_eq!(locks.release(1, LockId::HEAP), Err(Some(0)));
+        assert_eq!(locks.release(0, LockId::HEAP), Ok(true));
+        assert!(locks.take(2, LockId::THREAD_STORE) && locks.take(2, LockId::THREAD_STORE));
+        assert_eq!(
+            locks.release(2, LockId::THREAD_STORE),
+            Ok(false),
+            "one hold leaked"
+        );
+        assert_eq!(locks.owner(LockId::THREAD_STORE), Some(2));
+        assert_eq!(locks.open("heap"), LockId::HEAP);
+        let mine = locks.open("mine");
+        assert_eq!(locks.open("mine"), mine, "opened, not created again");
+        assert_eq!(locks.name(mine), "mine");
+    }
+}
