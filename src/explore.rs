@@ -23,6 +23,15 @@ pub struct Options {
     pub json: bool,
 }
 
+/// The scenario's process with the built-in profiler code its `body` fields name attached, or
+/// (exit 2) the name that is not built in.
+fn attach(file: &Path, scenario: Scenario) -> Result<Process, ExitCode> {
+    fixtures::behaviours::process(scenario).map_err(|e| {
+        eprintln!("error: {}:{e}", file.display());
+        ExitCode::from(2)
+    })
+}
+
 /// Explores `file`; exit 1 when the outcomes differ from the file's `expect` (or, without one,
 /// when any schedule failed).
 pub fn explore(file: &Path, options: &Options) -> ExitCode {
@@ -59,7 +68,10 @@ pub fn explore(file: &Path, options: &Options) -> ExitCode {
     }
     let schedules = options.schedules.unwrap_or(spec.schedules);
     let seed = options.seed.unwrap_or(spec.seed);
-    let process = Process::new(scenario);
+    let process = match attach(file, scenario) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
     let bar = progress(schedules, options.json);
     let report = process.explore(strategy, schedules, seed, |done, faults| {
         if done % 64 == 0 {
@@ -166,7 +178,11 @@ pub fn replay(file: &Path, schedule: &str, json: bool) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let report = match Process::new(scenario).replay(&schedule) {
+    let process = match attach(file, scenario) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let report = match process.replay(&schedule) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {}: {e}", file.display());
@@ -231,7 +247,9 @@ pub fn catalog() -> Result<bool, ExitCode> {
             ExitCode::from(2)
         })?;
         let spec = scenario.process.explore.clone();
-        let report = Process::new(scenario).explore(spec.strategy, spec.schedules, spec.seed, |_, _| {});
+        let path = format!("fixtures/processes/{file}");
+        let report =
+            attach(Path::new(&path), scenario)?.explore(spec.strategy, spec.schedules, spec.seed, |_, _| {});
         let found: Vec<String> = report.outcomes.keys().cloned().collect();
         let ok = spec.expect.as_ref().is_none_or(|e| *e == found);
         total += 1;

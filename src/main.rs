@@ -17,9 +17,15 @@ mod unwind_fuzz;
 
 use clap::{Parser, Subcommand};
 use fixtures::unwind_oracle::Format;
+use sim_clr::process::HeapLockAllocator;
 use sim_clr::scenario::{Report, Scenario};
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// Built-in profiler code run by `explore` allocates as real code does: on a simulated thread,
+/// an allocation takes the process heap lock.
+#[global_allocator]
+static ALLOCATOR: HeapLockAllocator<std::alloc::System> = HeapLockAllocator(std::alloc::System);
 
 #[derive(Parser)]
 #[command(

@@ -56,6 +56,8 @@ fn cases() -> Vec<(&'static str, String, usize, &'static str)> {
         ("lock declared twice", "platform = \"unix\"\nlocks = [\"heap\"]\n".into(), 2, "locks"),
         ("spawned thread without a program", after("[[threads]]\nname = \"u\"\nstart = \"spawned\"\n"), l + 3, "start"),
         ("unknown exploration strategy", "platform = \"unix\"\n[explore]\nstrategy = \"bfs\"\n".into(), 3, "strategy"),
+        ("join of a thread without a program", after("[[threads]]\nname = \"u\"\nframes = [{ fn = \"M\" }]\nprogram = [\"join t\"]\n"), l + 4, "program"),
+        ("a thread with a program and a body", after("[[threads]]\nname = \"u\"\nkind = \"native\"\nprogram = [\"spin 1\"]\nbody = \"snapshot-sampler\"\n"), l + 5, "body"),
         ("unknown expected outcome", "platform = \"unix\"\n[explore]\nexpect = [\"fine\"]\n".into(), 3, "expect"),
     ]
 }
@@ -165,4 +167,25 @@ fn schedules_that_do_not_fit_the_file_are_exit_code_2() {
         assert!(stderr.contains(message), "{schedule}: {stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
+}
+
+#[test]
+fn explore_rejects_an_unknown_built_in_body_with_its_line() {
+    let text = format!("{HEAD}[[threads]]\nname = \"s\"\nkind = \"native\"\nbody = \"no-such-sampler\"\n[[threads]]\nname = \"u\"\nframes = [{{ fn = \"M\" }}]\nprogram = [\"spin 1\"]\n");
+    let file =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("body-{}.toml", std::process::id()));
+    std::fs::write(&file, text).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_simclr"))
+        .args(["explore", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            ".toml:{}: field `body`: no built-in profiler code is named `no-such-sampler`",
+            HEAD_LINES + 4
+        )),
+        "{stderr}"
+    );
 }

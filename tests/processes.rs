@@ -8,8 +8,18 @@ use sim_clr::process::{CycleLink, Process, RunReport};
 use sim_clr::scenario::Scenario;
 use std::collections::{BTreeMap, BTreeSet};
 
+// As in the CLI: built-in profiler code's allocations take the heap lock.
+#[global_allocator]
+static ALLOCATOR: sim_clr::process::HeapLockAllocator<std::alloc::System> =
+    sim_clr::process::HeapLockAllocator(std::alloc::System);
+
 fn processes() -> Vec<Scenario> {
     fixtures::processes().unwrap_or_else(|e| panic!("process scenario does not parse: {e}"))
+}
+
+/// A catalog scenario's process, with the built-in profiler code it names attached.
+fn process(scenario: Scenario) -> Process {
+    fixtures::behaviours::process(scenario).unwrap()
 }
 
 #[test]
@@ -27,6 +37,8 @@ fn the_catalog_covers_the_failure_stories() {
         "leaked-suspend-runtime",
         "signal-handler-allocates",
         "correct-sampler-control",
+        "snapshot-sampler-unix",
+        "join-cycle",
     ] {
         assert!(names.contains(required), "{required} is missing");
     }
@@ -41,8 +53,7 @@ fn every_process_finds_exactly_its_expected_outcomes() {
             .expect
             .clone()
             .expect("every catalog process states its outcomes");
-        let report =
-            Process::new(scenario.clone()).explore(spec.strategy, spec.schedules, spec.seed, |_, _| {});
+        let report = process(scenario.clone()).explore(spec.strategy, spec.schedules, spec.seed, |_, _| {});
         let found: Vec<String> = report.outcomes.keys().cloned().collect();
         assert_eq!(found, expect, "{}", scenario.name);
         if expect == ["ok"] {
@@ -59,7 +70,7 @@ fn every_process_finds_exactly_its_expected_outcomes() {
 fn explorations_and_first_failures_are_pinned() {
     for scenario in processes() {
         let spec = scenario.process.explore.clone();
-        let process = Process::new(scenario.clone());
+        let process = process(scenario.clone());
         let report = process.explore(spec.strategy, spec.schedules, spec.seed, |_, _| {});
         let first = report.first_failure.as_ref().map(|f| {
             let schedule: Schedule = f.schedule.parse().unwrap();
@@ -75,7 +86,7 @@ fn explorations_and_first_failures_are_pinned() {
 #[test]
 fn the_same_seed_gives_a_byte_identical_trace() {
     for scenario in processes() {
-        let process = Process::new(scenario);
+        let process = process(scenario);
         for seed in 0..20 {
             let a = process.run(&mut Random(Rng::new(seed))).unwrap();
             let b = process.run(&mut Random(Rng::new(seed))).unwrap();
@@ -104,6 +115,8 @@ struct Rebuilt {
     gc: Option<String>,
     /// Threads parked for a runtime suspension.
     parked: BTreeSet<String>,
+    /// Threads whose code ended.
+    ended: BTreeSet<String>,
 }
 
 fn rebuild(run: &RunReport) -> Rebuilt {
@@ -116,6 +129,13 @@ fn rebuild(run: &RunReport) -> Rebuilt {
         r.waiting.remove(&who);
         if let Some((_, lock)) = w.split_once(": waits for lock ") {
             r.waiting.insert(who, format!("lock {lock}"));
+        } else if let Some(joined) = w
+            .strip_prefix("join ")
+            .and_then(|j| j.strip_suffix(": waits for its end"))
+        {
+            r.waiting.insert(who, format!("join {joined}"));
+        } else if w == "ends" {
+            r.ended.insert(who);
         } else if let Some(lock) = w.strip_prefix("lock ") {
             r.held.insert(lock.to_string(), who);
         } else if let Some(lock) = w.strip_prefix("unlock ") {
@@ -156,6 +176,10 @@ fn confirm(r: &Rebuilt, link: &CycleLink) -> Result<(), String> {
             .get(&link.thread)
             .is_some_and(|by| by.contains(&link.held_by)),
         "safe point" => r.gc.as_deref() == Some(link.thread.as_str()) && !r.parked.contains(&link.held_by),
+        "join" => {
+            r.waiting.get(&link.thread) == Some(&format!("join {}", link.held_by))
+                && !r.ended.contains(&link.held_by)
+        }
         "end of the runtime suspension" => {
             r.parked.contains(&link.thread) && r.gc.as_deref() == Some(link.held_by.as_str())
         }
@@ -176,7 +200,7 @@ fn confirm(r: &Rebuilt, link: &CycleLink) -> Result<(), String> {
 fn every_reported_cycle_is_rederived_from_the_trace() {
     let mut checked = 0;
     for scenario in processes() {
-        let process = Process::new(scenario.clone());
+        let process = process(scenario.clone());
         for seed in 0..300 {
             let run = process.run(&mut Random(Rng::new(seed))).unwrap();
             let Some(fault) = run.fault.as_ref().filter(|f| f.kind == "deadlock") else {
@@ -251,7 +275,7 @@ proptest! {
     fn arbitrary_choice_vectors_replay(choices in prop::collection::vec(0u16..4, 0..40), pick in 0usize..14) {
         let scenarios = processes();
         let scenario = scenarios[pick % scenarios.len()].clone();
-        let process = Process::new(scenario);
+        let process = process(scenario);
         let run = process.run(&mut sim_clr::process::schedule::Replay::new(&Schedule(choices), false)).unwrap();
         let again = process.replay(&run.schedule.parse().unwrap()).unwrap();
         prop_assert_eq!(run, again);

@@ -9,6 +9,11 @@ use sim_clr::scenario::Scenario;
 use std::sync::Arc;
 use std::time::Duration;
 
+// Profiler code's allocations on simulated threads take the process heap lock.
+#[global_allocator]
+static ALLOCATOR: sim_clr::process::HeapLockAllocator<std::alloc::System> =
+    sim_clr::process::HeapLockAllocator(std::alloc::System);
+
 const FILE: &str = r#"
 platform = "windows"
 [runtime]
@@ -183,4 +188,111 @@ fn the_os_layer_suspends_reads_and_resumes() {
     .unwrap();
     let report = p.explore(Strategy::Dfs(2), 2_000, 0, |_, _| {});
     assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"], "{report:?}");
+}
+
+/// The target allocates (holding the heap lock across a step); the sampler suspends it, gets
+/// its context, then collects into a buffer it allocates now or allocated before.
+fn allocating_sampler(preallocated: bool) -> Process {
+    let file = FILE.replace(
+        r#"program = ["call App::Work", "return", "exit"]"#,
+        r#"program = ["call App::Work", "alloc", "alloc", "return"]"#,
+    );
+    let mut p = Process::new(Scenario::parse("alloc.toml", &file).unwrap());
+    p.thread_body(
+        "sampler",
+        Arc::new(move |_rt: &sim_clr::Runtime, os: &SimOs| {
+            let main = *os.threads().first().unwrap();
+            let mut buffer: Vec<u64> = if preallocated {
+                Vec::with_capacity(64)
+            } else {
+                Vec::new()
+            };
+            if os.suspend_thread(main).is_ok() {
+                if let Ok(ctx) = os.get_thread_context(main) {
+                    buffer.push(ctx.rip); // allocates unless the capacity was reserved
+                    let _ = os.read_stack(main, ctx.rsp);
+                }
+                let _ = os.resume_thread(main);
+            }
+            assert_eq!(buffer.len(), buffer.len().min(1));
+        }),
+    )
+    .unwrap();
+    p
+}
+
+#[test]
+fn allocating_while_the_target_holds_the_heap_lock_deadlocks() {
+    let report = allocating_sampler(false).explore(Strategy::Dfs(2), 5_000, 0, |_, _| {});
+    assert!(report.exhaustive);
+    assert!(report.outcomes.contains_key("deadlock"), "{report:?}");
+    let cycle = &report.first_failure.unwrap().fault.cycle;
+    assert_eq!(
+        cycle.iter().map(|l| l.waits_for.as_str()).collect::<Vec<_>>(),
+        ["lock heap", "ResumeThread"],
+        "{cycle:?}"
+    );
+    let report = allocating_sampler(true).explore(Strategy::Dfs(2), 5_000, 0, |_, _| {});
+    assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"], "{report:?}");
+}
+
+#[test]
+fn a_rust_signal_handler_runs_on_the_interrupted_thread_with_its_context() {
+    let file = FILE
+        .replace(r#"platform = "windows""#, r#"platform = "unix""#)
+        .replace(
+            r#"program = ["call App::Work", "return", "exit"]"#,
+            r#"program = ["call App::Work", "lock heap", "spin 2", "unlock heap", "return"]"#,
+        );
+    let mut p = Process::new(Scenario::parse("signal.toml", &file).unwrap());
+    p.thread_body(
+        "sampler",
+        Arc::new(|_rt: &sim_clr::Runtime, os: &SimOs| {
+            let main = *os.threads().first().unwrap();
+            os.send_signal(main).unwrap();
+        }),
+    )
+    .unwrap();
+    p.signal_handler(Arc::new(
+        |rt: &sim_clr::Runtime, os: &SimOs, ctx: &corprof::Context| {
+            // The interrupted thread is `main`, its context inside one of its own functions.
+            let main = rt.thread("main").unwrap();
+            assert_eq!(os.current_thread().0, main.os_id);
+            assert!(ctx.rsp >= main.stack_limit && ctx.rsp < main.stack_base);
+            let _ = format!("{:x}", ctx.rip); // allocates: the heap lock, maybe held by `main`
+        },
+    ));
+    let report = p.explore(Strategy::Dfs(2), 2_000, 0, |_, _| {});
+    assert_eq!(
+        report.outcomes.keys().collect::<Vec<_>>(),
+        ["deadlock", "ok"],
+        "{report:?}"
+    );
+    let cycle = &report.first_failure.unwrap().fault.cycle;
+    assert_eq!((cycle.len(), cycle[0].thread.as_str()), (1, "main"), "{cycle:?}");
+}
+
+#[test]
+fn a_named_body_nobody_attached_ends_the_run_at_once() {
+    let file = FILE.replace(
+        "frames = [{ fn = \"sampler!loop\" }]",
+        "frames = [{ fn = \"sampler!loop\" }]\nbody = \"my-sampler\"",
+    );
+    let p = Process::new(Scenario::parse("named.toml", &file).unwrap());
+    let run = p
+        .run(&mut sim_clr::process::schedule::Random(
+            sim_clr::process::schedule::Rng::new(0),
+        ))
+        .unwrap();
+    assert_eq!(run.outcome, "unattached_body");
+    assert_eq!(run.steps, 0);
+    let line = file.lines().position(|l| l.starts_with("body =")).unwrap() + 1;
+    assert!(run
+        .fault
+        .unwrap()
+        .message
+        .contains(&format!("`my-sampler` (line {line})")));
+    let unknown = fixtures::behaviours::process(Scenario::parse("named.toml", &file).unwrap());
+    let message = format!("{line}: field `body`: no built-in profiler code is named `my-sampler`");
+    assert!(unknown.err().unwrap().contains(&message));
 }

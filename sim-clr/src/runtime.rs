@@ -407,11 +407,17 @@ impl State {
         Ok(())
     }
 
-    /// Parks every managed thread at a safe point for a runtime suspension.
+    /// Parks every managed thread at a safe point for a runtime suspension, except those that
+    /// run code under the scheduler: they park at their own next safe point.
     pub fn park_all(&mut self, except: Option<usize>) {
         for i in 0..self.threads.len() {
             let t = &self.threads[i];
-            if t.is_managed() && Some(i) != except && t.parked.is_none() && t.lifecycle == Lifecycle::Alive {
+            if t.is_managed()
+                && !t.runs_code
+                && Some(i) != except
+                && t.parked.is_none()
+                && t.lifecycle == Lifecycle::Alive
+            {
                 self.park(i);
             }
         }
@@ -952,10 +958,18 @@ impl ProfilerInfo for Runtime {
 
     fn suspend_runtime(&self) -> HResult {
         fiber::point();
+        // In a running process the suspension holds the thread-store lock (R41): wait for it.
+        fiber::thread_store_lock(true);
         let hr = {
             let mut st = self.lock();
             suspend_runtime(&mut st)
         };
+        if hr == HResult::S_OK {
+            // SuspendEE returns once every thread reached a safe point.
+            fiber::request(fiber::Request::SafePoints);
+        } else {
+            fiber::thread_store_lock(false);
+        }
         self.flush();
         hr
     }
@@ -976,6 +990,9 @@ impl ProfilerInfo for Runtime {
                 }
             }
         };
+        if hr == HResult::S_OK {
+            fiber::thread_store_lock(false);
+        }
         self.flush();
         hr
     }

@@ -262,6 +262,9 @@ pub struct Thread {
     pub tls_initialized: bool,
     /// The mode it had before a runtime suspension parked it.
     pub parked: Option<Mode>,
+    /// The thread runs code under the scheduler (a program or profiler code): a runtime
+    /// suspension parks it at its next safe point instead of redirecting it at once.
+    pub runs_code: bool,
     /// Highest stack address (exclusive).
     pub stack_base: u64,
     /// Lowest stack address.
@@ -313,6 +316,7 @@ impl Thread {
             os_suspend_count: 0,
             tls_initialized: false,
             parked: None,
+            runs_code: false,
             stack_base,
             stack_limit: stack_base - STACK_SIZE,
             nonvolatile,

@@ -9,10 +9,16 @@
 //! Code running on a fiber reaches the engine through [`request`]; outside a fiber,
 //! [`request`] returns `None` and [`point`] does nothing, so the runtime's API works unchanged
 //! in frozen scenarios and plain tests.
+//!
+//! A test binary that installs [`HeapLockAllocator`] as its global allocator makes every
+//! allocation by code on a fiber count as taking the process heap lock: at the fiber's next
+//! request it first waits for the heap lock to be free, so a sampler that allocates while the
+//! thread it suspended holds the heap lock deadlocks in the simulation as it would for real.
 
 use corprof::os::{EventId, MutexId, OsError, OsThread};
 use corprof::Context;
-use std::cell::RefCell;
+use std::alloc::{GlobalAlloc, Layout};
+use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -22,6 +28,11 @@ use std::time::Duration;
 pub enum Request {
     /// A plain scheduling point (every `ProfilerInfo` call makes one).
     Point,
+    /// Wait until every cooperative thread has parked for the caller's runtime suspension.
+    SafePoints,
+    /// The code allocated since its last request (with [`HeapLockAllocator`]): it needs the
+    /// heap lock free.
+    Allocated,
     /// A new mutex.
     MutexCreate(String),
     /// Take a mutex (blocks while held).
@@ -141,6 +152,52 @@ struct Stop;
 
 thread_local! {
     static CURRENT: RefCell<Option<Arc<Shared>>> = const { RefCell::new(None) };
+    /// This OS thread runs a fiber's code (read by the allocator, which must not allocate).
+    static ON_FIBER: Cell<bool> = const { Cell::new(false) };
+    /// The fiber's code allocated since its last request.
+    static ALLOCATED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// A global allocator that makes allocations by code on a simulated thread count as taking
+/// the process heap lock (see the module documentation). Install it in a test binary:
+/// `#[global_allocator] static A: HeapLockAllocator<std::alloc::System> = HeapLockAllocator(std::alloc::System);`
+#[derive(Debug, Default)]
+pub struct HeapLockAllocator<A>(pub A);
+
+fn note_allocation() {
+    // `try_with`: allocations during thread teardown, after the thread-locals are gone, count
+    // for nothing.
+    if ON_FIBER.try_with(Cell::get).unwrap_or(false) {
+        let _ = ALLOCATED.try_with(|a| a.set(true));
+    }
+}
+
+// SAFETY: every method forwards to the wrapped allocator with the caller's arguments unchanged
+// and returns its result; noting the allocation touches only two const-initialized `Cell`
+// thread-locals, which neither allocate nor unwind.
+unsafe impl<A: GlobalAlloc> GlobalAlloc for HeapLockAllocator<A> {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note_allocation();
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract, which we pass on.
+        unsafe { self.0.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        note_allocation();
+        // SAFETY: as for `alloc`.
+        unsafe { self.0.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note_allocation();
+        // SAFETY: the caller upholds `GlobalAlloc::realloc`'s contract, which we pass on.
+        unsafe { self.0.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller upholds `GlobalAlloc::dealloc`'s contract, which we pass on.
+        unsafe { self.0.dealloc(ptr, layout) }
+    }
 }
 
 /// A profiler thread's code, waiting for the engine.
@@ -166,7 +223,9 @@ impl Fiber {
                     return;
                 }
                 CURRENT.with(|c| *c.borrow_mut() = Some(inner.clone()));
+                ON_FIBER.with(|f| f.set(true));
                 let outcome = catch_unwind(AssertUnwindSafe(body));
+                ON_FIBER.with(|f| f.set(false));
                 CURRENT.with(|c| *c.borrow_mut() = None);
                 let last = match outcome {
                     Ok(()) => Yielded::Finished,
@@ -226,10 +285,18 @@ pub fn on_fiber() -> bool {
 /// Asks the engine for `request` and waits for the reply; `None` when not on a fiber.
 pub fn request(request: Request) -> Option<Reply> {
     let shared = CURRENT.with(|c| c.borrow().clone())?;
+    // An allocation since the last request is reported first: it waits for the heap lock.
+    if ALLOCATED.with(|a| a.replace(false)) {
+        exchange(&shared, Request::Allocated);
+    }
+    Some(exchange(&shared, request))
+}
+
+fn exchange(shared: &Shared, request: Request) -> Reply {
     shared.give(Baton::ToEngine(Yielded::Request(request)));
     match shared.take(true) {
         Baton::ToFiber(Reply::Abort) => resume_unwind(Box::new(Stop)),
-        Baton::ToFiber(reply) => Some(reply),
+        Baton::ToFiber(reply) => reply,
         _ => unreachable!("a fiber only wakes for the engine's message"),
     }
 }
@@ -237,6 +304,18 @@ pub fn request(request: Request) -> Option<Reply> {
 /// A scheduling point (a no-op outside a fiber).
 pub fn point() {
     request(Request::Point);
+}
+
+/// On a fiber, takes (`true`, waiting while another thread holds it) or releases the
+/// process's thread-store lock, as a runtime suspension does; a no-op outside a fiber. (Program
+/// steps take it in the engine, which runs them.)
+pub(crate) fn thread_store_lock(take: bool) {
+    let lock = MutexId(crate::process::program::LockId::THREAD_STORE.0 as u32);
+    request(if take {
+        Request::MutexLock(lock)
+    } else {
+        Request::MutexUnlock(lock)
+    });
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ pub mod program;
 pub mod schedule;
 pub mod waitfor;
 
+pub use fiber::HeapLockAllocator;
 pub use os::SimOs;
 
 use crate::scenario::Scenario;
@@ -43,6 +44,9 @@ pub struct ProcessSpec {
     pub programs: Vec<Option<Program>>,
     /// Threads that start only when another thread's `spawn` step starts them.
     pub spawned: Vec<bool>,
+    /// Threads that run named profiler code (`body = "NAME"`), attached by whoever runs the
+    /// file (the CLI attaches the bundled behaviours).
+    pub bodies: Vec<Option<NamedBody>>,
     /// The profiler's callback handlers, as programs run on the thread the callback is raised
     /// on.
     pub handlers: Handlers,
@@ -87,6 +91,15 @@ impl ProcessSpec {
     }
 }
 
+/// A thread's `body`: the name of profiler code to run on it, and the line naming it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NamedBody {
+    /// The name.
+    pub name: String,
+    /// The 1-based line of the `body` field.
+    pub line: usize,
+}
+
 /// The profiler's callback handlers written in the scenario file.
 #[derive(Clone, Debug, Default)]
 pub struct Handlers {
@@ -128,6 +141,9 @@ impl Default for Limits {
 /// into either is a scheduling point.
 pub type ThreadBody = Arc<dyn Fn(&crate::Runtime, &SimOs) + Send + Sync>;
 
+/// A profiling-signal handler: called on the interrupted thread with its context.
+pub type SignalHandler = Arc<dyn Fn(&crate::Runtime, &SimOs, &corprof::Context) + Send + Sync>;
+
 /// A scenario ready to run under schedules, with any Rust profiler code attached.
 #[derive(Clone)]
 pub struct Process {
@@ -136,6 +152,7 @@ pub struct Process {
     template: Arc<crate::Runtime>,
     bodies: Vec<Option<ThreadBody>>,
     profiler: Option<Arc<dyn ProfilerCallback>>,
+    signal_handler: Option<SignalHandler>,
 }
 
 /// A name that the scenario does not declare.
@@ -170,11 +187,13 @@ pub enum Ending {
     TornStackRead,
     /// Rust profiler code panicked.
     ProfilerPanic,
+    /// A thread's `body` names profiler code that nobody attached.
+    UnattachedBody,
 }
 
 impl Ending {
     /// Every ending.
-    pub const ALL: [Ending; 8] = [
+    pub const ALL: [Ending; 9] = [
         Ending::Deadlock,
         Ending::Hang,
         Ending::Livelock,
@@ -183,6 +202,7 @@ impl Ending {
         Ending::StackOverflow,
         Ending::TornStackRead,
         Ending::ProfilerPanic,
+        Ending::UnattachedBody,
     ];
 
     /// Its name in reports.
@@ -196,6 +216,7 @@ impl Ending {
             Ending::StackOverflow => "stack_overflow",
             Ending::TornStackRead => "torn_stack_read",
             Ending::ProfilerPanic => "profiler_panic",
+            Ending::UnattachedBody => "unattached_body",
         }
     }
 
@@ -324,6 +345,7 @@ impl Process {
             scenario,
             bodies,
             profiler: None,
+            signal_handler: None,
         }
     }
 
@@ -345,6 +367,21 @@ impl Process {
     pub fn profiler(&mut self, profiler: Arc<dyn ProfilerCallback>) -> &mut Process {
         self.profiler = Some(profiler);
         self
+    }
+
+    /// Runs `handler` (Unix) as the profiling signal's handler, on the signalled thread with
+    /// its interrupted context, instead of the file's `signal_handler`.
+    pub fn signal_handler(&mut self, handler: SignalHandler) -> &mut Process {
+        self.signal_handler = Some(handler);
+        self
+    }
+
+    /// The threads whose `body` names profiler code, with the name: attach each with
+    /// [`Process::thread_body`].
+    pub fn named_bodies(&self) -> impl Iterator<Item = (&str, &NamedBody)> {
+        let threads = &self.scenario.threads;
+        let named = self.scenario.process.bodies.iter().enumerate();
+        named.filter_map(|(i, b)| Some((threads[i].name.as_str(), b.as_ref()?)))
     }
 
     fn index_of(&self, thread: &str) -> Result<usize, UnknownThread> {

@@ -61,6 +61,8 @@ pub enum Op {
     Sleep(u64),
     /// Starts a thread declared with `start = "spawned"`.
     Spawn(usize),
+    /// Waits until a thread's code has ended.
+    Join(usize),
     /// Exits: ThreadDestroyed on this thread, then dead; its `Thread` is deleted afterwards.
     Exit,
     /// Blocks the profiling signal (Unix).
@@ -245,6 +247,7 @@ pub fn parse(lines: &[Line<'_>], names: &Names<'_>) -> Result<Vec<Instr>, Progra
                 };
                 Some(Op::Sleep(us))
             }
+            "join" => want(1).and_then(|_| thread(args[0])).map(|t| Some(Op::Join(t)))?,
             "spawn" => want(1)
                 .and_then(|_| thread(args[0]))
                 .map(|t| Some(Op::Spawn(t)))?,

@@ -3,8 +3,8 @@
 //! Every blocked simulated thread has edges to the threads that must act before it can run:
 //! a lock's owner, the thread that OS-suspended it (only its `ResumeThread` frees it), every
 //! cooperative thread a GC waits for at a safe point, the thread whose runtime suspension a
-//! parked thread waits out. A cycle is a deadlock no schedule can break. The engine asks only
-//! from the thread that just stepped: every new cycle passes through it.
+//! parked thread waits out, a joined thread. A cycle is a deadlock no schedule can break.
+//! The engine asks only from the thread that just stepped: every new cycle passes through it.
 
 /// An edge of the wait-for graph: the waiting thread needs `to` to act.
 #[derive(Clone, Debug, PartialEq, Eq)]

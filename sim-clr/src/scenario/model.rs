@@ -112,6 +112,7 @@ pub(crate) struct ThreadModel {
     pub holds_code_manager_lock: bool,
     pub program: Option<Vec<Spanned<String>>>,
     pub start: Option<Spanned<String>>,
+    pub body: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -5,7 +5,7 @@ use super::error::{ScenarioError, Source};
 use super::model::{ExploreModel, FileModel, LimitsModel, ThreadModel};
 use crate::code::CodeMap;
 use crate::process::program::{self, Instr, Line, Names, Op, RUNTIME_LOCKS};
-use crate::process::{Ending, ExploreSpec, Handlers, Limits, ProcessSpec, Program, Strategy};
+use crate::process::{Ending, ExploreSpec, Handlers, Limits, NamedBody, ProcessSpec, Program, Strategy};
 use crate::thread::Thread;
 use toml::Spanned;
 
@@ -31,6 +31,7 @@ pub(super) fn process_spec(
     };
     let mut programs = Vec::new();
     let mut spawned = Vec::new();
+    let mut bodies = Vec::new();
     for (i, t) in m.threads.iter().enumerate() {
         let t = t.get_ref();
         let program = match &t.program {
@@ -42,22 +43,32 @@ pub(super) fn process_spec(
             None => None,
         };
         spawned.push(start(src, t, program.is_some())?);
+        bodies.push(match &t.body {
+            Some(body) if program.is_some() => {
+                return Err(src.error(
+                    body.span(),
+                    "body",
+                    "a thread runs a `program` or a `body`, not both",
+                ))
+            }
+            Some(body) => Some(NamedBody {
+                name: body.get_ref().clone(),
+                line: src.line(body.span().start),
+            }),
+            None => None,
+        });
         programs.push(program);
     }
     for p in programs.iter().flatten() {
         for instr in p.iter() {
-            if let Op::Spawn(x) = instr.op {
-                if !spawned[x] {
-                    return Err(error(
-                        src,
-                        instr.line,
-                        "program",
-                        format!(
-                            "`spawn {}`: that thread does not have `start = \"spawned\"`",
-                            thread_names[x]
-                        ),
-                    ));
-                }
+            let problem = match instr.op {
+                Op::Spawn(x) if !spawned[x] => Some(("spawn", x, "does not have `start = \"spawned\"`")),
+                Op::Join(x) if programs[x].is_none() => Some(("join", x, "has no `program`: it never ends")),
+                _ => None,
+            };
+            if let Some((verb, x, what)) = problem {
+                let message = format!("`{verb} {}`: that thread {what}", thread_names[x]);
+                return Err(error(src, instr.line, "program", message));
             }
         }
     }
@@ -79,6 +90,7 @@ pub(super) fn process_spec(
     Ok(ProcessSpec {
         programs,
         spawned,
+        bodies,
         handlers,
         locks,
         events,

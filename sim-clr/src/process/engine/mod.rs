@@ -19,11 +19,11 @@ use super::locks::LockTable;
 use super::program::{Instr, LockId, Op};
 use super::schedule::{Chooser, Schedule, ScheduleError};
 use super::waitfor::{find_cycle, Edge};
-use super::{CycleLink, Ending, Process, Program, RunFault, RunReport, TraceEntry};
+use super::{CycleLink, Ending, Process, Program, RunFault, RunReport, SimOs, TraceEntry};
 use crate::runtime::{CallContext, CallbackKind, Caller, Entered, Runtime, OBJECT_BASE};
 use crate::thread::{Lifecycle, Mode};
 use corprof::flags::event;
-use corprof::{ClassId, ObjectId};
+use corprof::{ClassId, Context, ObjectId};
 use os_calls::{fiber_source, spawn_body};
 use std::sync::Arc;
 
@@ -38,6 +38,8 @@ enum Wait {
     SuspensionEnd,
     /// An event to be set, until a virtual deadline (`u64::MAX`: none).
     Event(u16, u64),
+    /// A thread's code to end.
+    Join(usize),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -154,7 +156,7 @@ impl<'p> Run<'p> {
         let s = &p.scenario;
         let rt = Arc::new(p.template.fork());
         let spec = &s.process;
-        let th = s
+        let th: Vec<Sim> = s
             .threads
             .iter()
             .enumerate()
@@ -196,15 +198,17 @@ impl<'p> Run<'p> {
             })
             .collect();
         // Runtime threads have done their per-thread setup; native threads have not (R39).
-        for t in rt.lock().threads.iter_mut() {
+        // Threads with code park lazily in a runtime suspension.
+        for (t, s) in rt.lock().threads.iter_mut().zip(&th) {
             t.tls_initialized |= t.is_managed();
+            t.runs_code = s.status != Status::Frozen;
         }
         // A thread the file declares holding the code-manager lock holds it here too.
         let mut locks = LockTable::new(&spec.locks);
         if let Some(holder) = s.threads.iter().position(|t| t.holds_writer_lock) {
             locks.take(holder, LockId::CODE_MANAGER);
         }
-        Run {
+        let mut run = Run {
             p,
             rt,
             th,
@@ -221,7 +225,23 @@ impl<'p> Run<'p> {
             current: None,
             fault: None,
             warnings: Vec::new(),
+        };
+        let unattached = p.named_bodies().find(|(thread, _)| {
+            let i = s
+                .threads
+                .iter()
+                .position(|t| t.name == *thread)
+                .expect("a declared thread");
+            p.bodies[i].is_none()
+        });
+        if let Some((thread, body)) = unattached {
+            let message = format!(
+                "thread {thread} runs profiler code `{}` (line {}), which is not attached",
+                body.name, body.line
+            );
+            run.end(Ending::UnattachedBody.as_str(), message, Vec::new());
         }
+        run
     }
 
     /// Runs to the end under `chooser`.
@@ -330,6 +350,7 @@ impl<'p> Run<'p> {
             Wait::SafePoints => self.unsafe_threads(t).is_empty(),
             Wait::SuspensionEnd => self.suspension_owner().is_none(),
             Wait::Event(e, deadline) => self.events[e as usize] || deadline <= self.now,
+            Wait::Join(x) => self.th[x].status == Status::Done,
         }
     }
 
@@ -408,6 +429,7 @@ impl<'p> Run<'p> {
             Some(Wait::SafePoints) => {
                 out.extend(self.unsafe_threads(t).into_iter().map(|o| edge(o, "safe point")))
             }
+            Some(Wait::Join(x)) => out.push(edge(x, "join")),
             Some(Wait::SuspensionEnd | Wait::Event(..)) | None => {}
         }
         out
@@ -646,10 +668,15 @@ impl<'p> Run<'p> {
         let Some(owner) = self.suspension_owner() else {
             return false;
         };
-        // Only managed code polls for safe points: profiler code in a callback runs on (in
-        // cooperative mode, holding the suspension up).
-        if self.th[t].stack.len() != 1 {
-            return false;
+        // Only managed code polls for safe points, and only between instructions (not in the
+        // middle of an allocation holding the heap lock): profiler code in a callback runs on
+        // (in cooperative mode, holding the suspension up).
+        match &self.th[t].stack[..] {
+            [Activation {
+                source: Source::Program { phase: 0, .. },
+                ..
+            }] => {}
+            _ => return false,
         }
         let mut st = self.rt.lock();
         let thread = &st.threads[t];
@@ -677,20 +704,33 @@ impl<'p> Run<'p> {
             });
             return true;
         }
-        let Some(handler) = self.p.scenario.process.handlers.signal.clone() else {
-            self.note(t, 0, |_| "signal delivered; no handler installed".into());
-            return true;
-        };
-        self.note(t, 0, |run| {
-            let rip = run.rt.lock().threads[t].leaf_context().map_or(0, |c| c.rip);
-            format!("signal handler starts (interrupted at {rip:#x})")
-        });
-        self.th[t].stack.push(Activation {
-            source: Source::Program {
-                code: handler,
+        // The interrupted context: the thread's registers at its current instruction.
+        let context = self.rt.lock().threads[t]
+            .leaf_context()
+            .unwrap_or_else(Context::zeroed);
+        let rip = context.rip;
+        let source = match (&self.p.signal_handler, &self.p.scenario.process.handlers.signal) {
+            (Some(handler), _) => {
+                let (handler, rt) = (handler.clone(), self.rt.clone());
+                fiber_source(Fiber::spawn(Box::new(move || {
+                    handler(&rt, &SimOs::new(), &context)
+                })))
+            }
+            (None, Some(code)) => Source::Program {
+                code: code.clone(),
                 pc: 0,
                 phase: 0,
             },
+            (None, None) => {
+                self.note(t, 0, |_| "signal delivered; no handler installed".into());
+                return true;
+            }
+        };
+        self.note(t, 0, |_| {
+            format!("signal handler starts (interrupted at {rip:#x})")
+        });
+        self.th[t].stack.push(Activation {
+            source,
             callback: None,
             entered: None,
         });
@@ -874,6 +914,7 @@ impl<'p> Run<'p> {
             Op::IfAlive { thread: x, .. } => format!("if_alive {}", thread(x)),
             Op::SetEvent(e) => format!("set_event {}", self.event_names[e as usize]),
             Op::WaitEvent(e) => format!("wait_event {}", self.event_names[e as usize]),
+            Op::Join(x) => format!("join {}", thread(x)),
         }
     }
 }

@@ -226,6 +226,14 @@ impl Run<'_> {
             (None, Some(req)) => match self.serve(t, &req) {
                 Ok(reply) => reply,
                 Err(w) => {
+                    if let Wait::Lock(l) = w {
+                        let what = match req {
+                            Request::Allocated => "allocation",
+                            Request::Point => "per-thread setup",
+                            _ => "lock",
+                        };
+                        self.waits_for_lock(t, 0, what, l);
+                    }
                     self.fiber_mut(t, |pending, _, _| *pending = Some(req));
                     self.th[t].status = Status::Blocked(w);
                     return;
@@ -246,6 +254,8 @@ impl Run<'_> {
             }) => fiber.resume(reply),
             _ => unreachable!("the activation is still a fiber"),
         });
+        // Rust code may have suspended or resumed the runtime.
+        self.sync_parked();
         match yielded {
             Yielded::Request(req) => self.fiber_mut(t, |pending, _, _| *pending = Some(req)),
             Yielded::Finished => self.pop_activation(t),
@@ -283,6 +293,17 @@ impl Run<'_> {
             // A runtime API call: a native thread's first one does the per-thread setup.
             Request::Point => {
                 self.thread_setup(t)?;
+                Reply::Done
+            }
+            Request::SafePoints => {
+                if !self.unsafe_threads(t).is_empty() {
+                    return Err(Wait::SafePoints);
+                }
+                Reply::Done
+            }
+            Request::Allocated => {
+                self.passes(t, LockId::HEAP)?;
+                self.note(t, 0, |_| "allocation: heap lock free".into());
                 Reply::Done
             }
             // Named objects: creating one that exists opens it (the file's locks and the

@@ -198,6 +198,16 @@ impl Run<'_> {
                 Done::Next
             }
             Op::Exit => self.exit(t, line, phase),
+            Op::Join(x) => {
+                if self.th[x].status != Status::Done {
+                    self.note(t, line, |run| {
+                        format!("join {}: waits for its end", run.th[x].name)
+                    });
+                    return Done::Block(Wait::Join(x));
+                }
+                self.note(t, line, describe);
+                Done::Next
+            }
             Op::MaskSignals | Op::UnmaskSignals | Op::ReplaceSignalHandler => {
                 let s = &mut self.th[t];
                 match instr.op {
@@ -246,7 +256,7 @@ impl Run<'_> {
                 });
                 Done::Next
             }
-            Op::SuspendRuntime => {
+            Op::SuspendRuntime if phase == 0 => {
                 if self.thread_setup(t).is_err() {
                     return self.waits_for_lock(t, line, "per-thread setup", LockId::LOADER);
                 }
@@ -254,11 +264,20 @@ impl Run<'_> {
                     return self.waits_for_lock(t, line, "SuspendRuntime", LockId::THREAD_STORE);
                 }
                 let hr = self.rt.suspend_runtime();
-                if hr != HResult::S_OK {
-                    self.release(t, LockId::THREAD_STORE, line);
-                }
                 self.sync_parked();
                 self.note(t, line, |run| format!("{} → {hr}", run.describe(instr.op)));
+                if hr != HResult::S_OK {
+                    self.release(t, LockId::THREAD_STORE, line);
+                    return Done::Next;
+                }
+                Done::Again
+            }
+            // SuspendEE returns once every cooperative thread has parked.
+            Op::SuspendRuntime => {
+                if !self.unsafe_threads(t).is_empty() {
+                    return Done::Block(Wait::SafePoints);
+                }
+                self.note(t, line, |_| "SuspendRuntime: every thread at a safe point".into());
                 Done::Next
             }
             Op::ResumeRuntime => {
@@ -365,22 +384,12 @@ impl Run<'_> {
                     return self.waits_for_lock(t, line, "gc", LockId::THREAD_STORE);
                 }
                 self.gc = Some(t);
-                let mut st = self.rt.lock();
-                st.config.suspend_in_progress = true;
-                // Threads without programs are frozen: the runtime redirects them at once.
-                for i in 0..st.threads.len() {
-                    let frozen = self.th[i].status == Status::Frozen;
-                    let thread = &st.threads[i];
-                    if i != t
-                        && frozen
-                        && thread.is_managed()
-                        && thread.lifecycle == Lifecycle::Alive
-                        && thread.parked.is_none()
-                    {
-                        st.park(i);
-                    }
+                {
+                    let mut st = self.rt.lock();
+                    st.config.suspend_in_progress = true;
+                    // Frozen threads are redirected at once; the others park at a safe point.
+                    st.park_all(Some(t));
                 }
-                drop(st);
                 self.sync_parked();
                 self.note(t, line, |_| "gc: runtime suspension starts".into());
                 Done::Again
