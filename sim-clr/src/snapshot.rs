@@ -177,7 +177,7 @@ fn decide_locked(
         return Err(HResult::CORPROF_E_STACKSNAPSHOT_UNSAFE);
     }
     // R11: a cross-thread walk of a running runtime suspends the target itself (Windows only).
-    if cross && st.profiler_suspension.is_none() {
+    if cross && st.suspension.profiler.is_none() {
         if unix {
             return Err(HResult::E_NOTIMPL);
         }

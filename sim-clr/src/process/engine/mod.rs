@@ -392,7 +392,7 @@ impl<'p> Run<'p> {
     /// The thread whose runtime suspension (a GC, or the profiler's `SuspendRuntime`) is in
     /// effect, if any.
     fn suspension_owner(&self) -> Option<usize> {
-        self.gc.or_else(|| self.rt.lock().profiler_suspension.flatten())
+        self.gc.or_else(|| self.rt.lock().suspension.profiler.flatten())
     }
 
     /// The wait-for edges out of `t` (empty when it can run).

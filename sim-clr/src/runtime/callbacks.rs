@@ -1,0 +1,333 @@
+//! Callback contexts: what calling from a callback (or a P/Invoke) puts on the thread — the
+//! profiler's entry point, the raising runtime helper and its Frame, the GC mode — and raising
+//! callbacks into an attached profiler.
+
+use super::{Caller, Runtime};
+use crate::code::{CodeMap, FunctionIndex};
+use crate::thread::{FrameKind, Lifecycle, Mode, StackEntry};
+use crate::trace::Event;
+use corprof::flags::{event, GcReason};
+use corprof::{ClassId, HResult, ObjectId, ThreadId};
+
+/// The profiler callbacks a scenario can make calls from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallbackKind {
+    /// `ObjectAllocated`: cooperative mode, inside the allocation helper.
+    ObjectAllocated,
+    /// `GarbageCollectionStarted`: the runtime is suspended by the GC.
+    GarbageCollectionStarted,
+    /// `ExceptionThrown`: cooperative mode, first pass.
+    ExceptionThrown,
+    /// `ThreadDestroyed`: preemptive mode, on the dying thread.
+    ThreadDestroyed,
+    /// A `FunctionEnter3` hook. With `COR_PRF_ENABLE_STACK_SNAPSHOT` the runtime calls hooks
+    /// through the slow path, whose helper pushes a Frame so a walk has a marker to begin
+    /// from (R35). Hooks run without the callback state (calls from them are asynchronous).
+    FunctionEnter,
+}
+
+impl CallbackKind {
+    /// Every kind.
+    pub const ALL: [CallbackKind; 5] = [
+        CallbackKind::ObjectAllocated,
+        CallbackKind::GarbageCollectionStarted,
+        CallbackKind::ExceptionThrown,
+        CallbackKind::ThreadDestroyed,
+        CallbackKind::FunctionEnter,
+    ];
+
+    /// The callback's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallbackKind::ObjectAllocated => "ObjectAllocated",
+            CallbackKind::GarbageCollectionStarted => "GarbageCollectionStarted",
+            CallbackKind::ExceptionThrown => "ExceptionThrown",
+            CallbackKind::ThreadDestroyed => "ThreadDestroyed",
+            CallbackKind::FunctionEnter => "FunctionEnter",
+        }
+    }
+
+    /// Parses the callback's name.
+    pub fn parse(text: &str) -> Option<CallbackKind> {
+        CallbackKind::ALL.into_iter().find(|k| k.as_str() == text)
+    }
+
+    /// Event-mask bits without which the runtime never raises it.
+    pub fn required_mask(self) -> u32 {
+        match self {
+            CallbackKind::ObjectAllocated => event::ENABLE_OBJECT_ALLOCATED | event::MONITOR_OBJECT_ALLOCATED,
+            CallbackKind::GarbageCollectionStarted => event::MONITOR_GC,
+            CallbackKind::ExceptionThrown => event::MONITOR_EXCEPTIONS,
+            CallbackKind::ThreadDestroyed => event::MONITOR_THREADS,
+            CallbackKind::FunctionEnter => event::MONITOR_ENTERLEAVE,
+        }
+    }
+
+    /// Whether the runtime raises it with `COR_PRF_CALLBACKSTATE_IN_TRIGGERS_SCOPE`, which
+    /// GC-triggering SYNC APIs require on a managed thread (R38). `ObjectAllocated` sets only
+    /// `INCALLBACK`; a GC callback cannot trigger a GC.
+    pub fn triggers_scope(self) -> bool {
+        matches!(
+            self,
+            CallbackKind::ExceptionThrown | CallbackKind::ThreadDestroyed
+        )
+    }
+
+    /// The GC mode the thread is in while the callback runs.
+    pub fn mode(self) -> Mode {
+        match self {
+            CallbackKind::ThreadDestroyed => Mode::Preemptive,
+            _ => Mode::Cooperative,
+        }
+    }
+
+    /// The runtime function that raises it (pushed above the thread's own frames).
+    pub fn raiser(self) -> &'static str {
+        match self {
+            CallbackKind::ObjectAllocated => "libcoreclr.so!AllocateObject",
+            CallbackKind::GarbageCollectionStarted => "libcoreclr.so!GCHeap::GarbageCollect",
+            CallbackKind::ExceptionThrown => "libcoreclr.so!IL_Throw",
+            CallbackKind::ThreadDestroyed => "libcoreclr.so!Thread::OnThreadTerminate",
+            CallbackKind::FunctionEnter => "libcoreclr.so!ProfileEnterNaked",
+        }
+    }
+
+    /// Whether the runtime sets `COR_PRF_CALLBACKSTATE_INCALLBACK` while it runs (enter/leave
+    /// hooks do not: calls from them are asynchronous, [DB-SEQ]).
+    pub fn sets_callback_state(self) -> bool {
+        self != CallbackKind::FunctionEnter
+    }
+}
+
+/// How the current thread came to call the profiling API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallContext {
+    /// Plain code on the thread, in the state its scenario declares (for a managed thread this
+    /// is an asynchronous call: not inside a callback).
+    Thread,
+    /// Native code reached from managed code by P/Invoke (preemptive, not in a callback).
+    PInvoke,
+    /// Inside a profiler callback.
+    Callback(CallbackKind),
+}
+
+impl CallContext {
+    /// The callback state the runtime sets for a call from this context, if any.
+    pub(crate) fn callback_state(self) -> Option<CallbackKind> {
+        match self {
+            CallContext::Callback(cb) if cb.sets_callback_state() => Some(cb),
+            _ => None,
+        }
+    }
+}
+
+/// The address of the object `raise` reports as allocated or thrown.
+pub(crate) const OBJECT_BASE: u64 = 0x7f40_0000_1000;
+
+/// Names of the runtime-owned functions every code map contains.
+pub mod builtin {
+    /// The profiler's P/Invoke-exported entry point.
+    pub const PINVOKE_ENTRY: &str = "libprofiler.so!PInvokeEntry";
+    /// The profiler's callback implementation.
+    pub const PROFILER_CALLBACK: &str = "libprofiler.so!ProfilerCallback";
+    /// The GC's return-address hijack stub (R29).
+    pub const HIJACK_STUB: &str = "libcoreclr.so!OnHijackTripThread";
+}
+
+/// What [`Runtime::enter`] changed on a thread, for [`Runtime::leave`] to restore.
+#[derive(Debug)]
+pub(crate) struct Entered {
+    index: usize,
+    context: CallContext,
+    stack: Vec<StackEntry>,
+    mode: Mode,
+    lifecycle: Lifecycle,
+}
+
+impl Runtime {
+    /// Runs `f` as thread `thread` (by scenario name) calling from `context`: the runtime
+    /// pushes the frames that context implies (the profiler's entry point, the raising runtime
+    /// helper and its explicit Frame), sets the GC mode, and restores everything afterwards.
+    /// Returns `None` if no thread has that name.
+    pub fn on_thread<R>(
+        &self,
+        thread: &str,
+        context: CallContext,
+        f: impl FnOnce(&Runtime) -> R,
+    ) -> Option<R> {
+        let index = {
+            let mut st = self.lock();
+            let index = st.threads.iter().position(|t| t.name == thread)?;
+            st.callers.push(Caller {
+                thread: Some(index),
+                callback: context.callback_state(),
+            });
+            index
+        };
+        let entered = self.enter(index, context);
+        let result = f(self);
+        self.leave(entered);
+        self.lock().callers.pop();
+        Some(result)
+    }
+
+    /// The first half of [`Runtime::on_thread`]: thread `index` starts calling from `context`
+    /// (its frames pushed, its mode set). The caller must already be the current caller.
+    /// Undo with [`Runtime::leave`].
+    pub(crate) fn enter(&self, index: usize, context: CallContext) -> Entered {
+        let entered = {
+            let mut st = self.lock();
+            let saved = Entered {
+                index,
+                context,
+                stack: st.threads[index].stack.clone(),
+                mode: st.threads[index].mode,
+                lifecycle: st.threads[index].lifecycle,
+            };
+            let pushed = pushed_frames(&st.code, context);
+            let t = &mut st.threads[index];
+            if t.is_managed() {
+                match context {
+                    CallContext::Thread => {}
+                    CallContext::PInvoke => t.mode = Mode::Preemptive,
+                    CallContext::Callback(cb) => t.mode = cb.mode(),
+                }
+            }
+            if context == CallContext::Callback(CallbackKind::ThreadDestroyed) {
+                t.lifecycle = Lifecycle::Destroying;
+            }
+            t.stack.splice(0..0, pushed);
+            st.relayout(index);
+            if context == CallContext::Callback(CallbackKind::GarbageCollectionStarted) {
+                st.suspension.gc = true;
+                st.park_all(Some(index));
+            }
+            saved
+        };
+        self.flush();
+        entered
+    }
+
+    /// The second half of [`Runtime::on_thread`]: restores what [`Runtime::enter`] changed.
+    /// After `ThreadDestroyed` the thread is dead.
+    pub(crate) fn leave(&self, entered: Entered) {
+        {
+            let mut st = self.lock();
+            let Entered {
+                index,
+                context,
+                stack,
+                mode,
+                lifecycle,
+            } = entered;
+            if context == CallContext::Callback(CallbackKind::GarbageCollectionStarted) {
+                st.unpark_all();
+                st.suspension.gc = false;
+            }
+            let t = &mut st.threads[index];
+            t.stack = stack;
+            t.mode = mode;
+            t.lifecycle = if context == CallContext::Callback(CallbackKind::ThreadDestroyed) {
+                Lifecycle::Dead
+            } else {
+                lifecycle
+            };
+            if t.lifecycle != Lifecycle::Deleted {
+                st.relayout(index);
+            }
+        }
+        self.flush();
+    }
+
+    /// Raises `callback` on thread `thread` into the attached profiler, as the runtime would:
+    /// only if the event mask enables it, on that thread, in the callback's context (frames,
+    /// GC mode, callback state — see [`Runtime::on_thread`]). Returns the profiler's HRESULT,
+    /// or `None` if the callback is not raised (not enabled, no profiler, no such thread, an
+    /// enter hook — hooks are not `ICorProfilerCallback` methods). After `ThreadDestroyed`
+    /// the thread is dead.
+    pub fn raise(&self, thread: &str, callback: CallbackKind) -> Option<HResult> {
+        let (id, enabled) = {
+            let st = self.lock();
+            let t = st.threads.iter().find(|t| t.name == thread && t.is_managed())?;
+            (t.id, st.monitors(callback.required_mask()))
+        };
+        let profiler = self.profiler.lock().unwrap_or_else(|e| e.into_inner()).clone()?;
+        if !enabled || callback == CallbackKind::FunctionEnter {
+            return None;
+        }
+        self.lock().events.push(Event {
+            kind: callback.as_str().into(),
+            on: thread.into(),
+            detail: None,
+        });
+        self.on_thread(thread, CallContext::Callback(callback), |_| match callback {
+            CallbackKind::ObjectAllocated => profiler.object_allocated(ObjectId(OBJECT_BASE), ClassId::NULL),
+            CallbackKind::GarbageCollectionStarted => {
+                profiler.garbage_collection_started(&[true, false, false], GcReason::Induced)
+            }
+            CallbackKind::ExceptionThrown => profiler.exception_thrown(ObjectId(OBJECT_BASE)),
+            CallbackKind::ThreadDestroyed => profiler.thread_destroyed(id),
+            CallbackKind::FunctionEnter => HResult::S_OK,
+        })
+    }
+
+    /// Raises `ThreadCreated` and `ThreadAssignedToOSThread` for every live managed thread, on
+    /// that thread, as the runtime does when threads start (needs `COR_PRF_MONITOR_THREADS`).
+    pub fn announce_threads(&self) {
+        let profiler = self.profiler.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let threads: Vec<(String, ThreadId, u32)> = {
+            let st = self.lock();
+            if !st.monitors(event::MONITOR_THREADS) {
+                return;
+            }
+            st.threads
+                .iter()
+                .filter(|t| t.is_managed() && t.lifecycle == Lifecycle::Alive)
+                .map(|t| (t.name.clone(), t.id, t.os_id))
+                .collect()
+        };
+        let Some(profiler) = profiler else { return };
+        for (name, id, os_id) in threads {
+            self.on_thread(&name, CallContext::Thread, |rt| {
+                rt.lock().events.push(Event {
+                    kind: "ThreadCreated".into(),
+                    on: name.clone(),
+                    detail: None,
+                });
+                profiler.thread_created(id);
+                profiler.thread_assigned_to_os_thread(id, os_id);
+            });
+        }
+    }
+}
+
+fn pushed_frames(code: &CodeMap, context: CallContext) -> Vec<StackEntry> {
+    let call = |name: &str| StackEntry::Call {
+        function: index_of(code, name),
+        offset: None,
+        funclet: None,
+    };
+    match context {
+        CallContext::Thread => Vec::new(),
+        CallContext::PInvoke => vec![
+            call(builtin::PINVOKE_ENTRY),
+            StackEntry::Frame(FrameKind::InlinedCall),
+        ],
+        CallContext::Callback(CallbackKind::ThreadDestroyed) => {
+            vec![
+                call(builtin::PROFILER_CALLBACK),
+                call(CallbackKind::ThreadDestroyed.raiser()),
+            ]
+        }
+        CallContext::Callback(cb) => vec![
+            call(builtin::PROFILER_CALLBACK),
+            call(cb.raiser()),
+            StackEntry::Frame(FrameKind::HelperMethod),
+        ],
+    }
+}
+
+fn index_of(code: &CodeMap, name: &str) -> FunctionIndex {
+    code.by_name(name)
+        .expect("builtin functions are part of every code map")
+}

@@ -1,0 +1,227 @@
+//! The `ProfilerInfo` methods of the simulated runtime. Every method starts with a scheduling
+//! point (`fiber::point`: a no-op outside a running process).
+
+use super::{suspension, Runtime, State};
+use crate::process::fiber;
+use crate::thread::{Lifecycle, ThreadKind};
+use corprof::flags::event;
+use corprof::{
+    CodeInfo, Context, FrameInfo, FunctionId, FunctionInfo, HResult, ProfilerInfo, ReJitId,
+    StackSnapshotCallback, ThreadId,
+};
+
+// The trait's signatures name their lifetimes (see `corprof::ProfilerInfo`). Every method
+// starts with a scheduling point (`fiber::point`: a no-op outside a running process).
+#[allow(clippy::needless_lifetimes)]
+impl ProfilerInfo for Runtime {
+    fn do_stack_snapshot<'a>(
+        &self,
+        thread: ThreadId,
+        callback: Option<&'a mut StackSnapshotCallback<'a>>,
+        info_flags: u32,
+        context: Option<&'a Context>,
+        context_size: u32,
+    ) -> HResult {
+        fiber::point();
+        crate::snapshot::do_stack_snapshot(self, thread, callback, info_flags, context, context_size)
+    }
+
+    fn get_function_from_ip(&self, ip: u64) -> Result<FunctionId, HResult> {
+        fiber::point();
+        let mut st = self.lock();
+        st.async_entry()?;
+        if st
+            .caller()
+            .thread
+            .is_some_and(|i| st.threads[i].forbid_suspend > 0)
+        {
+            return Err(HResult::CORPROF_E_ASYNCHRONOUS_UNSAFE);
+        }
+        function_from_ip(&mut st, ip, false).map(|(f, _)| f)
+    }
+
+    fn get_function_from_ip2(&self, ip: u64) -> Result<(FunctionId, ReJitId), HResult> {
+        fiber::point();
+        let mut st = self.lock();
+        st.sync_entry(true)?;
+        function_from_ip(&mut st, ip, false)
+    }
+
+    fn get_function_from_ip3(&self, ip: u64) -> Result<(FunctionId, ReJitId), HResult> {
+        fiber::point();
+        let mut st = self.lock();
+        st.sync_entry(true)?;
+        function_from_ip(&mut st, ip, true)
+    }
+
+    fn get_code_info2<'a>(
+        &self,
+        function: FunctionId,
+        requested: u32,
+        code_infos: Option<&'a mut [CodeInfo]>,
+    ) -> Result<u32, HResult> {
+        fiber::point();
+        let mut st = self.lock();
+        st.async_entry()?;
+        let index = st.code.by_function_id(function).ok_or(HResult::E_INVALIDARG)?;
+        if requested != 0 && code_infos.is_none() {
+            return Err(HResult::E_INVALIDARG);
+        }
+        let f = st.code.function(index).clone();
+        if f.generic_definition {
+            return Err(HResult::E_INVALIDARG);
+        }
+        if !f.compiled {
+            return Err(HResult::CORPROF_E_FUNCTION_NOT_COMPILED);
+        }
+        st.reader_lock()?;
+        let mut regions = vec![CodeInfo {
+            start_address: f.start,
+            size: f.size,
+        }];
+        if let Some((start, size)) = f.cold {
+            regions.push(CodeInfo {
+                start_address: start,
+                size,
+            });
+        }
+        if let Some(out) = code_infos {
+            for (slot, region) in out.iter_mut().zip(&regions).take(requested as usize) {
+                *slot = *region;
+            }
+        }
+        Ok(regions.len() as u32)
+    }
+
+    fn get_function_info(&self, function: FunctionId) -> Result<FunctionInfo, HResult> {
+        fiber::point();
+        let st = self.lock();
+        st.async_entry()?;
+        let f = st
+            .code
+            .function(st.code.by_function_id(function).ok_or(HResult::E_INVALIDARG)?);
+        Ok(FunctionInfo {
+            class_id: f.class_id,
+            module_id: f.module_id,
+            token: f.token,
+            type_args: Vec::new(),
+        })
+    }
+
+    fn get_function_info2<'a>(
+        &self,
+        function: FunctionId,
+        frame_info: Option<&'a FrameInfo>,
+    ) -> Result<FunctionInfo, HResult> {
+        fiber::point();
+        if frame_info.is_some_and(|fi| fi.func_id != function) {
+            return Err(HResult::E_INVALIDARG);
+        }
+        self.get_function_info(function)
+    }
+
+    fn get_current_thread_id(&self) -> Result<ThreadId, HResult> {
+        fiber::point();
+        let st = self.lock();
+        st.async_entry()?;
+        match st.caller_ee() {
+            Some(i) if !st.threads[i].gc_special => Ok(st.threads[i].id),
+            _ => Err(HResult::CORPROF_E_NOT_MANAGED_THREAD),
+        }
+    }
+
+    fn set_event_mask(&self, mask: u32) -> HResult {
+        fiber::point();
+        let mut st = self.lock();
+        if let Err(hr) = st.async_entry() {
+            return hr;
+        }
+        if mask & event::MONITOR_IMMUTABLE != st.config.event_mask & event::MONITOR_IMMUTABLE {
+            return HResult::E_FAIL;
+        }
+        st.config.event_mask = mask;
+        HResult::S_OK
+    }
+
+    fn get_event_mask(&self) -> Result<u32, HResult> {
+        fiber::point();
+        let st = self.lock();
+        st.async_entry()?;
+        Ok(st.config.event_mask)
+    }
+
+    fn initialize_current_thread(&self) -> HResult {
+        fiber::point();
+        let mut st = self.lock();
+        if let Err(hr) = st.sync_entry(false) {
+            return hr;
+        }
+        if let Some(i) = st.caller().thread {
+            st.threads[i].tls_initialized = true;
+        }
+        HResult::S_OK
+    }
+
+    fn suspend_runtime(&self) -> HResult {
+        fiber::point();
+        // In a running process the suspension holds the thread-store lock (R41): wait for it.
+        fiber::thread_store_lock(true);
+        let hr = {
+            let mut st = self.lock();
+            suspension::suspend_runtime(&mut st)
+        };
+        if hr == HResult::S_OK {
+            // SuspendEE returns once every thread reached a safe point.
+            fiber::request(fiber::Request::SafePoints);
+        } else {
+            fiber::thread_store_lock(false);
+        }
+        self.flush();
+        hr
+    }
+
+    fn resume_runtime(&self) -> HResult {
+        fiber::point();
+        let hr = suspension::resume_runtime(&mut self.lock());
+        if hr == HResult::S_OK {
+            fiber::thread_store_lock(false);
+        }
+        self.flush();
+        hr
+    }
+
+    fn enum_threads(&self) -> Result<Vec<ThreadId>, HResult> {
+        fiber::point();
+        let st = self.lock();
+        st.async_entry()?;
+        Ok(st
+            .threads
+            .iter()
+            .filter(|t| {
+                t.is_managed()
+                    && !t.gc_special
+                    && matches!(t.lifecycle, Lifecycle::Alive | Lifecycle::Destroying)
+                    && t.kind == ThreadKind::Managed
+            })
+            .map(|t| t.id)
+            .collect())
+    }
+}
+
+/// `GetFunctionFromIP*`'s lookup: NOT_YET_AVAILABLE before the GC is up, the reader lock,
+/// then `E_FAIL` for native code and (unless `no_metadata_ok`) for methods without metadata.
+fn function_from_ip(st: &mut State, ip: u64, no_metadata_ok: bool) -> Result<(FunctionId, ReJitId), HResult> {
+    if !st.config.gc_initialized {
+        return Err(HResult::CORPROF_E_NOT_YET_AVAILABLE);
+    }
+    st.reader_lock()?;
+    let f = st
+        .code
+        .lookup(ip)
+        .map(|i| st.code.function(i))
+        .ok_or(HResult::E_FAIL)?;
+    if !f.kind.is_managed() || !(f.kind.has_metadata() || no_metadata_ok) {
+        return Err(HResult::E_FAIL);
+    }
+    Ok((f.function_id, ReJitId(0)))
+}

@@ -1,0 +1,282 @@
+//! The simulated runtime: its global state, its threads, and the profiler-facing API.
+//!
+//! [`Runtime`] implements [`corprof::ProfilerInfo`]. Profiler code calls it through `&self`
+//! from whichever simulated thread it runs on; the caller is set with [`Runtime::on_thread`]
+//! (a scenario's executor, or a test, decides which simulated thread is running) or by the
+//! running process's scheduler. Callbacks into the profiler are raised with no lock held, so a
+//! profiler may call back into the runtime.
+//!
+//! One lock guards the `State` this module composes; each concern has its own module:
+//! - `callers`: who is calling, and the entry checks that depend on it (R1, R27, R38, R42);
+//! - `callbacks`: the contexts callbacks run in (the frames and GC mode they imply), raising
+//!   them;
+//! - `suspension`: runtime suspensions — the profiler's `SuspendRuntime` and the GC's — and
+//!   parking threads at safe points (R41);
+//! - `code_manager`: the code manager's reader lock against a writer (R13.2, R14, R42);
+//! - `notifications`: callbacks queued under the lock and raised after it;
+//! - `info`: the `ProfilerInfo` methods.
+
+mod callbacks;
+mod callers;
+mod code_manager;
+mod info;
+mod notifications;
+mod suspension;
+
+pub use callbacks::{builtin, CallContext, CallbackKind};
+pub(crate) use callbacks::{Entered, OBJECT_BASE};
+pub(crate) use callers::Caller;
+pub(crate) use notifications::Notification;
+pub(crate) use suspension::Suspension;
+
+use crate::code::CodeMap;
+use crate::memory::AddressSpace;
+use crate::thread::{Lifecycle, Thread};
+use crate::trace::{Event, Fault, FaultKind};
+use corprof::flags::event;
+use corprof::{Context, ProfilerCallback, ThreadId};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Which operating system's runtime is simulated (R11, R13, R43).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Platform {
+    /// Windows: cross-thread walks OS-suspend the target.
+    Windows,
+    /// Linux/macOS: cross-thread walks only under `SuspendRuntime`.
+    Unix,
+}
+
+impl Platform {
+    /// `"windows"` or `"unix"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Platform::Windows => "windows",
+            Platform::Unix => "unix",
+        }
+    }
+}
+
+/// Global runtime state (what CoreCLR keeps in `g_fEEStarted`, `g_profControlBlock`, …).
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    /// Windows or Unix semantics.
+    pub platform: Platform,
+    /// `g_fEEStarted` (R2).
+    pub started: bool,
+    /// `IsGarbageCollectorFullyInitialized` (R6).
+    pub gc_initialized: bool,
+    /// The profiler is detaching (R1).
+    pub detaching: bool,
+    /// An EE suspension is in progress (R9).
+    pub suspend_in_progress: bool,
+    /// The profiler's event mask (R3).
+    pub event_mask: u32,
+    /// `sizeof(CONTEXT)` the runtime reports to callbacks (1232; 3104 on newer Unix PALs, R44).
+    pub context_size: u32,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> RuntimeConfig {
+        RuntimeConfig {
+            platform: Platform::Unix,
+            started: true,
+            gc_initialized: true,
+            detaching: false,
+            suspend_in_progress: false,
+            event_mask: event::ENABLE_STACK_SNAPSHOT,
+            context_size: Context::SIZE as u32,
+        }
+    }
+}
+
+/// Everything behind the runtime's lock.
+#[derive(Clone, Debug)]
+pub(crate) struct State {
+    pub config: RuntimeConfig,
+    pub code: CodeMap,
+    pub memory: AddressSpace,
+    pub threads: Vec<Thread>,
+    /// Who is calling: the running thread's calls into the runtime, innermost last.
+    pub callers: Vec<Caller>,
+    /// Runtime suspensions (the profiler's and the GC's).
+    pub suspension: Suspension,
+    pub events: Vec<Event>,
+    pub faults: Vec<Fault>,
+    /// How many of `faults` [`Runtime::take_faults`] already returned.
+    pub faults_seen: usize,
+    /// Callbacks queued for the profiler, raised once the lock is released.
+    pub pending: Vec<Notification>,
+}
+
+/// The simulated runtime.
+pub struct Runtime {
+    state: Mutex<State>,
+    profiler: Mutex<Option<Arc<dyn ProfilerCallback>>>,
+}
+
+impl State {
+    pub fn note(&mut self, kind: &str, detail: impl Into<String>) {
+        let on = self.caller_name();
+        self.events.push(Event {
+            kind: kind.to_string(),
+            on,
+            detail: Some(detail.into()),
+        });
+    }
+
+    pub fn fault(&mut self, kind: FaultKind, fatal: bool, message: impl Into<String>) {
+        self.faults.push(Fault {
+            kind,
+            message: message.into(),
+            fatal,
+        });
+    }
+
+    pub fn terminated(&self) -> bool {
+        self.faults.iter().any(|f| f.fatal)
+    }
+
+    pub fn monitors(&self, bits: u32) -> bool {
+        self.config.event_mask & bits == bits
+    }
+
+    pub fn name_of(&self, id: ThreadId) -> String {
+        match self.threads.iter().find(|t| t.id == id && t.is_managed()) {
+            Some(t) => t.name.clone(),
+            None => id.to_string(),
+        }
+    }
+
+    /// Resolves a non-null `ThreadID` the way CoreCLR does: by reinterpreting it (R4).
+    pub fn resolve(&self, id: ThreadId) -> Option<usize> {
+        self.threads.iter().position(|t| t.is_managed() && t.id == id)
+    }
+
+    pub fn relayout(&mut self, index: usize) {
+        let State {
+            threads,
+            code,
+            memory,
+            ..
+        } = self;
+        let thread = &mut threads[index];
+        thread.materialize(code, memory);
+        // Invariant of a layout: one laid call per call of the stack, each frame above its
+        // caller's (CFAs strictly increase toward the root).
+        debug_assert_eq!(
+            thread.layout.calls.len(),
+            thread
+                .stack
+                .iter()
+                .filter(|e| matches!(e, crate::thread::StackEntry::Call { .. }))
+                .count()
+        );
+        debug_assert!(thread.layout.calls.windows(2).all(|w| w[0].cfa < w[1].cfa));
+    }
+}
+
+impl Runtime {
+    /// A runtime with the given global state, code and threads. Each thread's stack region is
+    /// mapped and its frames materialized.
+    pub fn new(config: RuntimeConfig, code: CodeMap, mut threads: Vec<Thread>) -> Runtime {
+        let mut memory = AddressSpace::default();
+        for t in &mut threads {
+            memory.map(t.stack_limit, t.stack_base);
+            t.materialize(&code, &mut memory);
+        }
+        Runtime {
+            state: Mutex::new(State {
+                config,
+                code,
+                memory,
+                threads,
+                callers: Vec::new(),
+                suspension: Suspension::default(),
+                events: Vec::new(),
+                faults: Vec::new(),
+                faults_seen: 0,
+                pending: Vec::new(),
+            }),
+            profiler: Mutex::new(None),
+        }
+    }
+
+    /// A copy of this runtime in its current state, with no profiler attached: what each run of
+    /// a process starts from, cheaper than building the code map and stacks again.
+    pub fn fork(&self) -> Runtime {
+        Runtime {
+            state: Mutex::new(self.lock().clone()),
+            profiler: Mutex::new(None),
+        }
+    }
+
+    /// Attaches a profiler to receive the runtime's callbacks.
+    pub fn set_profiler(&self, profiler: Arc<dyn ProfilerCallback>) {
+        *self.profiler.lock().unwrap_or_else(|e| e.into_inner()) = Some(profiler);
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Frees thread `thread`'s `Thread` object and unmaps its stack: later uses are
+    /// use-after-free faults. Returns false if no thread has that name.
+    pub fn delete_thread(&self, thread: &str) -> bool {
+        let mut st = self.lock();
+        let Some(i) = st.threads.iter().position(|t| t.name == thread) else {
+            return false;
+        };
+        st.threads[i].lifecycle = Lifecycle::Deleted;
+        let base = st.threads[i].stack_limit;
+        st.memory.unmap(base);
+        true
+    }
+
+    /// Takes the events recorded since the last call.
+    pub fn take_events(&self) -> Vec<Event> {
+        std::mem::take(&mut self.lock().events)
+    }
+
+    /// Takes the faults recorded since the last call (a fatal one stays in effect).
+    pub fn take_faults(&self) -> Vec<Fault> {
+        let mut st = self.lock();
+        let total = st.faults.len();
+        let seen = std::mem::replace(&mut st.faults_seen, total);
+        st.faults[seen..].to_vec()
+    }
+
+    /// True once a fatal fault ended (or hung) the simulated process.
+    pub fn is_terminated(&self) -> bool {
+        self.lock().terminated()
+    }
+
+    /// Read access to the code map.
+    pub fn with_code<R>(&self, f: impl FnOnce(&CodeMap) -> R) -> R {
+        f(&self.lock().code)
+    }
+
+    /// A snapshot of thread `name` (its ground-truth stack and layout), if it exists.
+    pub fn thread(&self, name: &str) -> Option<Thread> {
+        self.lock().threads.iter().find(|t| t.name == name).cloned()
+    }
+
+    /// All threads, in declaration order.
+    pub fn threads(&self) -> Vec<Thread> {
+        self.lock().threads.clone()
+    }
+
+    /// Reads 8 bytes of simulated memory (`ReadProcessMemory`); `None` if unmapped.
+    pub fn read_memory(&self, address: u64) -> Option<u64> {
+        self.lock().memory.read_u64(address).ok()
+    }
+
+    /// The current event mask (what the runtime consults before raising a callback).
+    pub fn event_mask(&self) -> u32 {
+        self.lock().config.event_mask
+    }
+
+    /// The platform simulated.
+    pub fn platform(&self) -> Platform {
+        self.lock().config.platform
+    }
+}
