@@ -306,3 +306,87 @@ fn no_progress_within_the_budget_is_a_livelock_and_time_is_virtual() {
     // It wakes exactly 500 ms after it slept; the waking step and `set_event` take 10 us each.
     assert_eq!(set.time_us, slept.time_us + 500_000 + 2 * 10, "{run:?}");
 }
+
+#[test]
+fn exceptions_spawns_and_signal_masks_run_as_written() {
+    let text = r#"
+platform = "unix"
+[runtime]
+event_mask = ["ENABLE_STACK_SNAPSHOT", "MONITOR_THREADS", "MONITOR_EXCEPTIONS"]
+[profiler]
+thread_created = ["walk"]
+exception_thrown = ["walk"]
+signal_handler = ["walk"]
+[[code]]
+name = "M"
+kind = "jit"
+[[code]]
+name = "W"
+kind = "jit"
+[[threads]]
+name = "main"
+frames = [{ fn = "M" }]
+program = ["call W", "call W", "throw", "catch 1", "end_catch", "spawn late", "mask_signals", "spin 3", "unmask_signals", "replace_signal_handler", "spin 3", "return"]
+[[threads]]
+name = "late"
+start = "spawned"
+frames = [{ fn = "M" }]
+program = ["join main"]
+[[threads]]
+name = "signaller"
+kind = "native"
+program = ["signal main", "spin 5", "signal main"]
+"#;
+    let moves = process(Scenario::parse("moves.toml", text).unwrap());
+    let report = moves.explore(sim_clr::process::Strategy::Dfs(1), 50_000, 0, |_, _| {});
+    assert!(report.exhaustive);
+    assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"], "{report:?}");
+    // One schedule in detail: main runs first, as far as it can.
+    let lenient = |p: &Process, s: Vec<u16>| {
+        p.run(&mut sim_clr::process::schedule::Replay::new(&Schedule(s), false))
+            .unwrap()
+    };
+    let said: Vec<String> = lenient(&moves, vec![0; 40])
+        .trace
+        .iter()
+        .map(|e| format!("{} {}", e.thread, e.what))
+        .collect();
+    let has = |s: &str| said.iter().any(|l| l.starts_with(s));
+    assert!(has("main ExceptionThrown raised"), "{said:#?}");
+    assert!(has("main catch 1") && has("main end_catch"), "{said:#?}");
+    assert!(has("late ThreadCreated raised"), "{said:#?}");
+
+    // A masked signal waits for the unmask; a replaced handler means the profiler's never runs.
+    let signals = |main: &str| {
+        let text = format!(
+            "platform = \"unix\"\n[profiler]\nsignal_handler = [\"spin 1\"]\n[[code]]\nname = \"M\"\nkind = \"jit\"\n\
+             [[threads]]\nname = \"main\"\nframes = [{{ fn = \"M\" }}]\nprogram = [{main}]\n\
+             [[threads]]\nname = \"signaller\"\nkind = \"native\"\nprogram = [\"signal main\"]\n"
+        );
+        // main's first step, then the signal, then main to the end.
+        let run = lenient(
+            &process(Scenario::parse("signals.toml", &text).unwrap()),
+            vec![0, 1],
+        );
+        run.trace
+            .iter()
+            .map(|e| format!("{} {}", e.thread, e.what))
+            .collect::<Vec<_>>()
+    };
+    let masked = signals(r#""mask_signals", "spin 2", "unmask_signals", "spin 1""#);
+    let at = |t: &[String], s: &str| t.iter().position(|l| l.starts_with(s));
+    let handler = at(&masked, "main signal handler starts").expect("delivered after the unmask");
+    assert!(
+        handler > at(&masked, "main unmask_signals").unwrap(),
+        "{masked:#?}"
+    );
+    let replaced = signals(r#""replace_signal_handler", "spin 2""#);
+    assert!(
+        at(&replaced, "main the application's own signal handler runs").is_some(),
+        "{replaced:#?}"
+    );
+    assert!(
+        at(&replaced, "main signal handler starts").is_none(),
+        "{replaced:#?}"
+    );
+}
