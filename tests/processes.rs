@@ -326,7 +326,7 @@ kind = "jit"
 [[threads]]
 name = "main"
 frames = [{ fn = "M" }]
-program = ["call W", "call W", "throw", "catch 1", "end_catch", "spawn late", "mask_signals", "spin 3", "unmask_signals", "replace_signal_handler", "spin 3", "return"]
+program = ["call W", "alloc gc", "call W", "throw", "catch 1", "end_catch", "spawn late", "mask_signals", "spin 3", "unmask_signals", "replace_signal_handler", "spin 3", "return"]
 [[threads]]
 name = "late"
 start = "spawned"
@@ -353,6 +353,7 @@ program = ["signal main", "spin 5", "signal main"]
         .collect();
     let has = |s: &str| said.iter().any(|l| l.starts_with(s));
     assert!(has("main ExceptionThrown raised"), "{said:#?}");
+    assert!(has("main gc: collected"), "`alloc gc` collects: {said:#?}");
     assert!(has("main catch 1") && has("main end_catch"), "{said:#?}");
     assert!(has("late ThreadCreated raised"), "{said:#?}");
 
@@ -389,4 +390,20 @@ program = ["signal main", "spin 5", "signal main"]
         at(&replaced, "main signal handler starts").is_none(),
         "{replaced:#?}"
     );
+}
+
+#[test]
+fn frozen_scenarios_have_nothing_to_schedule() {
+    for scenario in fixtures::scenarios().unwrap() {
+        assert!(!scenario.process.moves(), "{}", scenario.name);
+        let run = Process::new(scenario.clone())
+            .run(&mut Random(Rng::new(0)))
+            .unwrap();
+        assert_eq!(
+            (run.outcome.as_str(), run.steps, run.trace.len()),
+            ("ok", 0, 0),
+            "{}",
+            scenario.name
+        );
+    }
 }

@@ -296,3 +296,29 @@ fn a_named_body_nobody_attached_ends_the_run_at_once() {
     let message = format!("{line}: field `body`: no built-in profiler code is named `my-sampler`");
     assert!(unknown.err().unwrap().contains(&message));
 }
+
+#[test]
+fn a_raw_read_of_a_freed_stack_crashes_the_run_a_checked_one_does_not() {
+    let body = |raw: bool| -> sim_clr::process::ThreadBody {
+        Arc::new(move |rt: &sim_clr::Runtime, os: &SimOs| {
+            let main = rt.thread("main").unwrap();
+            let sp = main.stack_base - 0x40;
+            os.sleep(Duration::from_millis(1)); // main exits (and its stack is unmapped) meanwhile
+            if raw {
+                os.read_raw(sp);
+            } else {
+                assert!(os.read_stack(corprof::os::OsThread(main.os_id), sp).is_err());
+            }
+        })
+    };
+    for (raw, outcome) in [(true, "access_violation"), (false, "ok")] {
+        let mut p = Process::new(Scenario::parse("raw.toml", FILE).unwrap());
+        p.thread_body("sampler", body(raw)).unwrap();
+        let run = p
+            .run(&mut sim_clr::process::schedule::Random(
+                sim_clr::process::schedule::Rng::new(5),
+            ))
+            .unwrap();
+        assert_eq!(run.outcome, outcome, "{run:?}");
+    }
+}

@@ -78,6 +78,11 @@ pub trait ThreadControl: Send + std::marker::Sync {
     /// A checked read of 8 bytes of `thread`'s stack: an address outside its bounds, or memory
     /// that is no longer mapped, is an error instead of a crash.
     fn read_stack(&self, thread: OsThread, address: u64) -> Result<u64, OsError>;
+
+    /// A raw read of 8 bytes of the process's memory, as dereferencing a pointer does: no
+    /// check, so unmapped memory crashes the process (in the simulator, the run ends with an
+    /// `access_violation`). A production implementation is a volatile pointer read.
+    fn read_raw(&self, address: u64) -> u64;
 }
 
 /// A mutex created by [`Sync::mutex_create`].

@@ -65,6 +65,8 @@ pub enum Request {
     StackBounds(OsThread),
     /// A checked stack read.
     ReadStack(OsThread, u64),
+    /// A raw memory read.
+    ReadRaw(u64),
 }
 
 /// The engine's answer to a [`Request`].

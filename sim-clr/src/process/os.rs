@@ -88,7 +88,16 @@ impl ThreadControl for SimOs {
             other => mismatch(other),
         }
     }
+
+    fn read_raw(&self, address: u64) -> u64 {
+        match ask(Request::ReadRaw(address)) {
+            Reply::Word(Ok(word)) => word,
+            other => mismatch(other),
+        }
+    }
 }
+
+impl SimOs {}
 
 impl Sync for SimOs {
     fn mutex_create(&self, name: &str) -> MutexId {

@@ -219,7 +219,18 @@ pub fn parse(lines: &[Line<'_>], names: &Names<'_>) -> Result<Vec<Instr>, Progra
                 .and_then(|_| function(args[0]))
                 .map(|f| Some(Op::PInvoke(f)))?,
             "pinvoke_return" => simple(Op::PInvokeReturn)?,
-            "alloc" => simple(Op::Alloc)?,
+            // `alloc gc`: an allocation that starts a GC once it has its memory.
+            "alloc" => match args {
+                [] => Some(Op::Alloc),
+                ["gc"] => {
+                    out.push(Instr {
+                        op: Op::Alloc,
+                        line: l.line,
+                    });
+                    Some(Op::Gc)
+                }
+                _ => return Err(err("`alloc` takes no operand, or `gc`".into())),
+            },
             "lock" => want(1).and_then(|_| lock(args[0])).map(|l| Some(Op::Lock(l)))?,
             "unlock" => want(1).and_then(|_| lock(args[0])).map(|l| Some(Op::Unlock(l)))?,
             "throw" => simple(Op::Throw)?,

@@ -10,6 +10,7 @@ use crate::process::program::LockId;
 use crate::process::{Ending, SimOs, ThreadBody};
 use crate::runtime::{CallbackKind, Platform, Runtime};
 use crate::thread::Lifecycle;
+use crate::trace::FaultKind;
 use corprof::os::{EventId, MutexId, OsError, OsThread};
 use corprof::Context;
 use std::sync::Arc;
@@ -170,11 +171,7 @@ impl Run<'_> {
                 "{} reads {sp:#x} on the stack of {}, which was freed when the thread exited (line {line})",
                 self.th[t].name, self.th[x].name
             );
-            self.end(
-                crate::trace::FaultKind::AccessViolation.as_str(),
-                message,
-                Vec::new(),
-            );
+            self.end(FaultKind::AccessViolation.as_str(), message, Vec::new());
             return;
         }
         let torn = self.check_torn(t, x, line);
@@ -372,6 +369,15 @@ impl Run<'_> {
             )),
             Request::Signal(id) => Reply::Unit(self.by_os_id(*id).and_then(|x| self.os_signal(t, x, 0))),
             Request::StackBounds(id) => Reply::Bounds(self.by_os_id(*id).and_then(|x| self.stack_bounds(x))),
+            // Unmapped memory crashes the process: the run ends and the fiber is stopped.
+            Request::ReadRaw(address) => match self.rt.read_memory(*address) {
+                Some(word) => Reply::Word(Ok(word)),
+                None => {
+                    let message = format!("{} read unmapped memory at {address:#x}", self.th[t].name);
+                    self.end(FaultKind::AccessViolation.as_str(), message, Vec::new());
+                    Reply::Abort
+                }
+            },
             Request::ReadStack(id, address) => {
                 Reply::Word(self.by_os_id(*id).and_then(|x| self.checked_read(t, x, *address)))
             }

@@ -30,12 +30,7 @@ impl Run<'_> {
                 let leaf_is_call = matches!(thread.stack.first(), Some(StackEntry::Call { .. }));
                 if calls < 2 || !leaf_is_call {
                     drop(st);
-                    let message = format!(
-                        "{} returns at line {line} with no caller to return to",
-                        self.th[t].name
-                    );
-                    self.end(Ending::UnbalancedReturn.as_str(), message, Vec::new());
-                    return Done::Next;
+                    return self.unbalanced(t, line, "returns with no caller to return to");
                 }
                 thread.stack.remove(0);
                 st.relayout(t);
@@ -56,12 +51,7 @@ impl Run<'_> {
                 );
                 if !in_pinvoke {
                     drop(st);
-                    let message = format!(
-                        "{} leaves a P/Invoke at line {line} but is not in one",
-                        self.th[t].name
-                    );
-                    self.end(Ending::UnbalancedReturn.as_str(), message, Vec::new());
-                    return Done::Next;
+                    return self.unbalanced(t, line, "leaves a P/Invoke but is not in one");
                 }
                 // Returning to cooperative mode waits for a runtime suspension to end.
                 let managed = thread.is_managed();
@@ -127,9 +117,7 @@ impl Run<'_> {
                     .collect();
                 if calls.len() <= n as usize {
                     drop(st);
-                    let message = format!("{} unwinds past its root frame at line {line}", self.th[t].name);
-                    self.end(Ending::UnbalancedReturn.as_str(), message, Vec::new());
-                    return Done::Next;
+                    return self.unbalanced(t, line, "unwinds past its root frame");
                 }
                 thread.stack.drain(..calls[n as usize]);
                 if let Some(StackEntry::Call { function, .. }) = thread.stack.first().copied() {
@@ -333,6 +321,13 @@ impl Run<'_> {
                 }
             }
         }
+    }
+
+    /// Ends the run: `t`'s stack cannot do what line `line` asks.
+    fn unbalanced(&mut self, t: usize, line: usize, what: &str) -> Done {
+        let message = format!("{} {what} (line {line})", self.th[t].name);
+        self.end(Ending::UnbalancedReturn.as_str(), message, Vec::new());
+        Done::Next
     }
 
     /// Pushes `entries` on thread `t`'s stack (a managed thread takes `mode`) and re-lays it;
