@@ -5,7 +5,7 @@ use crate::code::FunctionIndex;
 use crate::process::program::{Instr, LockId, Op};
 use crate::process::Ending;
 use crate::runtime::CallbackKind;
-use crate::thread::{ExceptionState, FrameKind, Funclet, Lifecycle, Mode, StackEntry};
+use crate::thread::{ExceptionState, FrameKind, Funclet, Lifecycle, Mode, StackEntry, Thread};
 use corprof::{HResult, ProfilerInfo, ThreadId};
 
 impl Run<'_> {
@@ -19,25 +19,18 @@ impl Run<'_> {
                 let mode = managed.then_some(Mode::Cooperative);
                 self.push_frames(t, instr, &[call_of(f)], mode)
             }
-            Op::Return => {
-                let mut st = self.rt.lock();
-                let thread = &mut st.threads[t];
+            Op::Return => self.edit_stack(t, instr, |thread| {
                 let calls = thread
                     .stack
                     .iter()
                     .filter(|e| matches!(e, StackEntry::Call { .. }))
                     .count();
-                let leaf_is_call = matches!(thread.stack.first(), Some(StackEntry::Call { .. }));
-                if calls < 2 || !leaf_is_call {
-                    drop(st);
-                    return self.unbalanced(t, line, "returns with no caller to return to");
+                if calls < 2 || !matches!(thread.stack.first(), Some(StackEntry::Call { .. })) {
+                    return Err("returns with no caller to return to");
                 }
                 thread.stack.remove(0);
-                st.relayout(t);
-                drop(st);
-                self.note(t, line, describe);
-                Done::Next
-            }
+                Ok(())
+            }),
             Op::PInvoke(f) => {
                 let entries = [call_of(f), StackEntry::Frame(FrameKind::InlinedCall)];
                 self.push_frames(t, instr, &entries, Some(Mode::Preemptive))
@@ -62,14 +55,11 @@ impl Run<'_> {
                     });
                     return Done::Block(Wait::SuspensionEnd);
                 }
-                let mut st = self.rt.lock();
-                let thread = &mut st.threads[t];
-                thread.stack.drain(0..2);
-                thread.mode = Mode::Cooperative;
-                st.relayout(t);
-                drop(st);
-                self.note(t, line, describe);
-                Done::Next
+                self.edit_stack(t, instr, |thread| {
+                    thread.stack.drain(0..2);
+                    thread.mode = Mode::Cooperative;
+                    Ok(())
+                })
             }
             Op::Alloc => {
                 if phase == 0 {
@@ -108,38 +98,28 @@ impl Run<'_> {
                 self.raise(t, Notice::Callback(CallbackKind::ExceptionThrown));
                 Done::Next
             }
-            Op::Catch(n) => {
-                let mut st = self.rt.lock();
-                let thread = &mut st.threads[t];
-                // Unwind `n` calls (and the Frames among them); the root call stays.
+            // Unwinds `n` calls (and the Frames among them); the root call stays.
+            Op::Catch(n) => self.edit_stack(t, instr, |thread| {
                 let calls: Vec<usize> = (0..thread.stack.len())
                     .filter(|&i| matches!(thread.stack[i], StackEntry::Call { .. }))
                     .collect();
-                if calls.len() <= n as usize {
-                    drop(st);
-                    return self.unbalanced(t, line, "unwinds past its root frame");
-                }
-                thread.stack.drain(..calls[n as usize]);
+                let Some(&handler) = calls.get(n as usize) else {
+                    return Err("unwinds past its root frame");
+                };
+                thread.stack.drain(..handler);
                 if let Some(StackEntry::Call { function, .. }) = thread.stack.first().copied() {
-                    thread.stack.insert(
-                        0,
-                        StackEntry::Call {
-                            function,
-                            offset: None,
-                            funclet: Some(Funclet::Catch),
-                        },
-                    );
+                    let funclet = StackEntry::Call {
+                        function,
+                        offset: None,
+                        funclet: Some(Funclet::Catch),
+                    };
+                    thread.stack.insert(0, funclet);
                 }
                 thread.exception = ExceptionState::UnwindingInManaged;
                 thread.mode = Mode::Cooperative;
-                st.relayout(t);
-                drop(st);
-                self.note(t, line, describe);
-                Done::Next
-            }
-            Op::EndCatch => {
-                let mut st = self.rt.lock();
-                let thread = &mut st.threads[t];
+                Ok(())
+            }),
+            Op::EndCatch => self.edit_stack(t, instr, |thread| {
                 if matches!(
                     thread.stack.first(),
                     Some(StackEntry::Call { funclet: Some(_), .. })
@@ -147,11 +127,8 @@ impl Run<'_> {
                     thread.stack.remove(0);
                 }
                 thread.exception = ExceptionState::None;
-                st.relayout(t);
-                drop(st);
-                self.note(t, line, describe);
-                Done::Next
-            }
+                Ok(())
+            }),
             Op::Gc => self.gc(t, line, phase),
             Op::Spin(n) => {
                 if phase + 1 >= n {
@@ -320,6 +297,29 @@ impl Run<'_> {
                     Done::Block(Wait::Event(e, u64::MAX))
                 }
             }
+        }
+    }
+
+    /// Edits `t`'s stack under the runtime's lock and re-lays it; when `edit` says why it
+    /// cannot, nothing is laid and the run ends (`unbalanced_return`).
+    fn edit_stack(
+        &mut self,
+        t: usize,
+        instr: Instr,
+        edit: impl FnOnce(&mut Thread) -> Result<(), &'static str>,
+    ) -> Done {
+        let mut st = self.rt.lock();
+        let edited = edit(&mut st.threads[t]);
+        if edited.is_ok() {
+            st.relayout(t);
+        }
+        drop(st);
+        match edited {
+            Ok(()) => {
+                self.note(t, instr.line, |run| run.describe(instr.op));
+                Done::Next
+            }
+            Err(why) => self.unbalanced(t, instr.line, why),
         }
     }
 
