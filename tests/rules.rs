@@ -507,8 +507,8 @@ fn r22_r23_frames_come_leaf_first_with_the_leaf_ip_then_return_addresses() {
             "leaf IP (self-seeded), return addresses, then the native caller's return address"
         );
         let leaf = rt.with_code(|c| c.function(c.by_name("App::Leaf").unwrap()).clone());
-        assert_eq!(got[0], leaf.start + sim_clr::thread::LEAF_OFFSET);
-        assert_eq!(got[1], leaf.start + sim_clr::thread::RETURN_OFFSET);
+        assert_eq!(got[0], leaf.start + sim_clr::code::machine::LEAF_OFFSET);
+        assert_eq!(got[1], leaf.start + sim_clr::code::machine::RETURN_OFFSET);
     });
 }
 

@@ -9,6 +9,9 @@
 //! [`os`] is the operating-system layer a sampler needs besides the profiling API (thread
 //! suspension and context, signals, stack reads, mutexes, events, sleep and a clock).
 //!
+//! [`modules`] is the loaded-module list with each module's unwind sections, which a native
+//! unwinder copies when a module appears.
+//!
 //! [`com`] holds the same API at the COM ABI level (vtables, IIDs) for native profilers.
 //!
 //! With the `mock` feature, `MockProfilerInfo` and `MockProfilerCallback` (mockall) are
@@ -22,6 +25,7 @@ pub mod frame_info;
 pub mod hresult;
 pub mod ids;
 pub mod info;
+pub mod modules;
 pub mod os;
 
 pub use callback::ProfilerCallback;

@@ -11,7 +11,9 @@ use crate::runtime::{Notification, Platform, Runtime, State};
 use crate::thread::{Lifecycle, Mode, OsContext, Thread};
 use crate::trace::FaultKind;
 use corprof::flags::{event, snapshot};
-use corprof::{Context, FrameInfo, FunctionId, HResult, SnapshotFrame, StackSnapshotCallback, ThreadId};
+use corprof::{
+    Context, FrameInfo, FunctionId, HResult, Register, SnapshotFrame, StackSnapshotCallback, ThreadId,
+};
 
 /// The most frames one walk reports; a bound on corrupt or cyclic stacks.
 pub const MAX_WALK_FRAMES: usize = 1 << 16;
@@ -355,33 +357,42 @@ fn walk(st: &State, t: usize, seed: Option<Context>) -> Walk {
         if let Some(parent) = here.and_then(|i| thread.funclet_parent(i)) {
             context = thread.call_context(parent);
         }
-        // Unwind the managed frame (its CFA is RSP + frame size): read the return address and
-        // saved RBP first — an unmapped read faults — then check the new SP against the
-        // target's stack (R17's speculative-walk check).
-        let Some(cfa) = context.rsp.checked_add(function.frame_size) else {
+        // Unwind the managed frame with its code's template at the IP, as the code manager
+        // reads the unwind info of the code it generated: the return address and the saved
+        // registers are read first — an unmapped read faults — then the new SP is checked
+        // against the target's stack (R17's speculative-walk check).
+        let machine = &function.machine;
+        let state = machine
+            .state_containing(context.rip.wrapping_sub(function.start))
+            .or_else(|| machine.default_return().and_then(|o| machine.state(o)));
+        let Some(state) = state else {
             return Walk {
                 frames,
                 end: WalkEnd::Failed,
             };
         };
-        let (ret, saved_rbp) = match (st.memory.read_u64(cfa - 8), st.memory.read_u64(cfa - 16)) {
-            (Ok(r), Ok(b)) => (r, b),
-            (Err(av), _) | (_, Err(av)) => {
+        let regs = Register::ALL.map(|r| context.get(r));
+        let unwound = match state.unwind(&regs, &mut |a| st.memory.read_u64(a).map_err(|av| av.address)) {
+            Ok(u) => u,
+            Err(address) => {
                 return Walk {
                     frames,
-                    end: WalkEnd::AccessViolation(av.address),
+                    end: WalkEnd::AccessViolation(address),
                 }
             }
         };
+        let cfa = unwound.regs[Register::Rsp as usize];
         if cfa > thread.stack_base || cfa <= thread.stack_limit {
             return Walk {
                 frames,
                 end: WalkEnd::Failed,
             };
         }
+        for r in Register::ALL {
+            context.set(r, unwound.regs[r as usize]);
+        }
+        let ret = unwound.rip;
         context.rip = ret;
-        context.rsp = cfa;
-        context.rbp = saved_rbp;
         if ret == 0 {
             return Walk {
                 frames,

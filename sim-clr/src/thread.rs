@@ -2,9 +2,11 @@
 //!
 //! A thread's stack is a list of [`StackEntry`]s: calls (one per function activation) and the
 //! runtime's explicit Frames (InlinedCallFrame, HelperMethodFrame, …) that sit between them.
-//! [`Thread::materialize`] lays the calls out in the thread's stack memory — return addresses
-//! and a saved-RBP chain, as real code leaves them — so that the runtime's walk (and later a
-//! profiler's own unwinder) reads the stack from memory rather than from the list.
+//! [`Thread::materialize`] lays the calls out in the thread's stack memory by instantiating
+//! each function's machine-code template at the frame's IP, root first — return addresses,
+//! pushed and saved registers where the code put them, and each frame's registers — so that
+//! the runtime's walk and a profiler's own unwinder read the stack from memory rather than
+//! from the list.
 
 use crate::code::{CodeKind, CodeMap, FunctionIndex};
 use crate::memory::AddressSpace;
@@ -102,11 +104,6 @@ pub enum StackEntry {
     Frame(FrameKind),
 }
 
-/// Default IP offset of the leaf call (the instruction being executed).
-pub const LEAF_OFFSET: u64 = 0x10;
-/// Default IP offset of a non-leaf call (the return address after its call instruction).
-pub const RETURN_OFFSET: u64 = 0x25;
-
 /// Whether a thread has a runtime `Thread` object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ThreadKind {
@@ -188,13 +185,9 @@ pub struct LaidCall {
     pub cfa: u64,
     /// The handler funclet this activation is, if any.
     pub funclet: Option<Funclet>,
-}
-
-impl LaidCall {
-    /// The frame pointer of this frame (`CFA − 16`, where the caller's RBP is saved).
-    pub fn rbp(&self) -> u64 {
-        self.cfa - 16
-    }
+    /// The general-purpose registers while this frame runs (at its call site for non-leaf
+    /// frames), by [`Register`] number: what its code left there.
+    pub regs: [u64; 16],
 }
 
 /// An explicit Frame laid out in memory.
@@ -269,8 +262,8 @@ pub struct Thread {
     pub stack_base: u64,
     /// Lowest stack address.
     pub stack_limit: u64,
-    /// Values of the nonvolatile registers other than RSP/RBP (they are not clobbered by the
-    /// simulated functions, so every frame shares them).
+    /// The registers the root frame is entered with (RSP and RBP aside): each frame's
+    /// registers follow from them through the code of the frames below it.
     pub nonvolatile: [u64; 16],
     /// The current layout (recomputed by [`Thread::materialize`]).
     pub layout: Layout,
@@ -340,47 +333,69 @@ impl Thread {
         self.kind == ThreadKind::Managed
     }
 
-    /// Lays out [`Thread::stack`] in memory: root at the top of the stack region, each call's
-    /// return address at `CFA − 8` and saved RBP at `CFA − 16`, explicit Frames inside the
-    /// call below them. Any previous contents of the region are erased.
+    /// Lays out [`Thread::stack`] in memory, root first: the root is entered with RSP just
+    /// below the top of the stack region (returning to 0) and RBP 0; each frame runs its
+    /// function's code template at its IP (the current IP for the leaf, a return site
+    /// otherwise) from the registers its caller left at the call, writing what the code
+    /// writes; its callee is entered with the return address pushed. Explicit Frames live
+    /// inside the call below them. Any previous contents of the region are erased.
     pub fn materialize(&mut self, code: &CodeMap, memory: &mut AddressSpace) {
         memory.clear(self.stack_limit, self.stack_base);
         let mut layout = Layout::default();
-        // Calls, root first, so that each CFA is the caller's RSP.
-        let mut cfa = self.stack_base - 0x40;
+        let mut entry = self.nonvolatile;
+        entry[Register::Rbp as usize] = 0;
+        entry[Register::Rsp as usize] = self.stack_base - 0x48;
+        let mut return_address = 0;
+        let leaf_entry = self
+            .stack
+            .iter()
+            .position(|e| matches!(e, StackEntry::Call { .. }));
         let mut leafward: Vec<LaidCall> = Vec::new();
-        for (entry, item) in self.stack.iter().enumerate().rev() {
-            if let StackEntry::Call {
+        for (index, item) in self.stack.iter().enumerate().rev() {
+            let StackEntry::Call {
                 function,
                 offset,
                 funclet,
             } = *item
-            {
-                let f = code.function(function);
-                let is_leaf = !self.stack[..entry]
-                    .iter()
-                    .any(|e| matches!(e, StackEntry::Call { .. }));
-                let default = if is_leaf { LEAF_OFFSET } else { RETURN_OFFSET };
-                let call = LaidCall {
-                    entry,
-                    function,
-                    rip: f.start + offset.unwrap_or(default),
-                    rsp: cfa - f.frame_size,
-                    cfa,
-                    funclet,
-                };
-                cfa = call.rsp;
-                leafward.push(call);
-            }
+            else {
+                continue;
+            };
+            let machine = &code.function(function).machine;
+            let offset = offset.unwrap_or_else(|| {
+                if Some(index) == leaf_entry {
+                    machine.default_leaf()
+                } else {
+                    machine.default_return().unwrap_or_else(|| machine.default_leaf())
+                }
+            });
+            let entry_rsp = entry[Register::Rsp as usize];
+            memory.write_u64(entry_rsp, return_address);
+            let regs = match machine.state_containing(offset) {
+                Some(state) => {
+                    for &(delta, value) in &state.writes {
+                        memory.write_u64(entry_rsp.wrapping_add_signed(delta), value.resolve(&entry));
+                    }
+                    state.regs.map(|v| v.resolve(&entry))
+                }
+                None => entry,
+            };
+            let call = LaidCall {
+                entry: index,
+                function,
+                rip: code.function(function).start + offset,
+                rsp: regs[Register::Rsp as usize],
+                cfa: entry_rsp + 8,
+                funclet,
+                regs,
+            };
+            // The callee is entered with this frame's return address pushed.
+            entry = regs;
+            entry[Register::Rsp as usize] = call.rsp - 8;
+            return_address = call.rip;
+            leafward.push(call);
         }
         leafward.reverse();
         layout.calls = leafward;
-        // Memory: each frame saves its caller's RBP and holds the return address into it.
-        for (i, call) in layout.calls.iter().enumerate() {
-            let caller = layout.calls.get(i + 1);
-            memory.write_u64(call.cfa - 8, caller.map_or(0, |c| c.rip));
-            memory.write_u64(call.cfa - 16, caller.map_or(0, |c| c.rbp()));
-        }
         // Explicit Frames live in the next call below them, lower entries at lower addresses.
         let mut per_call: Vec<u64> = vec![0; layout.calls.len()];
         for (entry, item) in self.stack.iter().enumerate() {
@@ -422,17 +437,14 @@ impl Thread {
         let mut context = Context::zeroed();
         context.context_flags = CONTEXT_CONTROL | CONTEXT_INTEGER;
         for r in Register::ALL {
-            context.set(r, self.nonvolatile[r as usize]);
+            context.set(r, call.regs[r as usize]);
         }
         context.rip = call.rip;
-        context.rsp = call.rsp;
-        context.rbp = call.rbp();
         context.seg_cs = 0x33;
         context.seg_ss = 0x2b;
         context.e_flags = 0x246;
         context
     }
-
     /// The thread's current CPU context (`GetThreadContext`): the leaf call's registers.
     pub fn leaf_context(&self) -> Option<Context> {
         (!self.layout.calls.is_empty()).then(|| self.call_context(0))
@@ -461,18 +473,22 @@ mod tests {
 
     #[test]
     fn layout_writes_a_walkable_frame_chain() {
-        let code = CodeMap::build(&[
-            FunctionSpec::new("Leaf", CodeKind::Jit),
-            FunctionSpec::new("Main", CodeKind::Jit),
-            FunctionSpec::new("host", CodeKind::Native),
-        ]);
+        let code = CodeMap::build(
+            &[
+                FunctionSpec::new("Leaf", CodeKind::Jit),
+                FunctionSpec::new("Main", CodeKind::Jit),
+                FunctionSpec::new("host", CodeKind::Native),
+            ],
+            crate::runtime::Platform::Unix,
+        )
+        .unwrap();
         let mut memory = AddressSpace::default();
         let mut t = Thread::new("main", ThreadKind::Managed, 0);
         memory.map(t.stack_limit, t.stack_base);
         t.stack = vec![
             StackEntry::Call {
                 function: 2,
-                offset: Some(0x40),
+                offset: None,
                 funclet: None,
             },
             StackEntry::Frame(FrameKind::InlinedCall),
@@ -496,15 +512,26 @@ mod tests {
         t.materialize(&code, &mut memory);
         let calls = &t.layout.calls;
         assert_eq!(calls.len(), 4);
-        assert_eq!(calls[0].rip, code.function(2).start + 0x40);
-        assert_eq!(calls[1].rip, code.function(0).start + RETURN_OFFSET);
-        assert_eq!(calls[3].rip, code.function(2).start + RETURN_OFFSET);
+        let machine = |i: usize| &code.function(i).machine;
+        assert_eq!(calls[0].rip, code.function(2).start + machine(2).default_leaf());
+        assert_eq!(calls[1].rip, code.function(0).start + 0x25);
+        assert_eq!(
+            calls[3].rip,
+            code.function(2).start + machine(2).default_return().unwrap()
+        );
+        let rbp = Register::Rbp as usize;
         for pair in calls.windows(2) {
             assert_eq!(pair[0].cfa, pair[1].rsp);
             assert_eq!(memory.read_u64(pair[0].cfa - 8), Ok(pair[1].rip));
-            assert_eq!(memory.read_u64(pair[0].rbp()), Ok(pair[1].rbp()));
             assert_eq!(pair[0].rsp % 16, 0);
         }
+        // Managed frames keep an RBP chain; the native ones leave RBP alone.
+        for managed in &calls[1..3] {
+            assert_eq!(managed.regs[rbp], managed.cfa - 16);
+        }
+        assert_eq!(memory.read_u64(calls[2].cfa - 16), Ok(calls[3].regs[rbp]));
+        assert_eq!(memory.read_u64(calls[1].cfa - 16), Ok(calls[2].regs[rbp]));
+        assert_eq!((calls[3].regs[rbp], calls[0].regs[rbp]), (0, calls[1].regs[rbp]));
         assert_eq!(memory.read_u64(calls[3].cfa - 8), Ok(0));
         let frames = &t.layout.frames;
         assert_eq!(

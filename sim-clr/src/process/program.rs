@@ -383,7 +383,11 @@ mod tests {
     use crate::code::{CodeKind, FunctionSpec};
 
     fn run(text: &[&str]) -> Result<Vec<Instr>, ProgramError> {
-        let code = CodeMap::build(&[FunctionSpec::new("Work", CodeKind::Jit)]);
+        let code = CodeMap::build(
+            &[FunctionSpec::new("Work", CodeKind::Jit)],
+            crate::runtime::Platform::Unix,
+        )
+        .unwrap();
         let threads = ["main".to_string(), "sampler".to_string()];
         let locks: Vec<String> = RUNTIME_LOCKS.iter().map(|s| s.to_string()).collect();
         let events = ["go".to_string()];

@@ -24,8 +24,8 @@ pub struct Scenario {
     pub description: String,
     /// The runtime's global state.
     pub config: RuntimeConfig,
-    /// Declared functions followed by the runtime's built-in ones.
-    pub functions: Vec<FunctionSpec>,
+    /// Declared functions followed by the runtime's built-in ones, laid out and assembled.
+    pub code: CodeMap,
     /// Threads in their initial state.
     pub threads: Vec<Thread>,
     /// Number of calls each thread declares (its stack without runtime-pushed frames).
@@ -243,11 +243,7 @@ impl Scenario {
 
     /// A fresh runtime in the scenario's initial state.
     pub fn runtime(&self) -> Runtime {
-        Runtime::new(
-            self.config.clone(),
-            CodeMap::build(&self.functions),
-            self.threads.clone(),
-        )
+        Runtime::new(self.config.clone(), self.code.clone(), self.threads.clone())
     }
 }
 
@@ -313,7 +309,10 @@ impl Builder<'_> {
             config.context_size = *size.get_ref();
         }
         let functions = self.functions(&m.code)?;
-        let code = CodeMap::build(&functions);
+        let code = CodeMap::build(&functions, platform).map_err(|e| match m.code.get(e.function) {
+            Some(c) => self.err(c.span(), "shape", e.message),
+            None => self.err(0..0, "code", e.message),
+        })?;
         let mut threads = Vec::new();
         let mut declared_calls = Vec::new();
         for (i, t) in m.threads.iter().enumerate() {
@@ -356,7 +355,7 @@ impl Builder<'_> {
             name: m.name.unwrap_or(stem),
             description: m.description.unwrap_or_default(),
             config,
-            functions,
+            code,
             threads,
             declared_calls,
             calls,
@@ -570,15 +569,22 @@ impl Builder<'_> {
                     ));
                 }
                 if let Some(o) = &m.offset {
-                    if *o.get_ref() >= func.size {
+                    if func.machine.state(*o.get_ref()).is_none() {
+                        let sites: Vec<String> = func
+                            .machine
+                            .return_sites()
+                            .iter()
+                            .map(|s| format!("{s:#x}"))
+                            .collect();
                         return Err(self.err(
                             o.span(),
                             "offset",
                             format!(
-                                "{:#x} is outside `{}` ({:#x} bytes)",
+                                "{:#x} is not an instruction boundary of `{}` ({:#x} bytes of code; its return sites are {})",
                                 o.get_ref(),
                                 func.name,
-                                func.size
+                                func.machine.code.code_len,
+                                sites.join(", ")
                             ),
                         ));
                     }

@@ -1,7 +1,8 @@
 //! Assembling a [`FunctionShape`] into x64 machine code with iced-x86's code assembler.
 //!
 //! Layout: the prologue (one instruction per step); the body — clobbers of every register
-//! the prologue preserved (so an unwinder that fails to restore them is caught), the calls,
+//! the prologue preserved (so an unwinder that fails to restore them is caught), optional
+//! `nop` padding ([`assemble_at`]), the calls,
 //! the loops, a compare-and-branch to each extra epilogue; then each epilogue (restores of
 //! `mov`-saved registers, the epilogue proper, its terminator); then an 8-byte data slot for
 //! indirect tail calls.
@@ -75,8 +76,56 @@ fn asm_err(e: IcedError) -> ShapeError {
 
 /// Assembles `shape` at address `base`.
 pub fn assemble(shape: &FunctionShape, base: u64) -> Result<Assembled, ShapeError> {
+    assemble_at(shape, base, Padding::default())
+}
+
+/// Where [`assemble_at`] pads the body with `nop`s.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Padding {
+    /// Pad before the first call so that it returns at this offset (when the prologue and
+    /// clobbers end early enough).
+    pub first_return: Option<u64>,
+    /// Pad after the calls so that code and data take this many bytes (at most 0x400 bytes
+    /// of padding; none if the code is already longer).
+    pub total: Option<u64>,
+}
+
+/// The most `nop`s [`Padding`] adds at either place.
+const MAX_PAD: u64 = 0x400;
+
+/// Assembles `shape` at address `base`, padded with `nop`s as `padding` asks: a body whose
+/// every byte is an instruction boundary with the body's state, and return sites where a
+/// caller expects them. Nothing before the first call branches, so the first padding moves
+/// only what follows it.
+pub fn assemble_at(shape: &FunctionShape, base: u64, padding: Padding) -> Result<Assembled, ShapeError> {
     shape.validate()?;
-    build(shape, base).map_err(asm_err)?.finish(shape, base)
+    let assemble = |before: u64, after: u64| {
+        build(shape, base, before, after)
+            .map_err(asm_err)?
+            .finish(shape, base)
+    };
+    let plain = assemble(0, 0)?;
+    let before = match (padding.first_return, plain.return_sites.first()) {
+        (Some(want), Some(&got)) if want > got && want - got <= MAX_PAD => want - got,
+        _ => 0,
+    };
+    let mut after = 0;
+    let mut code = if before > 0 { assemble(before, 0)? } else { plain };
+    // Branch encodings may grow with the distance, so converge in a few rounds.
+    for _ in 0..3 {
+        let Some(total) = padding.total else { break };
+        let len = code.bytes.len() as u64;
+        if len == total || (len < total && after == MAX_PAD) {
+            break;
+        }
+        after = if len < total {
+            (after + total - len).min(MAX_PAD)
+        } else {
+            after.saturating_sub(len - total)
+        };
+        code = assemble(before, after)?;
+    }
+    Ok(code)
 }
 
 /// The assembler and the instruction counts needed to locate offsets afterwards.
@@ -87,7 +136,7 @@ struct Built {
     epilogue_lead: Vec<usize>,
 }
 
-fn build(shape: &FunctionShape, base: u64) -> Result<Built, IcedError> {
+fn build(shape: &FunctionShape, base: u64, before: u64, after: u64) -> Result<Built, IcedError> {
     let external = base + EXTERNAL_OFFSET;
     let mut a = CodeAssembler::new(64)?;
     let fp = shape.frame_pointer();
@@ -126,8 +175,14 @@ fn build(shape: &FunctionShape, base: u64) -> Result<Built, IcedError> {
             _ => {}
         }
     }
+    for _ in 0..before {
+        a.nop()?;
+    }
     for _ in 0..shape.calls {
         a.call(external)?;
+    }
+    for _ in 0..after {
+        a.nop()?;
     }
     if shape.back_edges {
         // A jcc back-edge, then a jmp back-edge: neither is an epilogue.

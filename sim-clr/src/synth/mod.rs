@@ -13,7 +13,7 @@ mod emulate;
 mod pe;
 mod shape;
 
-pub use assemble::{assemble, Assembled, EXTERNAL_OFFSET};
+pub use assemble::{assemble, assemble_at, Assembled, Padding, EXTERNAL_OFFSET};
 pub use cfi::{dwarf_register, write_eh_frame, write_eh_frame_hdr, EhFrameHdrError, EhFrameSections};
 pub use emulate::{
     emulate, emulate_from, sentinel, xmm_sentinel, Boundary, EmulationError, EntryState, ENTRY_RSP,

@@ -4,9 +4,21 @@
 //! ReadyToRun image; native code lives in module images (the runtime's own helpers in
 //! `libcoreclr.so`); runtime stubs live in a stub heap the execution manager does not know.
 //! Only JIT-heap and ReadyToRun addresses are "managed code" to the runtime (R14).
+//!
+//! Every function is real machine code ([`machine`]), and the modules a profiler can list
+//! carry unwind tables for it ([`images`]).
 
+pub mod images;
+pub mod machine;
+
+use crate::runtime::Platform;
+use crate::synth::FunctionShape;
 use corprof::{ClassId, FunctionId, MdToken, ModuleId};
+use images::Images;
+use machine::{default_shape, MachineCode};
 use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
 
 /// What kind of code a function is; decides how the runtime treats an IP inside it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -85,9 +97,10 @@ pub struct Function {
     /// A second, cold region (`start`, `size`) when the method is hot/cold split.
     pub cold: Option<(u64, u64)>,
     /// Bytes from the frame's RSP (in the body) to its CFA (the RSP at the call that created
-    /// it); the return address is at CFA − 8 and the saved RBP at CFA − 16. A multiple of 16,
-    /// so that RSP stays 16-aligned at the function's own calls (x64 ABI).
+    /// it): its shape's return address, pushes and allocation.
     pub frame_size: u64,
+    /// Its machine code and the state at each instruction boundary.
+    pub machine: Arc<MachineCode>,
     /// False for a method with no native code yet (never on a stack).
     pub compiled: bool,
     /// True for a typical generic method definition (`GetCodeInfo2` rejects it).
@@ -124,8 +137,10 @@ pub struct FunctionSpec {
     pub module: Option<String>,
     /// Hot code size in bytes (≥ 16).
     pub size: u64,
-    /// Frame size in bytes: a multiple of 16, at least 16 (return address and saved RBP).
+    /// Frame size in bytes for the default shape: a multiple of 16, at least 16.
     pub frame_size: u64,
+    /// The code's shape; `None` for the kind's default ([`machine::default_shape`]).
+    pub shape: Option<FunctionShape>,
     /// Whether a cold region exists.
     pub split: bool,
     /// Whether native code exists.
@@ -143,6 +158,7 @@ impl FunctionSpec {
             module: None,
             size: 0x100,
             frame_size: 0x40,
+            shape: None,
             split: false,
             compiled: true,
             generic_definition: false,
@@ -159,6 +175,23 @@ const METHOD_DESC_BASE: u64 = 0x7f00_0800_0000;
 const CLASS_BASE: u64 = 0x7f00_0900_0000;
 const MODULE_BASE: u64 = 0x7f00_0a00_0000;
 
+/// Why a code map cannot be built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodeError {
+    /// The spec at fault (its index in the declaration order).
+    pub function: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for CodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "function #{}: {}", self.function, self.message)
+    }
+}
+
+impl std::error::Error for CodeError {}
+
 /// Every function of the process, with deterministic addresses and ids, and a sorted index
 /// for IP lookups.
 #[derive(Clone, Debug, Default)]
@@ -167,11 +200,14 @@ pub struct CodeMap {
     /// (start, end, index) for every code region, sorted by start.
     ranges: Vec<(u64, u64, FunctionIndex)>,
     modules: Vec<String>,
+    images: Arc<Images>,
 }
 
 impl CodeMap {
-    /// Lays out `specs` in declaration order: the same specs always give the same addresses.
-    pub fn build(specs: &[FunctionSpec]) -> CodeMap {
+    /// Lays out `specs` in declaration order (the same specs always give the same
+    /// addresses), assembles each function's code there and writes `platform`'s unwind
+    /// tables. Fails when a shape cannot be assembled or its code does not fit its size.
+    pub fn build(specs: &[FunctionSpec], platform: Platform) -> Result<CodeMap, CodeError> {
         let mut map = CodeMap::default();
         let mut cursors: Vec<(String, u64)> = Vec::new();
         let mut classes: Vec<String> = Vec::new();
@@ -200,6 +236,22 @@ impl CodeMap {
             let start = *cursor;
             *cursor = align16(start + spec.size) + 0x10;
             let cold = spec.split.then(|| (start + COLD_OFFSET, spec.size / 2 + 0x10));
+            let error = |message: String| CodeError {
+                function: map.functions.len(),
+                message,
+            };
+            let shape = spec
+                .shape
+                .clone()
+                .unwrap_or_else(|| default_shape(spec.kind, spec.frame_size));
+            let machine = MachineCode::build(&shape, start, spec.size).map_err(error)?;
+            if machine.len() > spec.size {
+                return Err(error(format!(
+                    "its code takes {:#x} bytes, more than its size {:#x}",
+                    machine.len(),
+                    spec.size
+                )));
+            }
             let managed = spec.kind.is_managed();
             let (function_id, class_id, module_id, token) = if managed {
                 let class = spec.name.rsplit_once("::").map_or("<Module>", |(c, _)| c);
@@ -228,7 +280,8 @@ impl CodeMap {
                 start,
                 size: spec.size,
                 cold,
-                frame_size: spec.frame_size,
+                frame_size: shape.frame_size(),
+                machine: Arc::new(machine),
                 compiled: spec.compiled,
                 generic_definition: spec.generic_definition,
                 function_id,
@@ -238,7 +291,15 @@ impl CodeMap {
             });
         }
         map.ranges.sort_unstable();
-        map
+        map.images = Arc::new(
+            Images::build(platform, &map.functions).map_err(|message| CodeError { function: 0, message })?,
+        );
+        Ok(map)
+    }
+
+    /// The loaded modules with unwind info a profiler can find.
+    pub fn images(&self) -> &Images {
+        &self.images
     }
 
     fn module_index(&mut self, module: &str) -> usize {
@@ -311,13 +372,17 @@ mod tests {
     fn map() -> CodeMap {
         let mut split = FunctionSpec::new("Program::Hot", CodeKind::Jit);
         split.split = true;
-        CodeMap::build(&[
-            FunctionSpec::new("Program::Main", CodeKind::Jit),
-            FunctionSpec::new("IL_STUB_PInvoke", CodeKind::IlStub),
-            FunctionSpec::new("host!main", CodeKind::Native),
-            FunctionSpec::new("JIT_New", CodeKind::Helper),
-            split,
-        ])
+        CodeMap::build(
+            &[
+                FunctionSpec::new("Program::Main", CodeKind::Jit),
+                FunctionSpec::new("IL_STUB_PInvoke", CodeKind::IlStub),
+                FunctionSpec::new("host!main", CodeKind::Native),
+                FunctionSpec::new("JIT_New", CodeKind::Helper),
+                split,
+            ],
+            Platform::Unix,
+        )
+        .unwrap()
     }
 
     #[test]

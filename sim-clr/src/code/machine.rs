@@ -1,0 +1,317 @@
+//! Each function's machine code, and what that code leaves on the stack and in the registers
+//! at every instruction boundary.
+//!
+//! A function is real x64 code assembled from its [`FunctionShape`] at its address. The
+//! emulator runs it once from a symbolic entry (every register holding a sentinel, RSP a
+//! known value), and each boundary's state is recorded relative to that entry: a register
+//! holds an entry register's value, an address relative to the entry RSP, or a constant; the
+//! stack words the function wrote below its return address likewise. A [`FrameState`] is that
+//! template. Laying out a stack instantiates one per frame, root first, from the registers the
+//! caller left at its call (so frameless frames have no RBP chain and callee-saved registers
+//! sit where the code put them); the runtime's own unwinder reads the same templates, as the
+//! real runtime reads the unwind info of the code it generated.
+
+use crate::synth::{
+    assemble_at, emulate, sentinel, xmm_sentinel, Assembled, FunctionShape, Padding, PrologStep, ENTRY_RSP,
+};
+use corprof::Register;
+
+/// Where a value in a frame comes from, relative to the function's entry state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Value {
+    /// The value register `r` held at entry.
+    Entry(Register),
+    /// The entry RSP plus this offset.
+    Rsp(i64),
+    /// A constant the code wrote (a clobber, a loop counter, a value left by a call).
+    Const(u64),
+}
+
+impl Value {
+    /// The value for a function entered with `entry` registers.
+    pub fn resolve(self, entry: &[u64; 16]) -> u64 {
+        match self {
+            Value::Entry(r) => entry[r as usize],
+            Value::Rsp(d) => entry[Register::Rsp as usize].wrapping_add_signed(d),
+            Value::Const(c) => c,
+        }
+    }
+
+    /// Classifies a value the emulator produced from the standard entry. The halves of the
+    /// XMM sentinels become 0: simulated threads' XMM registers hold 0.
+    fn classify(v: u64) -> Value {
+        if let Some(r) = Register::ALL.into_iter().find(|&r| sentinel(r) == v) {
+            return Value::Entry(r);
+        }
+        if (ENTRY_RSP - 0x20_0000..=ENTRY_RSP + 0x1000).contains(&v) {
+            return Value::Rsp(v.wrapping_sub(ENTRY_RSP) as i64);
+        }
+        let xmm_half = (0..16u8).any(|n| {
+            let x = xmm_sentinel(n);
+            v == x as u64 || v == (x >> 64) as u64
+        });
+        Value::Const(if xmm_half { 0 } else { v })
+    }
+}
+
+/// The state a function's code leaves at a run of instruction boundaries (consecutive
+/// boundaries with the same state, such as a body of `nop`s, share one).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrameState {
+    /// The run's first boundary, as an offset from the function's start.
+    pub offset: u64,
+    /// Each general-purpose register, by [`Register`] number.
+    pub regs: [Value; 16],
+    /// The stack words the function wrote, by offset from the entry RSP (all negative: below
+    /// the return address), in address order.
+    pub writes: Vec<(i64, Value)>,
+}
+
+/// The caller's registers recovered from a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unwound {
+    /// The return address.
+    pub rip: u64,
+    /// The caller's registers: RSP is the CFA, every register the frame saved is read back,
+    /// the others are as in the frame.
+    pub regs: [u64; 16],
+}
+
+impl FrameState {
+    /// RSP at this boundary minus the entry RSP (≤ 0).
+    pub fn rsp_delta(&self) -> i64 {
+        match self.regs[Register::Rsp as usize] {
+            Value::Rsp(d) => d,
+            _ => 0,
+        }
+    }
+
+    /// Unwinds a frame of this function stopped here with registers `regs`: the entry RSP
+    /// is `RSP − delta`, the return address sits there, and each register the function
+    /// changed is read from the slot it saved it in. `read` fails with the faulting address.
+    pub fn unwind(
+        &self,
+        regs: &[u64; 16],
+        read: &mut impl FnMut(u64) -> Result<u64, u64>,
+    ) -> Result<Unwound, u64> {
+        let entry_rsp = regs[Register::Rsp as usize].wrapping_add_signed(-self.rsp_delta());
+        let rip = read(entry_rsp)?;
+        let mut caller = *regs;
+        for r in Register::ALL {
+            if r == Register::Rsp || self.regs[r as usize] == Value::Entry(r) {
+                continue;
+            }
+            if let Some(&(offset, _)) = self.writes.iter().find(|(_, v)| *v == Value::Entry(r)) {
+                caller[r as usize] = read(entry_rsp.wrapping_add_signed(offset))?;
+            }
+        }
+        caller[Register::Rsp as usize] = entry_rsp.wrapping_add(8);
+        Ok(Unwound { rip, regs: caller })
+    }
+}
+
+/// A function's code and its state at every instruction boundary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MachineCode {
+    /// The assembled code (its shape, bytes and offsets).
+    pub code: Assembled,
+    /// Every instruction boundary, as offsets in order.
+    pub boundaries: Vec<u64>,
+    /// The states, one per run of boundaries, by offset.
+    pub states: Vec<FrameState>,
+}
+
+/// Where the default leaf IP sits, when it is a boundary of the body.
+pub const LEAF_OFFSET: u64 = 0x10;
+/// Where the body's first call returns to, when the prologue leaves room.
+pub const RETURN_OFFSET: u64 = 0x25;
+
+impl MachineCode {
+    /// Assembles `shape` at `base`, padded to `size` bytes with its first call returning at
+    /// [`RETURN_OFFSET`] when possible (so that the body covers most of the function, as the
+    /// body of real code does), and records the state at every boundary.
+    pub fn build(shape: &FunctionShape, base: u64, size: u64) -> Result<MachineCode, String> {
+        if shape.machine_frame {
+            return Err("a simulated function is entered by a call, not through a machine frame".into());
+        }
+        let padding = Padding {
+            first_return: Some(RETURN_OFFSET),
+            total: Some(size),
+        };
+        let code = assemble_at(shape, base, padding).map_err(|e| e.to_string())?;
+        let boundaries = emulate(&code).map_err(|e| e.to_string())?;
+        let mut states: Vec<FrameState> = Vec::new();
+        for b in &boundaries {
+            let state = FrameState {
+                offset: b.ip - base,
+                regs: b.regs.map(Value::classify),
+                writes: b
+                    .stack
+                    .range(..ENTRY_RSP)
+                    .map(|(&a, &v)| (a.wrapping_sub(ENTRY_RSP) as i64, Value::classify(v)))
+                    .collect(),
+            };
+            match states.last() {
+                Some(last) if last.regs == state.regs && last.writes == state.writes => {}
+                _ => states.push(state),
+            }
+        }
+        Ok(MachineCode {
+            code,
+            boundaries: boundaries.iter().map(|b| b.ip - base).collect(),
+            states,
+        })
+    }
+
+    /// Bytes of code and data.
+    pub fn len(&self) -> u64 {
+        self.code.bytes.len() as u64
+    }
+
+    /// True for an empty function (never: every shape has an epilogue).
+    pub fn is_empty(&self) -> bool {
+        self.code.bytes.is_empty()
+    }
+
+    /// The state at the boundary `offset`, if one is there.
+    pub fn state(&self, offset: u64) -> Option<&FrameState> {
+        self.boundaries.binary_search(&offset).ok()?;
+        self.state_containing(offset)
+    }
+
+    /// The state of the instruction containing `offset` (the last boundary at or before it).
+    pub fn state_containing(&self, offset: u64) -> Option<&FrameState> {
+        let i = self
+            .states
+            .partition_point(|s| s.offset <= offset)
+            .checked_sub(1)?;
+        (offset < self.code.code_len).then(|| &self.states[i])
+    }
+
+    /// Offsets a caller frame can return to.
+    pub fn return_sites(&self) -> &[u64] {
+        &self.code.return_sites
+    }
+
+    /// The end of the prologue.
+    pub fn body_start(&self) -> u64 {
+        self.code.prolog_ends.last().copied().unwrap_or(0)
+    }
+
+    /// The leaf IP a frame gets by default: [`LEAF_OFFSET`] when that is a boundary in the
+    /// body, else the first return site, else the body's start.
+    pub fn default_leaf(&self) -> u64 {
+        if LEAF_OFFSET >= self.body_start() && self.state(LEAF_OFFSET).is_some() {
+            return LEAF_OFFSET;
+        }
+        self.return_sites().first().copied().unwrap_or(self.body_start())
+    }
+
+    /// The return address a caller frame gets by default: the first return site.
+    pub fn default_return(&self) -> Option<u64> {
+        self.return_sites().first().copied()
+    }
+}
+
+/// The shape a function of `kind` gets when its file chooses none, for a frame of
+/// `frame_size` bytes (a multiple of 16, ≥ 16): managed code and runtime stubs keep an RBP
+/// frame (`push rbp; mov rbp, rsp; sub rsp, n`); runtime helpers (built with frame pointers)
+/// push RBP and RBX and set RBP after the allocation; other native code is optimized without
+/// a frame pointer (`push rbx; push r12; sub rsp, n`). Each makes two calls.
+pub fn default_shape(kind: crate::code::CodeKind, frame_size: u64) -> FunctionShape {
+    use crate::code::CodeKind;
+    let alloc = |pushed: u64| {
+        let n = frame_size.saturating_sub(8 + 8 * pushed);
+        (n > 0).then_some(PrologStep::Alloc(n as u32))
+    };
+    let prologue: Vec<PrologStep> = match kind {
+        CodeKind::Helper if frame_size >= 32 => [
+            Some(PrologStep::Push(Register::Rbp)),
+            Some(PrologStep::Push(Register::Rbx)),
+            alloc(2),
+            Some(PrologStep::SetFramePointer(0)),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+        CodeKind::Native if frame_size >= 32 => [
+            Some(PrologStep::Push(Register::Rbx)),
+            Some(PrologStep::Push(Register::R12)),
+            alloc(2),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+        CodeKind::Native => vec![PrologStep::Push(Register::Rbx)],
+        _ => [
+            Some(PrologStep::Push(Register::Rbp)),
+            Some(PrologStep::SetFramePointer(0)),
+            alloc(1),
+        ]
+        .into_iter()
+        .flatten()
+        .collect(),
+    };
+    FunctionShape {
+        prologue,
+        calls: 2,
+        back_edges: false,
+        epilogues: vec![crate::synth::Epilogue::Ret],
+        machine_frame: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::code::CodeKind;
+
+    #[test]
+    fn default_shapes_keep_the_frame_size_and_the_default_offsets() {
+        for kind in [CodeKind::Jit, CodeKind::Helper, CodeKind::Native, CodeKind::Stub] {
+            for frame_size in [16, 32, 0x40, 0x1000] {
+                let shape = default_shape(kind, frame_size);
+                assert_eq!(shape.frame_size(), frame_size, "{kind:?} {frame_size}");
+                let m = MachineCode::build(&shape, 0x7f00_1000_0000, 0x100).unwrap();
+                let body = m.state(m.default_return().unwrap()).unwrap();
+                assert_eq!(body.rsp_delta(), 8 - frame_size as i64);
+                if kind == CodeKind::Jit {
+                    assert_eq!(
+                        (m.default_leaf(), m.default_return()),
+                        (LEAF_OFFSET, Some(RETURN_OFFSET))
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn unwinding_a_state_restores_what_the_prologue_saved() {
+        let shape = default_shape(CodeKind::Native, 0x40);
+        let m = MachineCode::build(&shape, 0x7f10_0000_1000, 0x100).unwrap();
+        let mut entry = [0u64; 16];
+        for r in Register::ALL {
+            entry[r as usize] = 0x1000 + r as u64;
+        }
+        entry[Register::Rsp as usize] = 0x8000;
+        for state in &m.states {
+            let mut memory = std::collections::BTreeMap::from([(0x8000u64, 0x4242u64)]);
+            for &(d, v) in &state.writes {
+                memory.insert(0x8000u64.wrapping_add_signed(d), v.resolve(&entry));
+            }
+            let regs = state.regs.map(|v| v.resolve(&entry));
+            let back = state
+                .unwind(&regs, &mut |a| memory.get(&a).copied().ok_or(a))
+                .unwrap();
+            assert_eq!(back.rip, 0x4242, "at +{:#x}", state.offset);
+            assert_eq!(back.regs[Register::Rsp as usize], 0x8008);
+            for r in [Register::Rbx, Register::R12, Register::Rbp, Register::R15] {
+                assert_eq!(
+                    back.regs[r as usize], entry[r as usize],
+                    "{r:?} at +{:#x}",
+                    state.offset
+                );
+            }
+        }
+    }
+}
