@@ -41,7 +41,7 @@ fn walks(c: &mut Criterion) {
             });
             group.bench_with_input(BenchmarkId::new("fp_chain", depth), &depth, |b, _| {
                 b.iter(|| {
-                    let (mut rbp, mut frames) = (leaf.rbp(), 0usize);
+                    let (mut rbp, mut frames) = (leaf.regs[corprof::Register::Rbp as usize], 0usize);
                     while let (Some(next), Some(ret)) = (rt.read_memory(rbp), rt.read_memory(rbp + 8)) {
                         if next <= rbp || ret == 0 {
                             break;
