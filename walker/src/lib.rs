@@ -7,8 +7,15 @@
 //! runs while its target is suspended and may hold the heap lock.
 //!
 //! [`unwind`] walks native frames: one step from a frame's registers to its caller's, from
-//! DWARF CFI, with memory reads supplied by the caller.
+//! DWARF CFI or Windows unwind info, with memory reads supplied by the caller. [`images`]
+//! copies each loaded module's unwind sections from the module list, once.
+//!
+//! [`hybrid`] puts them together: the walk of a thread stopped at any instruction, native
+//! frames unwound down to managed code, `DoStackSnapshot` seeded there, its native runs
+//! expanded — one merged stack.
 
+pub mod hybrid;
+pub mod images;
 pub mod snapshot;
 pub mod unwind;
 

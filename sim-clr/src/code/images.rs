@@ -11,7 +11,8 @@
 use super::{CodeKind, Function};
 use crate::runtime::Platform;
 use crate::synth::{write_pe, Assembled, EhFrameSections, PeLayout, PeVersion};
-use corprof::modules::{LoadedModule, Section, SectionKind};
+use corprof::modules::{LoadedModule, Modules, Section, SectionKind};
+use corprof::os::OsError;
 
 /// A mapped section with its bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -174,4 +175,15 @@ fn pe_image(name: String, start: u64, end: u64, code: &[Assembled]) -> Result<Im
         ),
     ];
     Ok(image(name, start, end, base, sections))
+}
+
+/// The module list as a profiler's loader interface gives it.
+impl Modules for Images {
+    fn loaded_modules(&self) -> Vec<LoadedModule> {
+        self.modules()
+    }
+
+    fn read_memory(&self, address: u64, out: &mut [u8]) -> Result<(), OsError> {
+        self.read(address, out).ok_or(OsError::BadAddress(address))
+    }
 }

@@ -298,7 +298,7 @@ impl CodeMap {
     }
 
     /// The loaded modules with unwind info a profiler can find.
-    pub fn images(&self) -> &Images {
+    pub fn images(&self) -> &Arc<Images> {
         &self.images
     }
 

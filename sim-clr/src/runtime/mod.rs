@@ -255,6 +255,11 @@ impl Runtime {
         f(&self.lock().code)
     }
 
+    /// The process's module list with each module's unwind sections (`corprof::modules`).
+    pub fn images(&self) -> std::sync::Arc<crate::code::images::Images> {
+        self.lock().code.images().clone()
+    }
+
     /// A snapshot of thread `name` (its ground-truth stack and layout), if it exists.
     pub fn thread(&self, name: &str) -> Option<Thread> {
         self.lock().threads.iter().find(|t| t.name == name).cloned()

@@ -5,6 +5,7 @@ use super::error::{ScenarioError, Source};
 use super::model::{CallModel, CodeModel, FileModel, FrameModel, ThreadModel};
 use crate::code::{CodeKind, CodeMap, FunctionSpec};
 use crate::runtime::{builtin, CallContext, CallbackKind, Platform, Runtime, RuntimeConfig};
+use crate::synth::{Epilogue, FunctionShape, PrologStep};
 use crate::thread::{
     ExceptionState, FrameKind, Funclet, Lifecycle, Mode, OsContext, StackEntry, Thread, ThreadKind,
     STACK_SIZE,
@@ -419,6 +420,9 @@ impl Builder<'_> {
                 }
                 spec.frame_size = v;
             }
+            if let Some(shape) = &c.shape {
+                spec.shape = Some(self.shape(shape)?);
+            }
             spec.split = c.split;
             spec.compiled = c.compiled.unwrap_or(true);
             spec.generic_definition = c.generic_definition;
@@ -426,6 +430,80 @@ impl Builder<'_> {
         }
         out.extend(builtins());
         Ok(out)
+    }
+
+    /// A function shape: `"leaf"` (frameless, no calls) or a table `{ prologue = [..],
+    /// calls = N, loop = bool, epilogues = [..] }` of assembly lines.
+    fn shape(&self, value: &Spanned<Value>) -> Res<FunctionShape> {
+        let err = |m: String| self.err(value.span(), "shape", m);
+        let table = match value.get_ref() {
+            Value::String(s) if s == "leaf" => return Ok(FunctionShape::leaf()),
+            Value::Table(t) => t,
+            _ => {
+                return Err(err(
+                    "expected \"leaf\" or { prologue = [..], calls = N, loop = bool, epilogues = [..] }"
+                        .into(),
+                ))
+            }
+        };
+        if let Some(key) = table
+            .keys()
+            .find(|k| !["prologue", "calls", "loop", "epilogues"].contains(&k.as_str()))
+        {
+            return Err(err(format!(
+                "unknown key `{key}` (prologue, calls, loop, epilogues)"
+            )));
+        }
+        let lines = |key: &str| -> Res<Vec<String>> {
+            match table.get(key) {
+                None => Ok(Vec::new()),
+                Some(Value::Array(items)) => items
+                    .iter()
+                    .map(|i| {
+                        i.as_str()
+                            .map(str::to_string)
+                            .ok_or_else(|| err(format!("`{key}` lists strings")))
+                    })
+                    .collect(),
+                Some(_) => Err(err(format!("`{key}` must be a list of strings"))),
+            }
+        };
+        let prologue = lines("prologue")?
+            .iter()
+            .map(|l| PrologStep::parse(l).ok_or_else(|| err(format!("`{l}` is not a prologue instruction (push REG, sub rsp, N, mov rbp, rsp, lea rbp, [rsp+N], mov [rsp+N], REG, movaps [rsp+N], xmmN)"))))
+            .collect::<Res<Vec<_>>>()?;
+        let mut epilogues = lines("epilogues")?
+            .iter()
+            .map(|l| {
+                Epilogue::parse(l).ok_or_else(|| {
+                    err(format!(
+                        "`{l}` is not an epilogue (ret, ret N, rep ret, jmp, jmp [rip], jmp rax)"
+                    ))
+                })
+            })
+            .collect::<Res<Vec<_>>>()?;
+        if epilogues.is_empty() {
+            epilogues.push(Epilogue::Ret);
+        }
+        let calls = match table.get("calls") {
+            None => 1,
+            Some(Value::Integer(n)) if (0..=16).contains(n) => *n as u8,
+            Some(_) => return Err(err("`calls` is an integer from 0 to 16".into())),
+        };
+        let back_edges = match table.get("loop") {
+            None => false,
+            Some(Value::Boolean(b)) => *b,
+            Some(_) => return Err(err("`loop` is a boolean".into())),
+        };
+        let shape = FunctionShape {
+            prologue,
+            calls,
+            back_edges,
+            epilogues,
+            machine_frame: false,
+        };
+        shape.validate().map_err(|e| err(e.to_string()))?;
+        Ok(shape)
     }
 
     fn thread(&self, m: &ThreadModel, index: usize, code: &CodeMap) -> Res<Thread> {

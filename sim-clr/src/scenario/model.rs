@@ -78,6 +78,7 @@ pub(crate) struct CodeModel {
     pub module: Option<String>,
     pub size: Option<Spanned<u64>>,
     pub frame_size: Option<Spanned<u64>>,
+    pub shape: Option<Spanned<Value>>,
     #[serde(default)]
     pub split: bool,
     pub compiled: Option<bool>,

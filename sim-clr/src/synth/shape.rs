@@ -38,6 +38,89 @@ pub enum Epilogue {
     Iret,
 }
 
+/// Parses an integer written in decimal or with a `0x` prefix.
+fn number(text: &str) -> Option<u64> {
+    let t = text.trim();
+    match t.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => t.parse().ok(),
+    }
+}
+
+/// `[rsp+N]` (or `[rsp]`) → N.
+fn rsp_slot(text: &str) -> Option<u32> {
+    let inner = text.trim().strip_prefix('[')?.strip_suffix(']')?.trim();
+    if inner == "rsp" {
+        return Some(0);
+    }
+    u32::try_from(number(inner.strip_prefix("rsp")?.trim().strip_prefix('+')?)?).ok()
+}
+
+impl PrologStep {
+    /// Parses the assembly spelling [`PrologStep`]'s `Display` writes: `push rbx`,
+    /// `sub rsp, 0x28`, `mov rbp, rsp`, `lea rbp, [rsp+0x20]`, `mov [rsp+8], rsi`,
+    /// `movaps [rsp+0x10], xmm6`.
+    pub fn parse(text: &str) -> Option<PrologStep> {
+        let (op, args) = text.trim().split_once(' ')?;
+        let args: Vec<&str> = args.split(',').map(str::trim).collect();
+        match (op, args.as_slice()) {
+            ("push", [r]) => Some(PrologStep::Push(Register::from_name(r)?)),
+            ("sub", ["rsp", n]) => Some(PrologStep::Alloc(u32::try_from(number(n)?).ok()?)),
+            ("mov", ["rbp", "rsp"]) => Some(PrologStep::SetFramePointer(0)),
+            ("lea", ["rbp", slot]) => Some(PrologStep::SetFramePointer(u8::try_from(rsp_slot(slot)?).ok()?)),
+            ("mov", [slot, r]) => Some(PrologStep::Save(Register::from_name(r)?, rsp_slot(slot)?)),
+            ("movaps", [slot, x]) => Some(PrologStep::SaveXmm(
+                x.strip_prefix("xmm")?.parse().ok()?,
+                rsp_slot(slot)?,
+            )),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for PrologStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            PrologStep::Push(r) => write!(f, "push {}", r.name()),
+            PrologStep::Alloc(n) => write!(f, "sub rsp, {n:#x}"),
+            PrologStep::SetFramePointer(0) => write!(f, "mov rbp, rsp"),
+            PrologStep::SetFramePointer(o) => write!(f, "lea rbp, [rsp+{o:#x}]"),
+            PrologStep::Save(r, o) => write!(f, "mov [rsp+{o:#x}], {}", r.name()),
+            PrologStep::SaveXmm(x, o) => write!(f, "movaps [rsp+{o:#x}], xmm{x}"),
+        }
+    }
+}
+
+impl Epilogue {
+    /// Parses the spelling `Display` writes: `ret`, `ret 16`, `rep ret`, `jmp` (a tail call),
+    /// `jmp [rip]`, `jmp rax`, `iretq`.
+    pub fn parse(text: &str) -> Option<Epilogue> {
+        Some(match text.trim() {
+            "ret" => Epilogue::Ret,
+            "rep ret" => Epilogue::RepRet,
+            "jmp" => Epilogue::TailJmp,
+            "jmp [rip]" => Epilogue::TailJmpIndirect,
+            "jmp rax" => Epilogue::TailJmpRax,
+            "iretq" => Epilogue::Iret,
+            other => Epilogue::RetImm(u16::try_from(number(other.strip_prefix("ret ")?)?).ok()?),
+        })
+    }
+}
+
+impl fmt::Display for Epilogue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Epilogue::Ret => write!(f, "ret"),
+            Epilogue::RetImm(n) => write!(f, "ret {n}"),
+            Epilogue::RepRet => write!(f, "rep ret"),
+            Epilogue::TailJmp => write!(f, "jmp"),
+            Epilogue::TailJmpIndirect => write!(f, "jmp [rip]"),
+            Epilogue::TailJmpRax => write!(f, "jmp rax"),
+            Epilogue::Iret => write!(f, "iretq"),
+        }
+    }
+}
+
 /// A function: its prologue, body and epilogues.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct FunctionShape {
@@ -65,6 +148,27 @@ impl fmt::Display for ShapeError {
 }
 
 impl std::error::Error for ShapeError {}
+
+impl fmt::Display for FunctionShape {
+    /// The scenario-file spelling: an inline TOML table.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list = |items: Vec<String>| {
+            items
+                .iter()
+                .map(|i| format!("{i:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        write!(
+            f,
+            "{{ prologue = [{}], calls = {}, loop = {}, epilogues = [{}] }}",
+            list(self.prologue.iter().map(ToString::to_string).collect()),
+            self.calls,
+            self.back_edges,
+            list(self.epilogues.iter().map(ToString::to_string).collect()),
+        )
+    }
+}
 
 impl FunctionShape {
     /// A frameless leaf: `ret` and nothing else.
@@ -199,5 +303,52 @@ impl FunctionShape {
             return err("saves need an allocation");
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_and_epilogues_read_back_what_they_write() {
+        let steps = [
+            PrologStep::Push(Register::R12),
+            PrologStep::Alloc(0x1028),
+            PrologStep::SetFramePointer(0),
+            PrologStep::SetFramePointer(0x20),
+            PrologStep::Save(Register::Rsi, 8),
+            PrologStep::Save(Register::Rdi, 0),
+            PrologStep::SaveXmm(6, 0x10),
+        ];
+        for step in steps {
+            assert_eq!(PrologStep::parse(&step.to_string()), Some(step), "{step}");
+        }
+        for e in [
+            Epilogue::Ret,
+            Epilogue::RetImm(16),
+            Epilogue::RepRet,
+            Epilogue::TailJmp,
+            Epilogue::TailJmpIndirect,
+            Epilogue::TailJmpRax,
+            Epilogue::Iret,
+        ] {
+            assert_eq!(Epilogue::parse(&e.to_string()), Some(e), "{e}");
+        }
+        for bad in [
+            "push",
+            "push rzz",
+            "sub rbx, 8",
+            "lea rbp, [rbx+8]",
+            "movaps [rsp+8], ymm1",
+            "ret x",
+            "jmp rbx",
+        ] {
+            assert_eq!(
+                (PrologStep::parse(bad), Epilogue::parse(bad)),
+                (None, None),
+                "{bad}"
+            );
+        }
     }
 }

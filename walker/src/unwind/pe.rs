@@ -46,10 +46,12 @@ impl Info {
     }
 }
 
-/// One module's image (code, `.pdata`, `.xdata`) mapped at `image_base`.
+/// One module's image (code, `.pdata`, `.xdata`) mapped at `image_base`, whole or as the
+/// sections a profiler copied.
 pub struct PeModule<'a> {
     image_base: u64,
-    image: &'a [u8],
+    /// (RVA, bytes) of each mapped part, by RVA.
+    sections: Vec<(u32, &'a [u8])>,
     pdata: &'a [u8],
 }
 
@@ -69,25 +71,46 @@ fn register(n: u8) -> Register {
 }
 
 impl<'a> PeModule<'a> {
-    /// A module whose `.pdata` is at RVA `pdata.0`, `pdata.1` bytes long.
+    /// A module laid out whole from RVA 0 in `image`, whose `.pdata` is at RVA `pdata.0`,
+    /// `pdata.1` bytes long.
     pub fn new(image_base: u64, image: &'a [u8], pdata: (u32, u32)) -> Result<PeModule<'a>, UnwindError> {
+        PeModule::from_sections(image_base, vec![(0, image)], pdata)
+    }
+
+    /// A module given by its sections, each `(RVA, bytes)`: at least `.pdata`, the
+    /// `.xdata` it points at, and the code (version 1 epilogues are recognized by decoding
+    /// it; where it is missing, an IP is taken to be outside any epilogue).
+    pub fn from_sections(
+        image_base: u64,
+        mut sections: Vec<(u32, &'a [u8])>,
+        pdata: (u32, u32),
+    ) -> Result<PeModule<'a>, UnwindError> {
+        sections.sort_by_key(|s| s.0);
         let bad = UnwindError::BadUnwindInfo(image_base);
-        let (start, len) = (pdata.0 as usize, pdata.1 as usize);
-        if len % 12 != 0 {
+        if pdata.1 % 12 != 0 {
             return Err(bad);
         }
-        let pdata = image.get(start..start.checked_add(len).ok_or(bad)?).ok_or(bad)?;
-        Ok(PeModule {
+        let mut module = PeModule {
             image_base,
-            image,
-            pdata,
-        })
+            sections,
+            pdata: &[],
+        };
+        module.pdata = module.bytes(pdata.0, pdata.1 as usize).map_err(|_| bad)?;
+        Ok(module)
+    }
+
+    /// The mapped bytes from `rva` to the end of the part that contains it.
+    fn rest(&self, rva: u32) -> &'a [u8] {
+        let i = self.sections.partition_point(|s| s.0 <= rva);
+        let Some(&(start, bytes)) = i.checked_sub(1).map(|i| &self.sections[i]) else {
+            return &[];
+        };
+        bytes.get((rva - start) as usize..).unwrap_or(&[])
     }
 
     fn bytes(&self, rva: u32, len: usize) -> Result<&'a [u8], UnwindError> {
-        let start = rva as usize;
-        self.image
-            .get(start..start + len)
+        self.rest(rva)
+            .get(..len)
             .ok_or(UnwindError::BadUnwindInfo(self.image_base + u64::from(rva)))
     }
 
@@ -308,10 +331,8 @@ impl<'a> PeModule<'a> {
         if info.version == 2 {
             return self.epilogue_v2(rva, entry, info, rule);
         }
-        let code = self
-            .image
-            .get(rva as usize..entry.end.max(rva) as usize + 16)
-            .unwrap_or(&[]);
+        let rest = self.rest(rva);
+        let code = &rest[..rest.len().min((entry.end.max(rva) - rva) as usize + 16)];
         let ip = self.image_base + u64::from(rva);
         let mut decoder = Decoder::with_ip(64, code, ip, DecoderOptions::NONE);
         let mut pos = 0usize;

@@ -66,6 +66,18 @@ impl<'a> Unwinder<'a> {
         (address < m.end).then_some(&m.data)
     }
 
+    /// True when a module's unwind data describes `address`: an FDE covers it, or it lies in
+    /// a PE module (where an address without a RUNTIME_FUNCTION is a leaf by the Windows
+    /// rule). Elsewhere only the frame-pointer fallback applies, which is right for a caller
+    /// frame that set up RBP but cannot be trusted for an interrupted one.
+    pub fn covers(&self, address: u64) -> bool {
+        match self.module(address) {
+            Some(UnwindData::Dwarf(dwarf)) => dwarf.covers(address),
+            Some(UnwindData::Pe(_)) => true,
+            None => false,
+        }
+    }
+
     /// The rule for (`address`, `kind`) from the cache, or else evaluated and cached, with
     /// its plain offset from the cache's tag (see [`Rule::seal`]).
     #[inline]

@@ -170,6 +170,17 @@ impl<'a> DwarfModule<'a> {
         Some(self.index[i].1)
     }
 
+    /// True when an FDE covers `address`.
+    pub fn covers(&self, address: u64) -> bool {
+        let Some(offset) = self.find(address) else {
+            return false;
+        };
+        entry::fde(self.bytes, self.address, offset, address, |at| {
+            self.cie(at).map(|c| c.format)
+        })
+        .is_ok_and(|fde| (fde.start..fde.end).contains(&address))
+    }
+
     /// The CFI row at `address` and the return-address column. `saved` is scratch space for
     /// `DW_CFA_remember_state`.
     fn row(&self, address: u64, saved: &mut Vec<Row>) -> Result<(Row, usize), UnwindError> {

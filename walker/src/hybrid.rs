@@ -1,0 +1,282 @@
+//! The walk a sampling profiler needs on a thread stopped anywhere: native frames unwound
+//! from the interrupted instruction down to the first managed frame, `DoStackSnapshot`
+//! seeded there, and every native run it reports (`funcId == 0`) expanded with the native
+//! unwinder — one merged stack, leaf first.
+//!
+//! - **The leaf run.** From the thread's context, native frames are unwound (the first as
+//!   the interrupted frame, the others at their return addresses) until an IP is managed
+//!   code, as the caller's `resolve` says (`GetFunctionFromIP`, or the profiler's own code
+//!   ranges). An interrupted frame whose IP no unwind data describes stops the run: its
+//!   caller cannot be known (a stub may be in its prologue).
+//! - **The managed part.** `DoStackSnapshot` is seeded with the registers of that managed
+//!   frame and asked for contexts (`COR_PRF_SNAPSHOT_REGISTER_CONTEXT`).
+//! - **Native runs.** Each `funcId == 0` callback's context is the most recent frame of a
+//!   native run; unwinding from it stops before the first managed IP, which is the frame
+//!   the runtime reports next, so no frame appears twice.
+//! - **Refusals.** Wherever native unwinding refuses (no unwind data, an unmapped read, a
+//!   step that does not move up the stack) a [`HybridFrame::Truncated`] marker takes the
+//!   place of the frames that could not be found, and the walk goes on with the runtime's
+//!   frames; when the leaf run is cut, the runtime walks unseeded.
+//!
+//! [`HybridWalker::walk_native`] is the Windows variant: every frame, managed ones included,
+//! is unwound natively (JIT code has unwind info there) and only the IPs are resolved.
+//!
+//! A walk allocates nothing: the frame buffer, the runtime's buffer and the rule cache are
+//! preallocated, and each walk is bounded by the buffer's capacity.
+
+use crate::snapshot::{snapshot, Frame, StackBuffer, WalkOutcome};
+use crate::unwind::{FrameKind, Regs, StackBounds, UnwindCache, UnwindError, Unwinder};
+use corprof::{Context, FunctionId, HResult, ProfilerInfo, Register, ThreadId};
+
+/// One frame of a merged stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HybridFrame {
+    /// A managed frame (reported by the runtime, or resolved from its IP).
+    Managed {
+        /// The method.
+        function: FunctionId,
+        /// The leaf IP or a return address.
+        ip: u64,
+    },
+    /// A native frame found by the native unwinder.
+    Native {
+        /// The leaf IP or a return address.
+        ip: u64,
+    },
+    /// Frames are missing here.
+    Truncated(Truncation),
+}
+
+/// Why frames are missing at a [`HybridFrame::Truncated`] marker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Truncation {
+    /// Native unwinding refused.
+    Unwind(UnwindError),
+    /// The interrupted frame's IP has no unwind data, so its caller is unknown.
+    NoUnwindInfo(u64),
+    /// `DoStackSnapshot` failed with this HRESULT (frames it reported before are kept).
+    Snapshot(HResult),
+    /// The runtime reported a native run without a context to unwind it from.
+    NoContext,
+}
+
+/// How a walk ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HybridOutcome {
+    /// The walk reached the end of the stack (with markers where frames are missing).
+    Complete,
+    /// The buffer filled up: the stack is cut after its last frame.
+    Full,
+}
+
+/// A reusable hybrid walker: its buffers and the native unwinder's rule cache.
+pub struct HybridWalker {
+    frames: Vec<HybridFrame>,
+    capacity: usize,
+    runtime: StackBuffer,
+    cache: UnwindCache,
+}
+
+/// Registers as the unwinder holds them.
+fn regs_of(context: &Context) -> Regs {
+    Regs {
+        rip: context.rip,
+        gpr: Register::ALL.map(|r| context.get(r)),
+        xmm: std::array::from_fn(|i| context.xmm(i)),
+    }
+}
+
+/// Where a native run ended.
+enum RunEnd {
+    /// At a managed IP (not pushed), with these registers.
+    Managed(Regs),
+    /// At the end of the stack.
+    Done,
+    /// Cut (the marker is pushed).
+    Cut,
+    /// The buffer is full.
+    Full,
+}
+
+impl HybridWalker {
+    /// A walker for stacks of up to `capacity` frames (markers included).
+    pub fn with_capacity(capacity: usize) -> HybridWalker {
+        HybridWalker {
+            frames: Vec::with_capacity(capacity),
+            capacity,
+            runtime: StackBuffer::with_capacity(capacity),
+            cache: UnwindCache::new(),
+        }
+    }
+
+    /// The frames of the last walk, leaf first.
+    pub fn frames(&self) -> &[HybridFrame] {
+        &self.frames
+    }
+
+    /// The native unwinder's rule cache (its statistics).
+    pub fn cache(&self) -> &UnwindCache {
+        &self.cache
+    }
+
+    fn push(&mut self, frame: HybridFrame) -> bool {
+        if self.frames.len() == self.capacity {
+            return false;
+        }
+        self.frames.push(frame);
+        true
+    }
+
+    /// Unwinds native frames from `regs` (`kind` for the first) until a managed IP.
+    fn native_run(
+        &mut self,
+        unwinder: &Unwinder<'_>,
+        mut regs: Regs,
+        mut kind: FrameKind,
+        bounds: StackBounds,
+        read: &mut impl FnMut(u64) -> Option<u64>,
+        resolve: &mut impl FnMut(u64) -> Option<FunctionId>,
+    ) -> RunEnd {
+        loop {
+            if resolve(regs.rip).is_some() {
+                return RunEnd::Managed(regs);
+            }
+            if !self.push(HybridFrame::Native { ip: regs.rip }) {
+                return RunEnd::Full;
+            }
+            if kind == FrameKind::First && !unwinder.covers(regs.rip) {
+                return self.cut(Truncation::NoUnwindInfo(regs.rip));
+            }
+            match unwinder.step(&mut regs, kind, bounds, &mut self.cache, read) {
+                Ok(true) => kind = FrameKind::Caller,
+                Ok(false) => return RunEnd::Done,
+                Err(e) => return self.cut(Truncation::Unwind(e)),
+            }
+        }
+    }
+
+    fn cut(&mut self, why: Truncation) -> RunEnd {
+        if self.push(HybridFrame::Truncated(why)) {
+            RunEnd::Cut
+        } else {
+            RunEnd::Full
+        }
+    }
+
+    /// Walks `thread` (0 for the calling thread) from `context`, its registers where it
+    /// stopped: the leaf native run, `DoStackSnapshot` seeded at the first managed frame
+    /// (unseeded if the run was cut), each native run expanded. `read` reads the thread's
+    /// stack (within `bounds`); `resolve` maps an IP to its method if it is managed code.
+    #[allow(clippy::too_many_arguments)]
+    pub fn walk(
+        &mut self,
+        info: &dyn ProfilerInfo,
+        unwinder: &Unwinder<'_>,
+        thread: ThreadId,
+        context: &Context,
+        bounds: StackBounds,
+        read: &mut impl FnMut(u64) -> Option<u64>,
+        resolve: &mut impl FnMut(u64) -> Option<FunctionId>,
+    ) -> HybridOutcome {
+        self.frames.clear();
+        let leaf = self.native_run(
+            unwinder,
+            regs_of(context),
+            FrameKind::First,
+            bounds,
+            read,
+            resolve,
+        );
+        let seed = match leaf {
+            RunEnd::Done => return HybridOutcome::Complete,
+            RunEnd::Full => return HybridOutcome::Full,
+            RunEnd::Cut => None,
+            RunEnd::Managed(regs) => {
+                let mut seed = context.clone();
+                seed.rip = regs.rip;
+                for r in Register::ALL {
+                    seed.set(r, regs.gpr[r as usize]);
+                }
+                Some(seed)
+            }
+        };
+        let result = snapshot(info, thread, seed.as_ref(), true, &mut self.runtime);
+        for i in 0..self.runtime.frames().len() {
+            let end = match self.runtime.frames()[i] {
+                Frame::Managed { function, ip } => {
+                    if self.push(HybridFrame::Managed { function, ip }) {
+                        continue;
+                    }
+                    RunEnd::Full
+                }
+                Frame::NativeRun { context: None, .. } => self.cut(Truncation::NoContext),
+                Frame::NativeRun {
+                    context: Some(index), ..
+                } => {
+                    let regs = regs_of(self.runtime.context(index));
+                    self.native_run(unwinder, regs, FrameKind::Caller, bounds, read, resolve)
+                }
+            };
+            if matches!(end, RunEnd::Full) {
+                return HybridOutcome::Full;
+            }
+        }
+        match result {
+            Ok(WalkOutcome::Complete) => HybridOutcome::Complete,
+            Ok(WalkOutcome::Truncated) => HybridOutcome::Full,
+            Err(hr) => match self.cut(Truncation::Snapshot(hr)) {
+                RunEnd::Full => HybridOutcome::Full,
+                _ => HybridOutcome::Complete,
+            },
+        }
+    }
+
+    /// The Windows variant: unwinds every frame natively from `context` and resolves each
+    /// IP (managed frames by their method). No runtime call is made besides `resolve`.
+    pub fn walk_native(
+        &mut self,
+        unwinder: &Unwinder<'_>,
+        context: &Context,
+        bounds: StackBounds,
+        read: &mut impl FnMut(u64) -> Option<u64>,
+        resolve: &mut impl FnMut(u64) -> Option<FunctionId>,
+    ) -> HybridOutcome {
+        self.frames.clear();
+        let mut regs = regs_of(context);
+        let mut kind = FrameKind::First;
+        loop {
+            let frame = match resolve(regs.rip) {
+                Some(function) => HybridFrame::Managed {
+                    function,
+                    ip: regs.rip,
+                },
+                None => HybridFrame::Native { ip: regs.rip },
+            };
+            if !self.push(frame) {
+                return HybridOutcome::Full;
+            }
+            let end = if kind == FrameKind::First && !unwinder.covers(regs.rip) {
+                self.cut(Truncation::NoUnwindInfo(regs.rip))
+            } else {
+                match unwinder.step(&mut regs, kind, bounds, &mut self.cache, read) {
+                    Ok(true) => {
+                        kind = FrameKind::Caller;
+                        continue;
+                    }
+                    Ok(false) => RunEnd::Done,
+                    Err(e) => self.cut(Truncation::Unwind(e)),
+                }
+            };
+            return match end {
+                RunEnd::Full => HybridOutcome::Full,
+                _ => HybridOutcome::Complete,
+            };
+        }
+    }
+}
+
+/// A `resolve` function over `GetFunctionFromIP`: an IP is managed when the runtime maps
+/// it to a method.
+pub fn resolve_with(info: &dyn ProfilerInfo) -> impl FnMut(u64) -> Option<FunctionId> + '_ {
+    move |ip| info.get_function_from_ip(ip).ok().filter(|f| !f.is_null())
+}
