@@ -72,7 +72,7 @@ pub fn explore(file: &Path, options: &Options) -> ExitCode {
         Ok(p) => p,
         Err(code) => return code,
     };
-    let bar = progress(schedules, options.json);
+    let bar = progress(schedules, options.json, "schedules");
     let report = process.explore(strategy, schedules, seed, |done, faults| {
         if done % 64 == 0 {
             bar.set_position(done);
@@ -98,14 +98,17 @@ pub fn explore(file: &Path, options: &Options) -> ExitCode {
     }
 }
 
-fn progress(total: u64, quiet: bool) -> ProgressBar {
+/// A progress bar on a terminal's stderr (hidden otherwise, or when `quiet`), counting `unit`.
+pub fn progress(total: u64, quiet: bool, unit: &str) -> ProgressBar {
     if quiet || !std::io::stderr().is_terminal() {
         return ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
     }
     let bar = ProgressBar::new(total);
     bar.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} schedules, {per_sec}, {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template(&format!(
+            "{{bar:40}} {{pos}}/{{len}} {unit}, {{per_sec}}, {{msg}}"
+        ))
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     bar
 }

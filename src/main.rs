@@ -6,7 +6,8 @@
 //! - `simclr explore FILE` runs a process scenario under many schedules and counts outcomes;
 //! - `simclr replay FILE --schedule S` runs one schedule with its full trace;
 //! - `simclr conform SCENARIOS RESULTS` compares a real runtime's answers with the simulator's;
-//! - `simclr unwind-fuzz` checks the native unwinders on random synthesized functions.
+//! - `simclr unwind-fuzz` checks the native unwinders on random synthesized functions;
+//! - `simclr walk-fuzz` walks random processes with the hybrid walker against the ground truth.
 //!
 //! Exit codes: 0 success; 1 a scenario's own expectations failed; 2 a malformed scenario or
 //! bad command line.
@@ -14,6 +15,7 @@
 mod conform;
 mod explore;
 mod unwind_fuzz;
+mod walk_fuzz;
 
 use clap::{Parser, Subcommand};
 use fixtures::unwind_oracle::Format;
@@ -62,6 +64,26 @@ enum Command {
         /// `dwarf`, `pe1`, `pe2` or `all`.
         #[arg(long, default_value = "all")]
         format: String,
+    },
+    /// Walk random processes (mixed managed, native and stub stacks of random shapes) with
+    /// the hybrid walker from a random instruction of the leaf, and compare each walk with
+    /// the ground truth frame by frame.
+    WalkFuzz {
+        /// How many processes.
+        #[arg(long, default_value_t = 200)]
+        processes: usize,
+        /// The generator's seed (same seed, same processes).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// `unix`, `windows` or `all` (alternating).
+        #[arg(long, default_value = "all")]
+        platform: String,
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
+        /// Where reproducer scenarios of mismatches are written.
+        #[arg(long, default_value = "walk-fuzz-failures")]
+        out: PathBuf,
     },
     /// Run a process scenario (threads with programs) under many schedules and count how
     /// each run ended; show the first failing schedule and how to replay it.
@@ -138,6 +160,19 @@ fn main() -> ExitCode {
         ),
         Command::Replay { file, schedule, json } => explore::replay(&file, &schedule, json),
         Command::Conform { scenarios, results } => conform(&scenarios, &results),
+        Command::WalkFuzz {
+            processes,
+            seed,
+            platform,
+            json,
+            out,
+        } => match walk_fuzz::platforms(&platform) {
+            Some(platforms) => walk_fuzz::run(processes, seed, platforms, json, &out),
+            None => {
+                eprintln!("error: unknown platform `{platform}` (unix, windows or all)");
+                ExitCode::from(2)
+            }
+        },
         Command::UnwindFuzz {
             functions,
             seed,

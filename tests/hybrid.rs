@@ -68,3 +68,34 @@ fn show() {
     let judged = walk(&runtime, "main", "sampler", Mode::Native).unwrap();
     println!("{}", describe(&runtime, &judged));
 }
+
+#[test]
+fn random() {
+    use proptest::strategy::{Strategy, ValueTree};
+    let strategy = fixtures::random_stack::random_stack();
+    let mut runner = fixtures::strategies::seeded_runner(1);
+    let (mut n, mut bad) = (0, 0);
+    let t = std::time::Instant::now();
+    for _ in 0..200 {
+        let stack = strategy.new_tree(&mut runner).unwrap().current();
+        let (text, scenario) = fixtures::random_stack::scenario(&stack).unwrap();
+        let runtime = scenario.runtime();
+        let modes: &[Mode] = if stack.platform == "windows" {
+            &[Mode::Hybrid, Mode::Native]
+        } else {
+            &[Mode::Hybrid]
+        };
+        for &mode in modes {
+            n += 1;
+            let judged = walk(&runtime, "main", "sampler", mode).unwrap();
+            if let Some(m) = &judged.mismatch {
+                bad += 1;
+                println!("{mode:?} {} {m}", stack.platform);
+                if bad < 3 {
+                    println!("{}\n{text}", describe(&runtime, &judged));
+                }
+            }
+        }
+    }
+    println!("{n} walks, {bad} mismatches in {:?}", t.elapsed());
+}

@@ -275,8 +275,17 @@ impl HybridWalker {
     }
 }
 
-/// A `resolve` function over `GetFunctionFromIP`: an IP is managed when the runtime maps
-/// it to a method.
+/// A `resolve` function over the runtime: an IP is managed when `GetFunctionFromIP3` maps
+/// it to a method — IL stubs and dynamic methods included, which `GetFunctionFromIP`
+/// refuses — or, where that call is not allowed (a managed thread outside a callback),
+/// `GetFunctionFromIP` does.
 pub fn resolve_with(info: &dyn ProfilerInfo) -> impl FnMut(u64) -> Option<FunctionId> + '_ {
-    move |ip| info.get_function_from_ip(ip).ok().filter(|f| !f.is_null())
+    move |ip| {
+        let id = match info.get_function_from_ip3(ip) {
+            Ok((id, _)) => Ok(id),
+            Err(HResult::CORPROF_E_UNSUPPORTED_CALL_SEQUENCE) => info.get_function_from_ip(ip),
+            Err(e) => Err(e),
+        };
+        id.ok().filter(|f| !f.is_null())
+    }
 }

@@ -1,0 +1,132 @@
+//! `simclr walk-fuzz`: random processes whose threads mix managed, native and stub frames of
+//! random shapes, each thread stopped at a random instruction of its leaf and walked with the
+//! hybrid walker (and, on Windows, the all-native variant), compared frame by frame with the
+//! ground truth. Each mismatch is written out as a scenario file that reproduces it.
+
+use crate::explore::progress;
+use fixtures::hybrid::{describe, walk, Mode};
+use fixtures::random_stack::{random_stack, scenario};
+use proptest::strategy::{Strategy, ValueTree};
+use serde::Serialize;
+use std::path::Path;
+use std::process::ExitCode;
+
+/// One mismatch.
+#[derive(Serialize)]
+struct Mismatch {
+    /// Which process (0-based).
+    process: usize,
+    /// `hybrid` or `native`.
+    mode: &'static str,
+    /// The first disagreement.
+    problem: String,
+    /// The reproducer scenario, if it could be written.
+    file: Option<String>,
+}
+
+/// The summary `--json` prints.
+#[derive(Serialize)]
+struct Summary {
+    processes: usize,
+    walks: usize,
+    mismatches: Vec<Mismatch>,
+}
+
+/// Which platforms to generate.
+pub fn platforms(text: &str) -> Option<&'static [&'static str]> {
+    match text {
+        "unix" => Some(&["unix"]),
+        "windows" => Some(&["windows"]),
+        "all" => Some(&["windows", "unix"]),
+        _ => None,
+    }
+}
+
+/// Runs `processes` random processes from `seed` on `platforms` (alternating), writing
+/// reproducers into `out`; exit code 1 on any mismatch, 2 if a process cannot be built.
+pub fn run(processes: usize, seed: u64, platforms: &[&'static str], json: bool, out: &Path) -> ExitCode {
+    let mut runner = fixtures::strategies::seeded_runner(seed);
+    let strategy = random_stack();
+    let bar = progress(processes as u64, json, "processes");
+    let mut summary = Summary {
+        processes,
+        walks: 0,
+        mismatches: Vec::new(),
+    };
+    for n in 0..processes {
+        bar.inc(1);
+        let mut stack = match strategy.new_tree(&mut runner) {
+            Ok(tree) => tree.current(),
+            Err(e) => {
+                eprintln!("error: cannot generate a process: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        stack.platform = platforms[n % platforms.len()];
+        let (text, scenario) = match scenario(&stack) {
+            Ok(built) => built,
+            Err(e) => {
+                eprintln!("error: process {n} cannot be built: {e}\n{}", stack.text(None));
+                return ExitCode::from(2);
+            }
+        };
+        let runtime = scenario.runtime();
+        let modes: &[Mode] = match stack.platform {
+            "windows" => &[Mode::Hybrid, Mode::Native],
+            _ => &[Mode::Hybrid],
+        };
+        for &mode in modes {
+            summary.walks += 1;
+            let (problem, listing) = match walk(&runtime, "main", "sampler", mode) {
+                Ok(judged) => match &judged.mismatch {
+                    Some(m) => (m.clone(), describe(&runtime, &judged)),
+                    None => continue,
+                },
+                Err(e) => (e, String::new()),
+            };
+            let name = match mode {
+                Mode::Hybrid => "hybrid",
+                Mode::Native => "native",
+            };
+            let file = out.join(format!("walk-fuzz-{seed}-{n}-{name}.toml"));
+            let body = format!(
+                "# walk-fuzz --seed {seed}, process {n}, {name} walk: {problem}\n# got | expected\n{}\n{text}",
+                listing.lines().map(|l| format!("# {l}\n")).collect::<String>()
+            );
+            let written = std::fs::create_dir_all(out)
+                .and_then(|()| std::fs::write(&file, body))
+                .is_ok();
+            bar.set_message(format!("{} mismatches", summary.mismatches.len() + 1));
+            summary.mismatches.push(Mismatch {
+                process: n,
+                mode: name,
+                problem,
+                file: written.then(|| file.display().to_string()),
+            });
+        }
+    }
+    bar.finish_and_clear();
+    if json {
+        match serde_json::to_string_pretty(&summary) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("error: cannot serialize the summary: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        for m in &summary.mismatches {
+            let file = m.file.as_deref().unwrap_or("(not written)");
+            println!(
+                "process {} ({}): {} — reproduce with: simclr run {file}",
+                m.process, m.mode, m.problem
+            );
+        }
+        println!("{} walks, {} mismatches", summary.walks, summary.mismatches.len());
+    }
+    if summary.mismatches.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
