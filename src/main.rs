@@ -7,6 +7,7 @@
 //! - `simclr replay FILE --schedule S` runs one schedule with its full trace;
 //! - `simclr conform SCENARIOS RESULTS` compares a real runtime's answers with the simulator's;
 //! - `simclr unwind-fuzz` checks the native unwinders on random synthesized functions;
+//! - `simclr walk FILE` walks a thread with the hybrid walker beside its ground truth;
 //! - `simclr walk-fuzz` walks random processes with the hybrid walker against the ground truth.
 //!
 //! Exit codes: 0 success; 1 a scenario's own expectations failed; 2 a malformed scenario or
@@ -14,8 +15,8 @@
 
 mod conform;
 mod explore;
+mod hybrid;
 mod unwind_fuzz;
-mod walk_fuzz;
 
 use clap::{Parser, Subcommand};
 use fixtures::unwind_oracle::Format;
@@ -64,6 +65,18 @@ enum Command {
         /// `dwarf`, `pe1`, `pe2` or `all`.
         #[arg(long, default_value = "all")]
         format: String,
+    },
+    /// Walk one thread of a scenario with the hybrid walker (and, on Windows, natively) from
+    /// a never-managed thread, beside the thread's ground truth.
+    Walk {
+        /// The scenario (TOML).
+        file: PathBuf,
+        /// The thread walked.
+        #[arg(long, default_value = "main")]
+        target: String,
+        /// The native thread the walk runs on.
+        #[arg(long, default_value = "sampler")]
+        sampler: String,
     },
     /// Walk random processes (mixed managed, native and stub stacks of random shapes) with
     /// the hybrid walker from a random instruction of the leaf, and compare each walk with
@@ -160,14 +173,19 @@ fn main() -> ExitCode {
         ),
         Command::Replay { file, schedule, json } => explore::replay(&file, &schedule, json),
         Command::Conform { scenarios, results } => conform(&scenarios, &results),
+        Command::Walk {
+            file,
+            target,
+            sampler,
+        } => hybrid::walk_file(&file, &target, &sampler),
         Command::WalkFuzz {
             processes,
             seed,
             platform,
             json,
             out,
-        } => match walk_fuzz::platforms(&platform) {
-            Some(platforms) => walk_fuzz::run(processes, seed, platforms, json, &out),
+        } => match hybrid::platforms(&platform) {
+            Some(platforms) => hybrid::run(processes, seed, platforms, json, &out),
             None => {
                 eprintln!("error: unknown platform `{platform}` (unix, windows or all)");
                 ExitCode::from(2)

@@ -1,101 +1,200 @@
-//! Hybrid walks of simulated threads whose native frames are real code.
+//! Hybrid walks of simulated threads whose native frames are real code: the bundled walk
+//! scenarios (pinned), random processes (a property test, shrinking to a minimal stack), and
+//! a frame-pointer-only walker that the frameless scenarios catch.
 
-use fixtures::hybrid::{describe, walk, Mode};
+use corprof::ProfilerInfo;
+use fixtures::hybrid::{describe, expected, judge, walk, Judged, Mode};
+use fixtures::random_stack::{random_stack, scenario};
+use proptest::prelude::*;
+use sim_clr::runtime::Runtime;
 use sim_clr::scenario::Scenario;
+use sim_clr::{CallContext, Platform};
+use walker::hybrid::{resolve_with, HybridFrame, HybridOutcome};
 
-fn helper_on_top(platform: &str) -> Scenario {
-    let text = format!(
-        r#"
-platform = "{platform}"
-[[code]]
-name = "libcoreclr.so!AllocHelper"
-kind = "helper"
-[[code]]
-name = "libcoreclr.so!JIT_New"
-kind = "helper"
-[[code]]
-name = "App::B"
-kind = "jit"
-[[code]]
-name = "App::A"
-kind = "jit"
-[[code]]
-name = "App::Main"
-kind = "jit"
-[[code]]
-name = "host!main"
-kind = "native"
-[[threads]]
-name = "main"
-frames = [
-  {{ fn = "libcoreclr.so!AllocHelper" }},
-  {{ fn = "libcoreclr.so!JIT_New" }},
-  {{ frame = "HelperMethodFrame" }},
-  {{ fn = "App::B" }},
-  {{ fn = "App::A" }},
-  {{ fn = "App::Main" }},
-  {{ fn = "host!main" }},
-]
-[[threads]]
-name = "sampler"
-kind = "native"
-frames = [{{ fn = "host!main" }}]
-"#
-    );
-    Scenario::parse("helper.toml", &text).unwrap()
+fn modes(runtime: &Runtime) -> Vec<Mode> {
+    match runtime.platform() {
+        Platform::Windows => vec![Mode::Hybrid, Mode::Native],
+        Platform::Unix => vec![Mode::Hybrid],
+    }
 }
 
 #[test]
-fn a_helper_on_top_is_walked_without_duplicates() {
-    for platform in ["windows", "unix"] {
-        let runtime = helper_on_top(platform).runtime();
-        let judged = walk(&runtime, "main", "sampler", Mode::Hybrid).unwrap();
-        assert_eq!(
-            judged.mismatch,
-            None,
-            "{platform}\n{}",
-            describe(&runtime, &judged)
+fn bundled_walks_match_their_ground_truth_and_are_pinned() {
+    for scenario in fixtures::walks().unwrap() {
+        let runtime = scenario.runtime();
+        let mut text = format!("{}\n\n", scenario.description);
+        for mode in modes(&runtime) {
+            let judged = walk(&runtime, "main", "sampler", mode).unwrap();
+            assert_eq!(
+                judged.mismatch,
+                None,
+                "{}\n{}",
+                scenario.name,
+                describe(&runtime, &judged)
+            );
+            text.push_str(&format!(
+                "{mode:?} walk (got | ground truth):\n{}\n",
+                describe(&runtime, &judged)
+            ));
+        }
+        insta::assert_snapshot!(format!("walk-{}", scenario.name), text);
+    }
+}
+
+#[test]
+fn the_stub_scenario_truncates_only_at_the_interrupted_stub() {
+    let scenario = fixtures::walks()
+        .unwrap()
+        .into_iter()
+        .find(|s| s.name == "stub-without-unwind-info")
+        .unwrap();
+    let runtime = scenario.runtime();
+    let judged = walk(&runtime, "main", "sampler", Mode::Hybrid).unwrap();
+    let markers: Vec<usize> = judged
+        .frames
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| matches!(f, HybridFrame::Truncated(_)))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(markers, [1], "{}", describe(&runtime, &judged));
+    // Every frame below the marker is there: the stub in the middle unwinds by its RBP frame.
+    assert_eq!(judged.frames.len(), judged.expected.len() + 1);
+}
+
+/// The naive way: follow the RBP chain from the leaf (return address at RBP + 8, the
+/// caller's RBP at RBP), resolving each IP. Right only if every frame keeps a frame pointer.
+fn frame_pointer_walk(runtime: &Runtime, target: &str) -> Vec<HybridFrame> {
+    let thread = runtime.thread(target).unwrap();
+    let context = thread.leaf_context().unwrap();
+    runtime
+        .on_thread("sampler", CallContext::Thread, |rt| {
+            let mut resolve = resolve_with(rt);
+            let mut frame = |ip: u64| match resolve(ip) {
+                Some(function) => HybridFrame::Managed { function, ip },
+                None => HybridFrame::Native { ip },
+            };
+            let mut frames = vec![frame(context.rip)];
+            let mut rbp = context.rbp;
+            for _ in 0..256 {
+                let (Some(next), Some(ret)) = (rt.read_memory(rbp), rt.read_memory(rbp.wrapping_add(8)))
+                else {
+                    break;
+                };
+                if ret == 0 {
+                    break;
+                }
+                frames.push(frame(ret));
+                if next <= rbp {
+                    break;
+                }
+                rbp = next;
+            }
+            frames
+        })
+        .unwrap()
+}
+
+#[test]
+fn a_frame_pointer_walker_is_caught_on_frameless_code() {
+    for name in ["pinvoke-frameless-leaf", "deep-native-run", "leaf-in-prologue"] {
+        let scenario = fixtures::walks()
+            .unwrap()
+            .into_iter()
+            .find(|s| s.name == name)
+            .unwrap();
+        let runtime = scenario.runtime();
+        let frames = frame_pointer_walk(&runtime, "main");
+        let truth = expected(&runtime, "main", Mode::Native).unwrap();
+        let mismatch = judge(&frames, HybridOutcome::Complete, &truth, false);
+        let judged = Judged {
+            frames,
+            outcome: HybridOutcome::Complete,
+            expected: truth,
+            mismatch,
+        };
+        let shown = describe(&runtime, &judged);
+        assert!(
+            judged.mismatch.is_some(),
+            "{name}: the naive walk passed\n{shown}"
+        );
+        insta::assert_snapshot!(
+            format!("naive-{name}"),
+            format!("{}\n\n{shown}", judged.mismatch.unwrap())
         );
     }
 }
 
 #[test]
-fn show() {
-    let runtime = helper_on_top("unix").runtime();
-    let judged = walk(&runtime, "main", "sampler", Mode::Hybrid).unwrap();
-    println!("{}", describe(&runtime, &judged));
-    let runtime = helper_on_top("windows").runtime();
-    let judged = walk(&runtime, "main", "sampler", Mode::Native).unwrap();
-    println!("{}", describe(&runtime, &judged));
+fn unwind_sections_come_from_the_module_list() {
+    use corprof::modules::{Modules, SectionKind};
+    let scenario = fixtures::walks()
+        .unwrap()
+        .into_iter()
+        .find(|s| s.name == "helper-on-top")
+        .unwrap();
+    let unix = scenario.runtime().images();
+    let kinds = |m: &corprof::modules::LoadedModule| m.sections.iter().map(|s| s.kind).collect::<Vec<_>>();
+    let modules = unix.loaded_modules();
+    // Unix: the shared objects with native code, never the JIT heap.
+    let names: Vec<&str> = modules.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["libcoreclr.so", "native.so", "libprofiler.so"]);
+    assert!(modules
+        .iter()
+        .all(|m| kinds(m) == [SectionKind::EhFrameHdr, SectionKind::EhFrame]));
+    let hdr = modules[0].section(SectionKind::EhFrameHdr).unwrap();
+    let mut version = [0u8; 1];
+    unix.read_memory(hdr.address, &mut version).unwrap();
+    assert_eq!(version, [1]);
+    assert!(unix.read_memory(hdr.address + hdr.size, &mut version).is_err());
+    // Windows: the JIT heap has unwind info too; stubs never.
+    let windows = Scenario::parse(
+        "w.toml",
+        &fixtures::walk_catalog()
+            .iter()
+            .find(|(f, _)| *f == "helper-on-top-windows.toml")
+            .unwrap()
+            .1
+            .to_string(),
+    )
+    .unwrap()
+    .runtime()
+    .images();
+    let modules = windows.loaded_modules();
+    assert!(modules.iter().any(|m| m.name == "<jit>"));
+    assert!(modules
+        .iter()
+        .all(|m| kinds(m) == [SectionKind::Text, SectionKind::Pdata, SectionKind::Xdata]));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Any generated process, stopped at any instruction of its leaf: the hybrid walk (and the
+    /// native one on Windows) equals the ground truth.
+    #[test]
+    fn random_processes_walk_to_their_ground_truth(stack in random_stack()) {
+        let (text, scenario) = scenario(&stack).map_err(TestCaseError::fail)?;
+        let runtime = scenario.runtime();
+        for mode in modes(&runtime) {
+            let judged = walk(&runtime, "main", "sampler", mode).map_err(TestCaseError::fail)?;
+            prop_assert!(judged.mismatch.is_none(), "{mode:?}: {:?}\n{}\n{text}", judged.mismatch, describe(&runtime, &judged));
+        }
+    }
 }
 
 #[test]
-fn random() {
-    use proptest::strategy::{Strategy, ValueTree};
-    let strategy = fixtures::random_stack::random_stack();
-    let mut runner = fixtures::strategies::seeded_runner(1);
-    let (mut n, mut bad) = (0, 0);
-    let t = std::time::Instant::now();
-    for _ in 0..200 {
-        let stack = strategy.new_tree(&mut runner).unwrap().current();
-        let (text, scenario) = fixtures::random_stack::scenario(&stack).unwrap();
-        let runtime = scenario.runtime();
-        let modes: &[Mode] = if stack.platform == "windows" {
-            &[Mode::Hybrid, Mode::Native]
-        } else {
-            &[Mode::Hybrid]
-        };
-        for &mode in modes {
-            n += 1;
-            let judged = walk(&runtime, "main", "sampler", mode).unwrap();
-            if let Some(m) = &judged.mismatch {
-                bad += 1;
-                println!("{mode:?} {} {m}", stack.platform);
-                if bad < 3 {
-                    println!("{}\n{text}", describe(&runtime, &judged));
-                }
-            }
+fn get_function_from_ip_names_the_managed_frames_the_walk_reports() {
+    let scenario = fixtures::walks()
+        .unwrap()
+        .into_iter()
+        .find(|s| s.name == "deep-native-run")
+        .unwrap();
+    let runtime = scenario.runtime();
+    let judged = walk(&runtime, "main", "sampler", Mode::Hybrid).unwrap();
+    for frame in &judged.frames {
+        if let HybridFrame::Managed { function, ip } = *frame {
+            assert_eq!(runtime.get_function_from_ip(ip), Ok(function));
         }
     }
-    println!("{n} walks, {bad} mismatches in {:?}", t.elapsed());
 }

@@ -60,6 +60,17 @@ pub enum Truncation {
     NoContext,
 }
 
+impl std::fmt::Display for Truncation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Truncation::Unwind(e) => write!(f, "native unwinding refused: {e}"),
+            Truncation::NoUnwindInfo(ip) => write!(f, "no unwind data for the interrupted frame at {ip:#x}"),
+            Truncation::Snapshot(hr) => write!(f, "DoStackSnapshot failed: {hr}"),
+            Truncation::NoContext => write!(f, "a native run without a context"),
+        }
+    }
+}
+
 /// How a walk ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum HybridOutcome {

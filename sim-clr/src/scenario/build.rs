@@ -432,6 +432,58 @@ impl Builder<'_> {
         Ok(out)
     }
 
+    /// A frame's IP offset: an integer that is an instruction boundary of the function, or
+    /// `"entry"`, `"prologue:K"` (after K prologue instructions), `"epilogue:K"` (the K-th
+    /// instruction of the first epilogue proper, from 0).
+    fn frame_offset(&self, value: &Spanned<Value>, func: &crate::code::Function) -> Res<u64> {
+        let machine = &func.machine;
+        let err = |m: String| self.err(value.span(), "offset", m);
+        let offset = match value.get_ref() {
+            Value::Integer(n) => u64::try_from(*n).map_err(|_| err(format!("{n} is negative")))?,
+            Value::String(s) => {
+                let (place, k) = s.split_once(':').unwrap_or((s, "0"));
+                let k: usize = k.parse().map_err(|_| {
+                    err(format!(
+                        "`{s}`: expected \"entry\", \"prologue:K\" or \"epilogue:K\""
+                    ))
+                })?;
+                let found = match place {
+                    "entry" => Some(0),
+                    "prologue" if k == 0 => Some(0),
+                    "prologue" => machine.code.prolog_ends.get(k - 1).copied(),
+                    "epilogue" => {
+                        let proper = machine.code.epilogues.first().map(|e| e.1);
+                        let at = proper.and_then(|p| machine.boundaries.iter().position(|&b| b == p));
+                        at.and_then(|i| machine.boundaries.get(i + k)).copied()
+                    }
+                    _ => None,
+                };
+                found.ok_or_else(|| {
+                    err(format!(
+                        "`{s}` is not a place in `{}` (entry, prologue:0–{}, epilogue:K)",
+                        func.name,
+                        machine.code.prolog_ends.len()
+                    ))
+                })?
+            }
+            _ => {
+                return Err(err(
+                    "expected an integer or \"entry\", \"prologue:K\", \"epilogue:K\"".into(),
+                ))
+            }
+        };
+        if machine.state(offset).is_none() {
+            let sites: Vec<String> = machine.return_sites().iter().map(|s| format!("{s:#x}")).collect();
+            return Err(err(format!(
+                "{offset:#x} is not an instruction boundary of `{}` ({:#x} bytes of code; its return sites are {})",
+                func.name,
+                machine.code.code_len,
+                sites.join(", ")
+            )));
+        }
+        Ok(offset)
+    }
+
     /// A function shape: `"leaf"` (frameless, no calls) or a table `{ prologue = [..],
     /// calls = N, loop = bool, epilogues = [..] }` of assembly lines.
     fn shape(&self, value: &Spanned<Value>) -> Res<FunctionShape> {
@@ -646,27 +698,10 @@ impl Builder<'_> {
                         ),
                     ));
                 }
-                if let Some(o) = &m.offset {
-                    if func.machine.state(*o.get_ref()).is_none() {
-                        let sites: Vec<String> = func
-                            .machine
-                            .return_sites()
-                            .iter()
-                            .map(|s| format!("{s:#x}"))
-                            .collect();
-                        return Err(self.err(
-                            o.span(),
-                            "offset",
-                            format!(
-                                "{:#x} is not an instruction boundary of `{}` ({:#x} bytes of code; its return sites are {})",
-                                o.get_ref(),
-                                func.name,
-                                func.machine.code.code_len,
-                                sites.join(", ")
-                            ),
-                        ));
-                    }
-                }
+                let offset = match &m.offset {
+                    Some(o) => Some(self.frame_offset(o, func)?),
+                    None => None,
+                };
                 let funclet = match &m.funclet {
                     None => None,
                     Some(f) if func.kind.is_managed() => Some(self.choice(
@@ -682,7 +717,7 @@ impl Builder<'_> {
                 };
                 StackEntry::Call {
                     function,
-                    offset: m.offset.as_ref().map(|o| *o.get_ref()),
+                    offset,
                     funclet,
                 }
             }

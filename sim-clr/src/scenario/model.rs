@@ -123,7 +123,7 @@ pub(crate) struct FrameModel {
     pub function: Option<Spanned<String>>,
     pub frame: Option<Spanned<String>>,
     pub repeat: Option<Spanned<u32>>,
-    pub offset: Option<Spanned<u64>>,
+    pub offset: Option<Spanned<Value>>,
     pub funclet: Option<Spanned<String>>,
 }
 

@@ -1,7 +1,11 @@
-//! `simclr walk-fuzz`: random processes whose threads mix managed, native and stub frames of
-//! random shapes, each thread stopped at a random instruction of its leaf and walked with the
-//! hybrid walker (and, on Windows, the all-native variant), compared frame by frame with the
-//! ground truth. Each mismatch is written out as a scenario file that reproduces it.
+//! Hybrid walks from the command line.
+//!
+//! - `simclr walk FILE`: walks one thread of a scenario with the hybrid walker (and, on
+//!   Windows, the all-native variant) and prints it beside the ground truth;
+//! - `simclr walk-fuzz`: random processes whose threads mix managed, native and stub frames
+//!   of random shapes, each thread stopped at a random instruction of its leaf, walked and
+//!   compared frame by frame with the ground truth. Each mismatch is written out as a
+//!   scenario file that reproduces it (`simclr walk FILE`).
 
 use crate::explore::progress;
 use fixtures::hybrid::{describe, walk, Mode};
@@ -30,6 +34,54 @@ struct Summary {
     processes: usize,
     walks: usize,
     mismatches: Vec<Mismatch>,
+}
+
+/// Walks thread `target` of `file` from native thread `sampler`; exit code 1 on a mismatch.
+pub fn walk_file(file: &Path, target: &str, sampler: &str) -> ExitCode {
+    let scenario = match sim_clr::scenario::Scenario::load(file) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = scenario.runtime();
+    let mut modes = vec![Mode::Hybrid];
+    if runtime.platform() == sim_clr::Platform::Windows {
+        modes.push(Mode::Native);
+    }
+    let mut failed = false;
+    for mode in modes {
+        match walk(&runtime, target, sampler, mode) {
+            Ok(judged) => {
+                println!("{} walk of {target} (got | ground truth):", mode_name(mode));
+                print!("{}", describe(&runtime, &judged));
+                match &judged.mismatch {
+                    Some(m) => {
+                        failed = true;
+                        println!("MISMATCH: {m}\n");
+                    }
+                    None => println!("matches the ground truth\n"),
+                }
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn mode_name(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Hybrid => "hybrid",
+        Mode::Native => "native",
+    }
 }
 
 /// Which platforms to generate.
@@ -84,10 +136,7 @@ pub fn run(processes: usize, seed: u64, platforms: &[&'static str], json: bool, 
                 },
                 Err(e) => (e, String::new()),
             };
-            let name = match mode {
-                Mode::Hybrid => "hybrid",
-                Mode::Native => "native",
-            };
+            let name = mode_name(mode);
             let file = out.join(format!("walk-fuzz-{seed}-{n}-{name}.toml"));
             let body = format!(
                 "# walk-fuzz --seed {seed}, process {n}, {name} walk: {problem}\n# got | expected\n{}\n{text}",
@@ -118,7 +167,7 @@ pub fn run(processes: usize, seed: u64, platforms: &[&'static str], json: bool, 
         for m in &summary.mismatches {
             let file = m.file.as_deref().unwrap_or("(not written)");
             println!(
-                "process {} ({}): {} — reproduce with: simclr run {file}",
+                "process {} ({}): {} — reproduce with: simclr walk {file}",
                 m.process, m.mode, m.problem
             );
         }
