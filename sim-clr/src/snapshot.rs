@@ -315,6 +315,7 @@ fn walk(st: &State, t: usize, seed: Option<Context>) -> Walk {
         }
         None
     };
+    let funclets = thread.layout.calls.iter().any(|c| c.funclet.is_some());
     let mut context = match seed {
         Some(seed) => seed,
         None => match hop(&mut next_frame, 0) {
@@ -349,11 +350,15 @@ fn walk(st: &State, t: usize, seed: Option<Context>) -> Walk {
         });
         // R28: a catch/finally funclet is reported under its method; the frames between it and
         // its parent are already unwound, and the parent is not reported again.
-        let here = thread
-            .layout
-            .calls
-            .iter()
-            .position(|c| c.rsp == context.rsp && c.rip == context.rip);
+        let here = funclets
+            .then(|| {
+                thread
+                    .layout
+                    .calls
+                    .iter()
+                    .position(|c| c.rsp == context.rsp && c.rip == context.rip)
+            })
+            .flatten();
         if let Some(parent) = here.and_then(|i| thread.funclet_parent(i)) {
             context = thread.call_context(parent);
         }

@@ -300,3 +300,33 @@ pub fn resolve_with(info: &dyn ProfilerInfo) -> impl FnMut(u64) -> Option<Functi
         id.ok().filter(|f| !f.is_null())
     }
 }
+
+/// The managed code a profiler has seen compiled, as sorted address ranges: a `resolve`
+/// function that needs no runtime call during a walk. Fill it when code appears
+/// (`JITCompilationFinished`, ReadyToRun lookups) with [`CodeRanges::add`].
+#[derive(Clone, Debug, Default)]
+pub struct CodeRanges {
+    /// (start, end, method), sorted by start, not overlapping.
+    ranges: Vec<(u64, u64, FunctionId)>,
+}
+
+impl CodeRanges {
+    /// Adds every code region `GetCodeInfo2` reports for `function` (hot and cold).
+    pub fn add(&mut self, info: &dyn ProfilerInfo, function: FunctionId) -> Result<(), HResult> {
+        let mut regions = [corprof::CodeInfo::default(); 4];
+        let n = info.get_code_info2(function, regions.len() as u32, Some(&mut regions))?;
+        for r in &regions[..(n as usize).min(regions.len())] {
+            let at = self.ranges.partition_point(|&(s, _, _)| s < r.start_address);
+            self.ranges
+                .insert(at, (r.start_address, r.start_address.saturating_add(r.size), function));
+        }
+        Ok(())
+    }
+
+    /// The method whose code contains `ip`.
+    pub fn resolve(&self, ip: u64) -> Option<FunctionId> {
+        let i = self.ranges.partition_point(|&(s, _, _)| s <= ip).checked_sub(1)?;
+        let (_, end, function) = self.ranges[i];
+        (ip < end).then_some(function)
+    }
+}
