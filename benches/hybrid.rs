@@ -108,12 +108,32 @@ fn hybrid(c: &mut Criterion) {
             if platform == "unix" {
                 rt.suspend_runtime();
                 let mut resolve = resolve_with(rt);
-                let mut walk = || walker.walk(rt, &unwinder, thread.id, &context, bounds, &mut read, &mut resolve);
+                let mut walk = || {
+                    walker.walk(
+                        rt,
+                        &unwinder,
+                        thread.id,
+                        &context,
+                        bounds,
+                        &mut read,
+                        &mut resolve,
+                    )
+                };
                 assert_eq!(walk(), HybridOutcome::Complete);
                 group.bench_function("unix", |b| b.iter(&mut walk));
                 assert_eq!(walker.frames().len(), 64);
                 let mut resolve = |ip| ranges.resolve(ip);
-                let mut walk = || walker.walk(rt, &unwinder, thread.id, &context, bounds, &mut read, &mut resolve);
+                let mut walk = || {
+                    walker.walk(
+                        rt,
+                        &unwinder,
+                        thread.id,
+                        &context,
+                        bounds,
+                        &mut read,
+                        &mut resolve,
+                    )
+                };
                 group.bench_function("unix_code_ranges", |b| b.iter(&mut walk));
                 assert_eq!(walker.frames().len(), 64);
                 // The seed the hybrid walk passes: the first managed frame's registers.

@@ -11,6 +11,15 @@ use sim_clr::scenario::Scenario;
 use sim_clr::{CallContext, Platform};
 use walker::hybrid::{resolve_with, HybridFrame, HybridOutcome};
 
+/// The bundled walk scenario named `name`.
+fn walk_scenario(name: &str) -> Scenario {
+    fixtures::walks()
+        .unwrap()
+        .into_iter()
+        .find(|s| s.name == name)
+        .unwrap()
+}
+
 fn modes(runtime: &Runtime) -> Vec<Mode> {
     match runtime.platform() {
         Platform::Windows => vec![Mode::Hybrid, Mode::Native],
@@ -43,11 +52,7 @@ fn bundled_walks_match_their_ground_truth_and_are_pinned() {
 
 #[test]
 fn the_stub_scenario_truncates_only_at_the_interrupted_stub() {
-    let scenario = fixtures::walks()
-        .unwrap()
-        .into_iter()
-        .find(|s| s.name == "stub-without-unwind-info")
-        .unwrap();
+    let scenario = walk_scenario("stub-without-unwind-info");
     let runtime = scenario.runtime();
     let judged = walk(&runtime, "main", "sampler", Mode::Hybrid).unwrap();
     let markers: Vec<usize> = judged
@@ -148,18 +153,7 @@ fn unwind_sections_come_from_the_module_list() {
     assert_eq!(version, [1]);
     assert!(unix.read_memory(hdr.address + hdr.size, &mut version).is_err());
     // Windows: the JIT heap has unwind info too; stubs never.
-    let windows = Scenario::parse(
-        "w.toml",
-        &fixtures::walk_catalog()
-            .iter()
-            .find(|(f, _)| *f == "helper-on-top-windows.toml")
-            .unwrap()
-            .1
-            .to_string(),
-    )
-    .unwrap()
-    .runtime()
-    .images();
+    let windows = walk_scenario("helper-on-top-windows").runtime().images();
     let modules = windows.loaded_modules();
     assert!(modules.iter().any(|m| m.name == "<jit>"));
     assert!(modules
@@ -197,4 +191,27 @@ fn get_function_from_ip_names_the_managed_frames_the_walk_reports() {
             assert_eq!(runtime.get_function_from_ip(ip), Ok(function));
         }
     }
+}
+
+#[test]
+fn code_ranges_resolve_what_the_runtime_resolves() {
+    let runtime = walk_scenario("deep-native-run").runtime();
+    runtime.on_thread("sampler", CallContext::Thread, |rt| {
+        let mut ranges = walker::hybrid::CodeRanges::default();
+        let ids: Vec<_> = rt.with_code(|c| {
+            c.functions()
+                .iter()
+                .filter(|f| f.kind.is_managed())
+                .map(|f| f.function_id)
+                .collect()
+        });
+        for id in ids {
+            ranges.add(rt, id).unwrap();
+        }
+        let mut runtime_resolve = resolve_with(rt);
+        for call in rt.thread("main").unwrap().layout.calls {
+            assert_eq!(ranges.resolve(call.rip), runtime_resolve(call.rip), "{:#x}", call.rip);
+        }
+        assert_eq!(ranges.resolve(0), None);
+    });
 }

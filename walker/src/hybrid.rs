@@ -99,8 +99,13 @@ fn regs_of(context: &Context) -> Regs {
 
 /// Where a native run ended.
 enum RunEnd {
-    /// At a managed IP (not pushed), with these registers.
-    Managed(Regs),
+    /// At a managed IP (not pushed), with these general-purpose registers.
+    Managed {
+        /// The managed IP.
+        rip: u64,
+        /// The registers there.
+        gpr: [u64; 16],
+    },
     /// At the end of the stack.
     Done,
     /// Cut (the marker is pushed).
@@ -150,7 +155,10 @@ impl HybridWalker {
     ) -> RunEnd {
         loop {
             if resolve(regs.rip).is_some() {
-                return RunEnd::Managed(regs);
+                return RunEnd::Managed {
+                    rip: regs.rip,
+                    gpr: regs.gpr,
+                };
             }
             if !self.push(HybridFrame::Native { ip: regs.rip }) {
                 return RunEnd::Full;
@@ -202,11 +210,11 @@ impl HybridWalker {
             RunEnd::Done => return HybridOutcome::Complete,
             RunEnd::Full => return HybridOutcome::Full,
             RunEnd::Cut => None,
-            RunEnd::Managed(regs) => {
+            RunEnd::Managed { rip, gpr } => {
                 let mut seed = context.clone();
-                seed.rip = regs.rip;
+                seed.rip = rip;
                 for r in Register::ALL {
-                    seed.set(r, regs.gpr[r as usize]);
+                    seed.set(r, gpr[r as usize]);
                 }
                 Some(seed)
             }
@@ -317,8 +325,10 @@ impl CodeRanges {
         let n = info.get_code_info2(function, regions.len() as u32, Some(&mut regions))?;
         for r in &regions[..(n as usize).min(regions.len())] {
             let at = self.ranges.partition_point(|&(s, _, _)| s < r.start_address);
-            self.ranges
-                .insert(at, (r.start_address, r.start_address.saturating_add(r.size), function));
+            self.ranges.insert(
+                at,
+                (r.start_address, r.start_address.saturating_add(r.size), function),
+            );
         }
         Ok(())
     }
