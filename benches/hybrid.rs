@@ -15,7 +15,7 @@ use corprof::ProfilerInfo;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use sim_clr::scenario::Scenario;
 use sim_clr::CallContext;
-use walker::hybrid::{resolve_with, CodeRanges, HybridOutcome, HybridWalker};
+use walker::hybrid::{resolve_with, HybridOutcome, HybridWalker, Stopped};
 use walker::images::Images;
 use walker::unwind::StackBounds;
 use walker::{snapshot, StackBuffer};
@@ -79,17 +79,7 @@ fn hybrid(c: &mut Criterion) {
             base: thread.stack_base,
         };
         runtime.on_thread("sampler", CallContext::Thread, |rt| {
-            let mut ranges = CodeRanges::default();
-            let ids: Vec<_> = rt.with_code(|c| {
-                c.functions()
-                    .iter()
-                    .filter(|f| f.kind.is_managed())
-                    .map(|f| f.function_id)
-                    .collect()
-            });
-            for id in ids {
-                ranges.add(rt, id).expect("GetCodeInfo2");
-            }
+            let ranges = fixtures::hybrid::code_ranges(rt).expect("GetCodeInfo2");
             let mut walker = HybridWalker::with_capacity(128);
             // The stack copied once, as a sampler copies a suspended thread's stack and
             // unwinds the copy: reads are plain loads, not runtime calls.
@@ -105,37 +95,25 @@ fn hybrid(c: &mut Criterion) {
                 }
                 words.get((i / 8) as usize).copied()
             };
+            let stopped = Stopped {
+                thread: thread.id,
+                context: &context,
+                bounds,
+            };
+            let mut by_runtime = resolve_with(rt);
+            let mut by_ranges = |ip| ranges.resolve(ip);
             if platform == "unix" {
                 rt.suspend_runtime();
-                let mut resolve = resolve_with(rt);
-                let mut walk = || {
-                    walker.walk(
-                        rt,
-                        &unwinder,
-                        thread.id,
-                        &context,
-                        bounds,
-                        &mut read,
-                        &mut resolve,
-                    )
-                };
-                assert_eq!(walk(), HybridOutcome::Complete);
-                group.bench_function("unix", |b| b.iter(&mut walk));
-                assert_eq!(walker.frames().len(), 64);
-                let mut resolve = |ip| ranges.resolve(ip);
-                let mut walk = || {
-                    walker.walk(
-                        rt,
-                        &unwinder,
-                        thread.id,
-                        &context,
-                        bounds,
-                        &mut read,
-                        &mut resolve,
-                    )
-                };
-                group.bench_function("unix_code_ranges", |b| b.iter(&mut walk));
-                assert_eq!(walker.frames().len(), 64);
+                for (name, resolve) in [
+                    ("unix", &mut by_runtime as &mut dyn FnMut(u64) -> _),
+                    ("unix_code_ranges", &mut by_ranges),
+                ] {
+                    let mut resolve = |ip| resolve(ip);
+                    let mut walk = || walker.walk(rt, &unwinder, &stopped, &mut read, &mut resolve);
+                    assert_eq!(walk(), HybridOutcome::Complete);
+                    group.bench_function(name, |b| b.iter(&mut walk));
+                    assert_eq!(walker.frames().len(), 64);
+                }
                 // The seed the hybrid walk passes: the first managed frame's registers.
                 let seed = rt.thread("main").map(|t| t.call_context(8)).expect("frame 8");
                 let mut buffer = StackBuffer::with_capacity(128);
@@ -144,15 +122,16 @@ fn hybrid(c: &mut Criterion) {
                 });
                 rt.resume_runtime();
             } else {
-                let mut resolve = resolve_with(rt);
-                let mut walk = || walker.walk_native(&unwinder, &context, bounds, &mut read, &mut resolve);
-                assert_eq!(walk(), HybridOutcome::Complete);
-                group.bench_function("windows_native", |b| b.iter(&mut walk));
-                assert_eq!(walker.frames().len(), 64);
-                let mut resolve = |ip| ranges.resolve(ip);
-                let mut walk = || walker.walk_native(&unwinder, &context, bounds, &mut read, &mut resolve);
-                group.bench_function("windows_native_code_ranges", |b| b.iter(&mut walk));
-                assert_eq!(walker.frames().len(), 64);
+                for (name, resolve) in [
+                    ("windows_native", &mut by_runtime as &mut dyn FnMut(u64) -> _),
+                    ("windows_native_code_ranges", &mut by_ranges),
+                ] {
+                    let mut resolve = |ip| resolve(ip);
+                    let mut walk = || walker.walk_native(&unwinder, &stopped, &mut read, &mut resolve);
+                    assert_eq!(walk(), HybridOutcome::Complete);
+                    group.bench_function(name, |b| b.iter(&mut walk));
+                    assert_eq!(walker.frames().len(), 64);
+                }
             }
         });
     }

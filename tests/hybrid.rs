@@ -197,20 +197,15 @@ fn get_function_from_ip_names_the_managed_frames_the_walk_reports() {
 fn code_ranges_resolve_what_the_runtime_resolves() {
     let runtime = walk_scenario("deep-native-run").runtime();
     runtime.on_thread("sampler", CallContext::Thread, |rt| {
-        let mut ranges = walker::hybrid::CodeRanges::default();
-        let ids: Vec<_> = rt.with_code(|c| {
-            c.functions()
-                .iter()
-                .filter(|f| f.kind.is_managed())
-                .map(|f| f.function_id)
-                .collect()
-        });
-        for id in ids {
-            ranges.add(rt, id).unwrap();
-        }
+        let ranges = fixtures::hybrid::code_ranges(rt).unwrap();
         let mut runtime_resolve = resolve_with(rt);
         for call in rt.thread("main").unwrap().layout.calls {
-            assert_eq!(ranges.resolve(call.rip), runtime_resolve(call.rip), "{:#x}", call.rip);
+            assert_eq!(
+                ranges.resolve(call.rip),
+                runtime_resolve(call.rip),
+                "{:#x}",
+                call.rip
+            );
         }
         assert_eq!(ranges.resolve(0), None);
     });

@@ -80,6 +80,17 @@ pub enum HybridOutcome {
     Full,
 }
 
+/// The stopped thread a walk starts from.
+#[derive(Clone, Copy, Debug)]
+pub struct Stopped<'a> {
+    /// Its `ThreadID` for `DoStackSnapshot` (0 for the calling thread).
+    pub thread: ThreadId,
+    /// Its registers where it stopped (`GetThreadContext`, or a signal handler's context).
+    pub context: &'a Context,
+    /// Its stack's extent.
+    pub bounds: StackBounds,
+}
+
 /// A reusable hybrid walker: its buffers and the native unwinder's rule cache.
 pub struct HybridWalker {
     frames: Vec<HybridFrame>,
@@ -182,21 +193,23 @@ impl HybridWalker {
         }
     }
 
-    /// Walks `thread` (0 for the calling thread) from `context`, its registers where it
-    /// stopped: the leaf native run, `DoStackSnapshot` seeded at the first managed frame
-    /// (unseeded if the run was cut), each native run expanded. `read` reads the thread's
-    /// stack (within `bounds`); `resolve` maps an IP to its method if it is managed code.
-    #[allow(clippy::too_many_arguments)]
+    /// Walks `target` from its registers: the leaf native run, `DoStackSnapshot` seeded at
+    /// the first managed frame (unseeded if the run was cut), each native run expanded.
+    /// `read` reads the thread's stack; `resolve` maps an IP to its method if it is managed
+    /// code.
     pub fn walk(
         &mut self,
         info: &dyn ProfilerInfo,
         unwinder: &Unwinder<'_>,
-        thread: ThreadId,
-        context: &Context,
-        bounds: StackBounds,
+        target: &Stopped<'_>,
         read: &mut impl FnMut(u64) -> Option<u64>,
         resolve: &mut impl FnMut(u64) -> Option<FunctionId>,
     ) -> HybridOutcome {
+        let Stopped {
+            thread,
+            context,
+            bounds,
+        } = *target;
         self.frames.clear();
         let leaf = self.native_run(
             unwinder,
@@ -250,18 +263,18 @@ impl HybridWalker {
         }
     }
 
-    /// The Windows variant: unwinds every frame natively from `context` and resolves each
-    /// IP (managed frames by their method). No runtime call is made besides `resolve`.
+    /// The Windows variant: unwinds every frame of `target` natively and resolves each IP
+    /// (managed frames by their method). No runtime call is made besides `resolve`.
     pub fn walk_native(
         &mut self,
         unwinder: &Unwinder<'_>,
-        context: &Context,
-        bounds: StackBounds,
+        target: &Stopped<'_>,
         read: &mut impl FnMut(u64) -> Option<u64>,
         resolve: &mut impl FnMut(u64) -> Option<FunctionId>,
     ) -> HybridOutcome {
+        let bounds = target.bounds;
         self.frames.clear();
-        let mut regs = regs_of(context);
+        let mut regs = regs_of(target.context);
         let mut kind = FrameKind::First;
         loop {
             let frame = match resolve(regs.rip) {
