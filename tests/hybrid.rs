@@ -210,3 +210,129 @@ fn code_ranges_resolve_what_the_runtime_resolves() {
         assert_eq!(ranges.resolve(0), None);
     });
 }
+
+#[test]
+fn bad_shapes_are_scenario_errors() {
+    let file = |shape: &str, size: &str| {
+        format!(
+            "platform = \"unix\"\n[[code]]\nname = \"n\"\nkind = \"native\"\n{size}shape = {shape}\n[[threads]]\nname = \"t\"\nkind = \"native\"\nframes = [{{ fn = \"n\" }}]\n"
+        )
+    };
+    for (shape, size, says) in [
+        ("{ prologue = [\"push rsp\"] }", "", "RSP"),
+        ("{ prologue = [\"pop rbx\"] }", "", "not a prologue instruction"),
+        (
+            "{ prologue = [\"sub rsp, 0x10\", \"push rbx\"] }",
+            "",
+            "pushes come before",
+        ),
+        ("{ epilogues = [\"iretq\"] }", "", "machine-frame"),
+        (
+            "{ prologue = [\"push rbx\"], calls = 16 }",
+            "size = 0x40\n",
+            "more than its size",
+        ),
+        ("\"fast\"", "", "expected \"leaf\""),
+        ("{ prologue = [\"push rbx\"], colour = 1 }", "", "unknown key"),
+    ] {
+        let error = Scenario::parse("bad.toml", &file(shape, size))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("shape") && error.contains(says),
+            "{shape}: {error}"
+        );
+    }
+    let offset = "platform = \"unix\"\n[[code]]\nname = \"n\"\nkind = \"native\"\n[[threads]]\nname = \"t\"\nkind = \"native\"\nframes = [{ fn = \"n\", offset = \"epilogue:x\" }]\n";
+    assert!(Scenario::parse("bad.toml", offset)
+        .unwrap_err()
+        .to_string()
+        .contains("offset"));
+}
+
+/// A module list whose modules overlap.
+struct Overlapping;
+
+impl corprof::modules::Modules for Overlapping {
+    fn loaded_modules(&self) -> Vec<corprof::modules::LoadedModule> {
+        let module = |name: &str, start| corprof::modules::LoadedModule {
+            name: name.into(),
+            start,
+            end: start + 0x2000,
+            base: 0,
+            sections: Vec::new(),
+        };
+        vec![module("a.so", 0x10000), module("b.so", 0x11000)]
+    }
+
+    fn read_memory(&self, address: u64, _: &mut [u8]) -> Result<(), corprof::os::OsError> {
+        Err(corprof::os::OsError::BadAddress(address))
+    }
+}
+
+#[test]
+fn garbage_contexts_overlaps_and_unreadable_stacks_end_in_markers_or_errors() {
+    use walker::hybrid::{HybridWalker, Stopped, Truncation};
+    use walker::images::{ImageError, Images};
+    use walker::unwind::{StackBounds, UnwindError};
+    assert!(matches!(
+        Images::load(&Overlapping),
+        Err(ImageError::Overlap { .. })
+    ));
+    let runtime = walk_scenario("leaf-in-prologue").runtime();
+    let source = runtime.images();
+    let images = Images::load(&*source).unwrap();
+    let unwinder = images.unwinder().unwrap();
+    let thread = runtime.thread("main").unwrap();
+    let leaf = thread.leaf_context().unwrap();
+    let bounds = StackBounds {
+        limit: thread.stack_limit,
+        base: thread.stack_base,
+    };
+    let mut walker = HybridWalker::with_capacity(64);
+    let mut none = |_| None;
+    // An IP outside every module: the interrupted frame cannot be unwound.
+    let mut garbage = leaf.clone();
+    garbage.rip = 0xdead_beef;
+    let target = Stopped {
+        thread: thread.id,
+        context: &garbage,
+        bounds,
+    };
+    assert_eq!(
+        walker.walk_native(&unwinder, &target, &mut |a| runtime.read_memory(a), &mut none),
+        HybridOutcome::Complete
+    );
+    assert_eq!(
+        walker.frames()[1],
+        HybridFrame::Truncated(Truncation::NoUnwindInfo(0xdead_beef))
+    );
+    // A real IP over an unreadable stack, and over a stack outside its bounds.
+    let target = Stopped {
+        thread: thread.id,
+        context: &leaf,
+        bounds,
+    };
+    walker.walk_native(&unwinder, &target, &mut |_| None, &mut none);
+    assert!(matches!(
+        walker.frames()[1],
+        HybridFrame::Truncated(Truncation::Unwind(UnwindError::MemoryRead(_)))
+    ));
+    let elsewhere = Stopped {
+        bounds: StackBounds {
+            limit: 0x1000,
+            base: 0x2000,
+        },
+        ..target
+    };
+    walker.walk_native(&unwinder, &elsewhere, &mut |a| runtime.read_memory(a), &mut none);
+    assert!(matches!(
+        walker.frames()[1],
+        HybridFrame::Truncated(Truncation::Unwind(UnwindError::OutOfBounds(_)))
+    ));
+    // A stack whose every word points back at the leaf: each step must move up, so it ends.
+    let loop_word = leaf.rip;
+    walker.walk_native(&unwinder, &target, &mut |_| Some(loop_word), &mut none);
+    assert!(walker.frames().len() < 64);
+    assert!(matches!(walker.frames().last(), Some(HybridFrame::Truncated(_))));
+}
