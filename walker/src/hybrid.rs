@@ -177,9 +177,9 @@ impl HybridWalker {
             if kind == FrameKind::First && !unwinder.covers(regs.rip) {
                 return self.cut(Truncation::NoUnwindInfo(regs.rip));
             }
-            match unwinder.step(&mut regs, kind, bounds, &mut self.cache, read) {
-                Ok(true) => kind = FrameKind::Caller,
-                Ok(false) => return RunEnd::Done,
+            match unwinder.step_frame(&mut regs, kind, bounds, &mut self.cache, read) {
+                Ok(Some(next)) => kind = next,
+                Ok(None) => return RunEnd::Done,
                 Err(e) => return self.cut(Truncation::Unwind(e)),
             }
         }
@@ -290,12 +290,12 @@ impl HybridWalker {
             let end = if kind == FrameKind::First && !unwinder.covers(regs.rip) {
                 self.cut(Truncation::NoUnwindInfo(regs.rip))
             } else {
-                match unwinder.step(&mut regs, kind, bounds, &mut self.cache, read) {
-                    Ok(true) => {
-                        kind = FrameKind::Caller;
+                match unwinder.step_frame(&mut regs, kind, bounds, &mut self.cache, read) {
+                    Ok(Some(next)) => {
+                        kind = next;
                         continue;
                     }
-                    Ok(false) => RunEnd::Done,
+                    Ok(None) => RunEnd::Done,
                     Err(e) => self.cut(Truncation::Unwind(e)),
                 }
             };

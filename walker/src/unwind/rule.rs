@@ -114,9 +114,14 @@ impl LazyRegs {
 /// Registers it does not name keep the callee's value.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Rule {
-    /// Where the caller's RIP is loaded from; `None` when the unwind data marks the end of
-    /// the stack.
+    /// Where the caller's RIP is loaded from (or, with `rip_in_register`, the value it is);
+    /// `None` when the unwind data marks the end of the stack.
     rip: Option<Address>,
+    /// The caller's RIP is `rip`'s value itself: a return address held in a register.
+    rip_in_register: bool,
+    /// The frame is a signal frame: its caller was interrupted, so the caller's IP is not a
+    /// return address (look it up as an interrupted frame's).
+    signal: bool,
     /// Bit `r` set: general-purpose register `r` is loaded from `gpr[r]`.
     loads: u16,
     /// Bit `r` set: general-purpose register `r` is `gpr[r]` itself (RSP, nearly always).
@@ -174,6 +179,8 @@ impl Rule {
         };
         Rule {
             rip: None,
+            rip_in_register: false,
+            signal: false,
             loads: 0,
             adds: 0,
             xmms: 0,
@@ -192,6 +199,8 @@ impl Rule {
     /// Makes this rule the identity again (cheaply: only the masks say what is restored).
     pub(crate) fn reset(&mut self) {
         self.rip = None;
+        self.rip_in_register = false;
+        self.signal = false;
         self.loads = 0;
         self.adds = 0;
         self.xmms = 0;
@@ -208,7 +217,8 @@ impl Rule {
     pub(crate) fn seal(&mut self) -> Option<i32> {
         let rsp = self.gpr[RSP];
         let plain = self.rip.filter(|rip| {
-            self.adds & 1 << RSP != 0
+            !self.rip_in_register
+                && self.adds & 1 << RSP != 0
                 && (rsp.base, rip.base) == (Register::Rsp, Register::Rsp)
                 && i64::from(rip.offset) + 8 == i64::from(rsp.offset)
         });
@@ -316,6 +326,22 @@ impl Rule {
         Ok(())
     }
 
+    /// The return address held in the callee's register `r` (DWARF `DW_CFA_register`).
+    pub(crate) fn return_in(&mut self, r: Register) {
+        self.return_from(Address { base: r, offset: 0 });
+        self.rip_in_register = true;
+    }
+
+    /// Marks the frame as a signal frame (or not).
+    pub(crate) fn set_signal(&mut self, signal: bool) {
+        self.signal = signal;
+    }
+
+    /// True for a signal frame: the next frame is an interrupted one, not a caller.
+    pub(crate) fn is_signal(&self) -> bool {
+        self.signal
+    }
+
     /// The return address at `[CFA + offset]` (DWARF).
     pub(crate) fn return_at(&mut self, cfa: Source, offset: i64, at: u64) -> Result<(), UnwindError> {
         self.set_return(cfa.plus(offset, at)?, at)
@@ -358,7 +384,7 @@ impl Rule {
         if base == 0 {
             return Ok(false);
         }
-        let rip = read_at(read, at)?;
+        let rip = if self.rip_in_register { at } else { read_at(read, at)? };
         if rip == 0 {
             return Ok(false);
         }

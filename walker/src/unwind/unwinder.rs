@@ -101,7 +101,7 @@ impl<'a> Unwinder<'a> {
         let module = self.module(address);
         cache.insert_with(address, kind, |rule, saved| {
             let covered = match module {
-                Some(UnwindData::Dwarf(dwarf)) => dwarf.rule(address, rule, saved),
+                Some(UnwindData::Dwarf(dwarf)) => dwarf.rule(address, kind, rule, saved),
                 Some(UnwindData::Pe(pe)) => pe.rule(address, kind, rule),
                 None => Err(UnwindError::NoUnwindInfo(address)),
             };
@@ -121,7 +121,8 @@ impl<'a> Unwinder<'a> {
     /// or one of 0 or relative to a register holding 0); at the end or on an error `regs` are
     /// unchanged. Where no unwind data covers the IP, the frame-pointer rule applies: the
     /// caller's RIP at `[RBP + 8]`, its RSP at `RBP + 16`, its RBP at `[RBP]`. Rules come from
-    /// `cache` when an earlier step visited the same address.
+    /// `cache` when an earlier step visited the same address. [`Unwinder::step_frame`] also
+    /// says how to look up the caller.
     pub fn step(
         &self,
         regs: &mut Regs,
@@ -130,8 +131,28 @@ impl<'a> Unwinder<'a> {
         cache: &mut UnwindCache,
         read: &mut impl FnMut(u64) -> Option<u64>,
     ) -> Result<bool, UnwindError> {
+        self.step_frame(regs, kind, bounds, cache, read).map(|next| next.is_some())
+    }
+
+    /// [`Unwinder::step`], returning the caller frame's kind (`None` at the end of the
+    /// stack): [`FrameKind::Caller`], or [`FrameKind::First`] after a signal frame (CIE
+    /// augmentation `S`), whose caller was interrupted rather than calling.
+    pub fn step_frame(
+        &self,
+        regs: &mut Regs,
+        kind: FrameKind,
+        bounds: StackBounds,
+        cache: &mut UnwindCache,
+        read: &mut impl FnMut(u64) -> Option<u64>,
+    ) -> Result<Option<FrameKind>, UnwindError> {
         let address = kind.lookup_address(regs.rip);
-        self.rule(address, kind, cache)?.0.apply(regs, bounds, read)
+        let rule = self.rule(address, kind, cache)?.0;
+        let next = if rule.is_signal() {
+            FrameKind::First
+        } else {
+            FrameKind::Caller
+        };
+        Ok(rule.apply(regs, bounds, read)?.then_some(next))
     }
 
     /// Walks from `regs` (the interrupted frame) and writes each frame's IP into `out`, leaf
@@ -153,15 +174,21 @@ impl<'a> Unwinder<'a> {
         for (n, slot) in out.iter_mut().enumerate() {
             *slot = current.rip;
             let address = kind.lookup_address(current.rip);
-            let step = self
-                .rule(address, kind, cache)
-                .and_then(|(rule, plain)| rule.apply_lazy(plain, &mut current, bounds, read));
+            let step = self.rule(address, kind, cache).and_then(|(rule, plain)| {
+                let signal = rule.is_signal();
+                rule.apply_lazy(plain, &mut current, bounds, read).map(|more| (more, signal))
+            });
             match step {
-                Ok(true) => {}
-                Ok(false) => return (n + 1, Ok(())),
+                Ok((true, signal)) => {
+                    kind = if signal {
+                        FrameKind::First
+                    } else {
+                        FrameKind::Caller
+                    }
+                }
+                Ok((false, _)) => return (n + 1, Ok(())),
                 Err(e) => return (n + 1, Err(e)),
             }
-            kind = FrameKind::Caller;
         }
         (out.len(), Ok(()))
     }

@@ -28,6 +28,11 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// The offset in the section of the next byte.
+    pub(crate) fn position(&self) -> usize {
+        self.pos
+    }
+
     /// True when nothing is left before `end`.
     pub(crate) fn is_empty(&self) -> bool {
         self.pos >= self.end
@@ -177,6 +182,9 @@ pub(crate) struct CieFormat {
     pub(crate) encoding: DwEhPe,
     /// The CIE has a `z` augmentation: FDEs carry augmentation data, skipped here.
     pub(crate) augmented: bool,
+    /// The CIE has an `S` augmentation: its FDEs describe signal frames, whose caller was
+    /// interrupted (its IP is not a return address).
+    pub(crate) signal: bool,
 }
 
 /// The instructions of the CIE at `offset` (which gimli has parsed): the cursor after its
@@ -293,6 +301,7 @@ mod tests {
             Some(CieFormat {
                 encoding: gimli::DW_EH_PE_absptr,
                 augmented: false,
+                signal: false,
             })
         };
         assert!(fde(&[0, 0, 0, 0], 0, 0, 9, format).is_err());

@@ -7,13 +7,15 @@
 //! address in one pass (`row`); the row becomes a rule.
 
 use super::rule::{Rule, Source};
-use super::UnwindError;
+use super::{FrameKind, UnwindError};
 use corprof::Register;
 use entry::CieFormat;
 use gimli::{BaseAddresses, EhFrame, EhFrameHdr, LittleEndian, UnwindSection};
+use expr::{evaluate, Sym};
 use row::{initial_row, row_at, CieRules, RegisterRule};
 
 mod entry;
+mod expr;
 mod row;
 
 pub(crate) use row::{Row, STATE_DEPTH};
@@ -136,6 +138,7 @@ impl<'a> DwarfModule<'a> {
                     format: CieFormat {
                         encoding: cie.fde_address_encoding().unwrap_or(gimli::DW_EH_PE_absptr),
                         augmented: cie.augmentation().is_some(),
+                        signal: cie.is_signal_trampoline(),
                     },
                     rules,
                     return_address: usize::from(cie.return_address_register().0),
@@ -183,7 +186,7 @@ impl<'a> DwarfModule<'a> {
 
     /// The CFI row at `address` and the return-address column. `saved` is scratch space for
     /// `DW_CFA_remember_state`.
-    fn row(&self, address: u64, saved: &mut Vec<Row>) -> Result<(Row, usize), UnwindError> {
+    fn row(&self, address: u64, saved: &mut Vec<Row>) -> Result<(Row, usize, bool), UnwindError> {
         let offset = self.find(address).ok_or(UnwindError::NoUnwindInfo(address))?;
         let mut cie = None;
         let fde = entry::fde(self.bytes, self.address, offset, address, |at| {
@@ -203,30 +206,45 @@ impl<'a> DwarfModule<'a> {
             address,
             saved,
         )?;
-        Ok((row, cie.return_address))
+        Ok((row, cie.return_address, cie.format.signal))
     }
 
-    /// The rule at `address` (already adjusted for the frame kind): CFA, return address and
-    /// every register the CFI restores. Registers it does not mention keep their value
+    /// The rule at `address` (already adjusted for the frame `kind`): CFA, return address
+    /// (loaded, or held in a register) and every register the CFI restores; expressions are
+    /// folded (`expr`). Registers it does not mention keep their value
     /// (callee-saved registers the function did not touch); an undefined return address is
     /// the end of the stack. Written into `rule` (reset); `saved` is scratch space for
     /// `DW_CFA_remember_state`.
     pub(crate) fn rule(
         &self,
         address: u64,
+        kind: FrameKind,
         rule: &mut Rule,
         saved: &mut Vec<Row>,
     ) -> Result<(), UnwindError> {
-        let (row, ra) = self.row(address, saved)?;
+        let (row, ra, signal) = self.row(address, saved)?;
         let bad = UnwindError::BadUnwindInfo(address);
         let register = |r: gimli::Register| by_dwarf(r).ok_or(bad);
-        let (base, offset) = row.cfa.ok_or(bad)?;
-        let cfa = Source::same(register(base)?).plus(i64::from(offset), address)?;
-        match row.registers.get(ra).ok_or(bad)? {
-            RegisterRule::Offset(o) => rule.return_at(cfa, i64::from(*o), address)?,
+        // The IP the expressions see: the looked-up address, one past it for a caller.
+        let rip = match kind {
+            FrameKind::First => address,
+            FrameKind::Caller => address.wrapping_add(1),
+        };
+        let eval = |e, initial| evaluate(self.bytes, self.address, e, initial, rip, address);
+        let cfa = match (row.cfa, row.cfa_expression) {
+            (Some((base, offset)), _) => Source::same(register(base)?).plus(i64::from(offset), address)?,
+            (None, Some(e)) => source(eval(e, None)?, address)?,
+            (None, None) => return Err(bad),
+        };
+        let pushed = Some(symbol(cfa));
+        match *row.registers.get(ra).ok_or(bad)? {
+            RegisterRule::Offset(o) => rule.return_at(cfa, i64::from(o), address)?,
+            RegisterRule::Register(from) => rule.return_in(register(from)?),
+            RegisterRule::Expression(e) => rule.return_at(source(eval(e, pushed)?, address)?, 0, address)?,
             RegisterRule::Same | RegisterRule::Undefined => return Ok(()),
-            _ => return Err(bad),
+            RegisterRule::ValOffset(_) | RegisterRule::ValExpression(_) => return Err(bad),
         }
+        rule.set_signal(signal);
         // The caller's RSP is the CFA, unless the CFI says where it was saved (a machine frame).
         rule.set(Register::Rsp, cfa);
         for n in (0..16u16).filter(|n| row.changed & 1 << n != 0) {
@@ -235,11 +253,33 @@ impl<'a> DwarfModule<'a> {
                 RegisterRule::Offset(o) => cfa.plus(i64::from(o), address)?.load(address)?,
                 RegisterRule::ValOffset(o) => cfa.plus(i64::from(o), address)?,
                 RegisterRule::Register(from) => Source::same(register(from)?),
-                RegisterRule::Expression => return Err(bad),
+                RegisterRule::Expression(e) => source(eval(e, pushed)?, address)?.load(address)?,
+                RegisterRule::ValExpression(e) => source(eval(e, pushed)?, address)?,
             };
             rule.set(register(gimli::Register(n))?, source);
         }
         Ok(())
+    }
+}
+
+/// A rule's source as an expression value.
+fn symbol(source: Source) -> Sym {
+    match source {
+        Source::Add(r, o) => Sym::Reg(r, i64::from(o)),
+        Source::Load(r, o) => Sym::Load(r, i64::from(o)),
+    }
+}
+
+/// An expression's value as a rule's source: a register plus an offset, or the word there.
+/// Constants are absolute addresses, which a rule relative to the callee's registers cannot
+/// hold.
+fn source(sym: Sym, at: u64) -> Result<Source, UnwindError> {
+    let bad = UnwindError::BadUnwindInfo(at);
+    let offset = |o: i64| i32::try_from(o).map_err(|_| bad);
+    match sym {
+        Sym::Reg(r, o) => Ok(Source::Add(r, offset(o)?)),
+        Sym::Load(r, o) => Ok(Source::Load(r, offset(o)?)),
+        Sym::Const(_) => Err(bad),
     }
 }
 
@@ -288,14 +328,18 @@ mod tests {
             let mut table = fde.rows(&section, &bases, &mut context).unwrap();
             while let Some(theirs) = table.next_row().unwrap() {
                 for at in [theirs.start_address(), theirs.end_address() - 1] {
-                    let (ours, _) = module.row(at, &mut saved).unwrap();
+                    let (ours, _, _) = module.row(at, &mut saved).unwrap();
+                    let expression = |e: &gimli::UnwindExpression<usize>| expr::Expr {
+                        at: e.offset as u32,
+                        len: e.length as u16,
+                    };
                     let cfa = match theirs.cfa() {
                         gimli::CfaRule::RegisterAndOffset { register, offset } => {
-                            Some((*register, *offset as i32))
+                            (Some((*register, *offset as i32)), None)
                         }
-                        gimli::CfaRule::Expression(_) => None,
+                        gimli::CfaRule::Expression(e) => (None, Some(expression(e))),
                     };
-                    assert_eq!(ours.cfa, cfa, "CFA at 0x{at:x}");
+                    assert_eq!((ours.cfa, ours.cfa_expression), cfa, "CFA at 0x{at:x}");
                     for n in 0..row::COLUMNS as u16 {
                         let expected = match theirs.register(gimli::Register(n)) {
                             None | Some(G::SameValue) => RegisterRule::Same,
@@ -303,7 +347,9 @@ mod tests {
                             Some(G::Offset(o)) => RegisterRule::Offset(o as i32),
                             Some(G::ValOffset(o)) => RegisterRule::ValOffset(o as i32),
                             Some(G::Register(r)) => RegisterRule::Register(r),
-                            Some(_) => RegisterRule::Expression,
+                            Some(G::Expression(e)) => RegisterRule::Expression(expression(&e)),
+                            Some(G::ValExpression(e)) => RegisterRule::ValExpression(expression(&e)),
+                            Some(other) => panic!("{other:?} at 0x{at:x}"),
                         };
                         assert_eq!(
                             ours.registers[usize::from(n)],

@@ -1,11 +1,12 @@
 //! Evaluating DWARF call-frame instructions up to one address: the row that applies there —
 //! the CFA rule and the rules of the general-purpose registers and the return address — in a
 //! fixed-size [`Row`]. Each instruction is decoded and applied in one step (one dispatch per
-//! instruction: the hot loop of a cache miss). Rules for other registers are skipped; rules
-//! this unwinder cannot apply (expressions) are kept as such and refused only if used.
+//! instruction: the hot loop of a cache miss). Rules for other registers are skipped;
+//! expressions are kept as their place in the section and evaluated only if used.
 
 use super::super::UnwindError;
 use super::entry::Cursor;
+use super::expr::Expr;
 use gimli::{DwEhPe, Register};
 
 /// Columns kept: DWARF registers 0–16 (on x86-64 the 16 general-purpose registers and the
@@ -27,15 +28,19 @@ pub(crate) enum RegisterRule {
     ValOffset(i32),
     /// The value is in another register.
     Register(Register),
-    /// A DWARF expression (not supported).
-    Expression,
+    /// Saved at the address a DWARF expression computes (the CFA pushed first).
+    Expression(Expr),
+    /// The value a DWARF expression computes (the CFA pushed first).
+    ValExpression(Expr),
 }
 
 /// The rules at one address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Row {
-    /// CFA = register + offset; `None` for a CFA expression (not supported).
+    /// CFA = register + offset; `None` for a CFA expression.
     pub(crate) cfa: Option<(Register, i32)>,
+    /// The CFA expression, when `cfa` is `None`.
+    pub(crate) cfa_expression: Option<Expr>,
     /// Rules by DWARF register number.
     pub(crate) registers: [RegisterRule; COLUMNS],
     /// Bit `n` set: register `n`'s rule is not [`RegisterRule::Same`].
@@ -47,6 +52,7 @@ impl Default for Row {
         // As gimli: register 0 plus 0 until the CIE defines the CFA.
         Row {
             cfa: Some((Register(0), 0)),
+            cfa_expression: None,
             registers: [RegisterRule::Same; COLUMNS],
             changed: 0,
         }
@@ -143,6 +149,7 @@ impl Evaluation<'_> {
             0x0c => {
                 let register = Register(c.register()?);
                 self.row.cfa = Some((register, i32::try_from(c.uleb()?).ok()?));
+                self.row.cfa_expression = None;
                 return Some(Ok(true));
             }
             0x0d => {
@@ -162,20 +169,21 @@ impl Evaluation<'_> {
             }
             0x0f => {
                 let length = c.uleb()?;
-                c.skip(length)?;
+                self.row.cfa_expression = Some(Expr::take(c, length)?);
                 self.row.cfa = None;
                 return Some(Ok(true));
             }
             0x10 | 0x16 => {
                 let register = c.register()?;
                 let length = c.uleb()?;
-                c.skip(length)?;
-                (register, R::Expression)
+                let expr = Expr::take(c, length)?;
+                (register, if op == 0x10 { R::Expression(expr) } else { R::ValExpression(expr) })
             }
             0x11 => (c.register()?, R::Offset(self.factored_signed(c.sleb()?)?)),
             0x12 => {
                 let register = Register(c.register()?);
                 self.row.cfa = Some((register, self.factored_signed(c.sleb()?)?));
+                self.row.cfa_expression = None;
                 return Some(Ok(true));
             }
             0x14 => (c.register()?, R::ValOffset(self.factored(c.uleb()?)?)),
