@@ -7,6 +7,7 @@
 //! - `simclr replay FILE --schedule S` runs one schedule with its full trace;
 //! - `simclr conform SCENARIOS RESULTS` compares a real runtime's answers with the simulator's;
 //! - `simclr unwind-fuzz` checks the native unwinders on random synthesized functions;
+//! - `simclr unwind-check FILE…` checks the DWARF unwinder against gimli on real ELF files;
 //! - `simclr walk FILE` walks a thread with the hybrid walker beside its ground truth;
 //! - `simclr walk-fuzz` walks random processes with the hybrid walker against the ground truth.
 //!
@@ -16,6 +17,7 @@
 mod conform;
 mod explore;
 mod hybrid;
+mod unwind_check;
 mod unwind_fuzz;
 
 use clap::{Parser, Subcommand};
@@ -65,6 +67,13 @@ enum Command {
         /// `dwarf`, `pe1`, `pe2` or `all`.
         #[arg(long, default_value = "all")]
         format: String,
+    },
+    /// Check the DWARF unwinder against gimli's own rows at every instruction boundary of
+    /// every FDE of each ELF file; prints `N boundaries, R refusals, D disagreements`.
+    UnwindCheck {
+        /// ELF files (shared libraries, executables).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
     },
     /// Walk one thread of a scenario with the hybrid walker (and, on Windows, natively) from
     /// a never-managed thread, beside the thread's ground truth.
@@ -173,6 +182,7 @@ fn main() -> ExitCode {
         ),
         Command::Replay { file, schedule, json } => explore::replay(&file, &schedule, json),
         Command::Conform { scenarios, results } => conform(&scenarios, &results),
+        Command::UnwindCheck { files } => unwind_check::run(&files),
         Command::Walk {
             file,
             target,

@@ -384,7 +384,11 @@ impl Rule {
         if base == 0 {
             return Ok(false);
         }
-        let rip = if self.rip_in_register { at } else { read_at(read, at)? };
+        let rip = if self.rip_in_register {
+            at
+        } else {
+            read_at(read, at)?
+        };
         if rip == 0 {
             return Ok(false);
         }
@@ -424,7 +428,11 @@ impl Rule {
                 regs.gpr[RSP]
             }
         };
-        check_step(regs.rsp, rsp, bounds)?;
+        // A return address held in a register (`__vfork`, the end of `_Unwind_RaiseException`)
+        // may leave RSP where it is; every other step must move up the stack.
+        if !(self.rip_in_register && rsp == regs.rsp) {
+            check_step(regs.rsp, rsp, bounds)?;
+        }
         regs.rsp = rsp;
         regs.rip = rip;
         Ok(true)

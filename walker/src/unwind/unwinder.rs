@@ -131,7 +131,8 @@ impl<'a> Unwinder<'a> {
         cache: &mut UnwindCache,
         read: &mut impl FnMut(u64) -> Option<u64>,
     ) -> Result<bool, UnwindError> {
-        self.step_frame(regs, kind, bounds, cache, read).map(|next| next.is_some())
+        self.step_frame(regs, kind, bounds, cache, read)
+            .map(|next| next.is_some())
     }
 
     /// [`Unwinder::step`], returning the caller frame's kind (`None` at the end of the
@@ -176,7 +177,8 @@ impl<'a> Unwinder<'a> {
             let address = kind.lookup_address(current.rip);
             let step = self.rule(address, kind, cache).and_then(|(rule, plain)| {
                 let signal = rule.is_signal();
-                rule.apply_lazy(plain, &mut current, bounds, read).map(|more| (more, signal))
+                rule.apply_lazy(plain, &mut current, bounds, read)
+                    .map(|more| (more, signal))
             });
             match step {
                 Ok((true, signal)) => {

@@ -191,7 +191,10 @@ mod tests {
     #[test]
     fn signal_frames_load_the_cfa_and_name_slots() {
         // DW_OP_breg7 (rsp): 160; DW_OP_deref
-        assert_eq!(run(&[0x77, 0xa0, 0x01, 0x06], None, 0), Ok(Sym::Load(Register::Rsp, 160)));
+        assert_eq!(
+            run(&[0x77, 0xa0, 0x01, 0x06], None, 0),
+            Ok(Sym::Load(Register::Rsp, 160))
+        );
         // A register rule: the CFA pushed first, the slot's address on top.
         let cfa = Sym::Load(Register::Rsp, 160);
         assert_eq!(run(&[0x77, 40], Some(cfa), 0), Ok(Sym::Reg(Register::Rsp, 40)));
@@ -200,7 +203,11 @@ mod tests {
     #[test]
     fn what_cannot_be_folded_is_refused() {
         let bad = Err(UnwindError::BadUnwindInfo(0x1000));
-        assert_eq!(run(&[0x77, 0, 0x06, 0x23, 8], None, 0), bad, "arithmetic on a loaded value");
+        assert_eq!(
+            run(&[0x77, 0, 0x06, 0x23, 8], None, 0),
+            bad,
+            "arithmetic on a loaded value"
+        );
         assert_eq!(run(&[0x96], None, 0), bad, "an unknown operation");
         assert_eq!(run(&[0x22], None, 0), bad, "an empty stack");
         assert_eq!(run(&[0x30; 17], None, 0), bad, "too deep");

@@ -10,8 +10,8 @@ use super::rule::{Rule, Source};
 use super::{FrameKind, UnwindError};
 use corprof::Register;
 use entry::CieFormat;
-use gimli::{BaseAddresses, EhFrame, EhFrameHdr, LittleEndian, UnwindSection};
 use expr::{evaluate, Sym};
+use gimli::{BaseAddresses, EhFrame, EhFrameHdr, LittleEndian, UnwindSection};
 use row::{initial_row, row_at, CieRules, RegisterRule};
 
 mod entry;

@@ -177,7 +177,14 @@ impl Evaluation<'_> {
                 let register = c.register()?;
                 let length = c.uleb()?;
                 let expr = Expr::take(c, length)?;
-                (register, if op == 0x10 { R::Expression(expr) } else { R::ValExpression(expr) })
+                (
+                    register,
+                    if op == 0x10 {
+                        R::Expression(expr)
+                    } else {
+                        R::ValExpression(expr)
+                    },
+                )
             }
             0x11 => (c.register()?, R::Offset(self.factored_signed(c.sleb()?)?)),
             0x12 => {
