@@ -7,6 +7,8 @@
 //! allocation: framehop caches every rule, its best case) and `any` (every shape, where
 //! framehop cannot cache frame-pointer and `mov`-save rules). Per mix and format, per frame:
 //! - `cached/ours`, `cached/framehop`: a warm cache (every rule cached by an earlier walk);
+//! - `cached/ours_by_step`: the same walk as a loop of single steps (`Unwinder::step_frame`),
+//!   which read every restored register (XMM included) instead of only what later frames use;
 //! - `uncached/ours`, `uncached/framehop`: a new cache for each walk, so every frame looks up
 //!   its unwind data, evaluates it and fills the cache (the allocation included).
 
@@ -17,7 +19,7 @@ use fixtures::unwind_oracle::Format;
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::Unwinder as _;
 use std::hint::black_box;
-use walker::unwind::{UnwindCache, Unwinder};
+use walker::unwind::{FrameKind, UnwindCache, Unwinder};
 
 const DEPTH: usize = 64;
 
@@ -26,6 +28,22 @@ fn ours(unwinder: &Unwinder<'_>, stack: &DeepStack, cache: &mut UnwindCache) -> 
     let mut out = [0u64; DEPTH + 1];
     let (n, end) = unwinder.walk(&stack.regs, stack.bounds, cache, &mut |a| stack.read(a), &mut out);
     assert!(end.is_ok());
+    n
+}
+
+/// Our walk done one `step_frame` at a time (every restored register read, as a single
+/// step must); returns the frame count.
+fn ours_by_step(unwinder: &Unwinder<'_>, stack: &DeepStack, cache: &mut UnwindCache) -> usize {
+    let mut regs = stack.regs;
+    let mut kind = FrameKind::First;
+    let mut n = 1;
+    while let Ok(Some(next)) =
+        unwinder.step_frame(&mut regs, kind, stack.bounds, cache, &mut |a| stack.read(a))
+    {
+        kind = next;
+        n += 1;
+    }
+    black_box(regs.rip);
     n
 }
 
@@ -57,6 +75,10 @@ fn unwind(c: &mut Criterion) {
         assert_eq!(ours(&our_unwinder, &stack, &mut our_cache), DEPTH);
         group.bench_function(BenchmarkId::new("cached", "ours"), |b| {
             b.iter(|| ours(&our_unwinder, &stack, &mut our_cache))
+        });
+        assert_eq!(ours_by_step(&our_unwinder, &stack, &mut our_cache), DEPTH);
+        group.bench_function(BenchmarkId::new("cached", "ours_by_step"), |b| {
+            b.iter(|| ours_by_step(&our_unwinder, &stack, &mut our_cache))
         });
         let mut their_cache = CacheX86_64::new();
         assert_eq!(framehop(&their_unwinder, &stack, &mut their_cache), DEPTH);

@@ -438,30 +438,54 @@ impl Rule {
         Ok(true)
     }
 
-    /// Applies the rule to `regs` in place, reading every restored register (XMM included).
-    /// `Ok(false)` at the end of the stack as for a walk; at the end or on an error `regs` are
-    /// unchanged.
+    /// Applies the rule to `regs` in place, reading every restored register (XMM included,
+    /// touched only when the rule restores some) — eagerly, with no pending registers, which
+    /// is what one step needs. `Ok(false)` at the end of the stack as for a walk; at the end
+    /// or on an error `regs` are unchanged.
+    #[inline]
     pub(crate) fn apply(
         &self,
         regs: &mut Regs,
         bounds: StackBounds,
         read: &mut impl FnMut(u64) -> Option<u64>,
     ) -> Result<bool, UnwindError> {
-        let mut lazy = LazyRegs::new(regs.rip, regs.gpr);
-        if !self.apply_lazy(None, &mut lazy, bounds, read)? {
+        let Some(rip) = self.rip else {
+            return Ok(false);
+        };
+        let callee = &regs.gpr;
+        if callee[rip.base as usize] == 0 {
             return Ok(false);
         }
-        lazy.materialize(u16::MAX, read)?;
-        let mut xmm = regs.xmm;
-        for x in bits(self.xmms) {
-            let at = self.xmm[x].at(&regs.gpr);
-            xmm[x] = u128::from(read_at(read, at)?) | u128::from(read_at(read, at.wrapping_add(8))?) << 64;
-        }
-        *regs = Regs {
-            rip: lazy.rip,
-            gpr: lazy.gpr,
-            xmm,
+        let at = rip.at(callee);
+        let rip = if self.rip_in_register {
+            at
+        } else {
+            read_at(read, at)?
         };
+        if rip == 0 {
+            return Ok(false);
+        }
+        let mut gpr = *callee;
+        for r in bits(self.loads) {
+            gpr[r] = read_at(read, self.gpr[r].at(callee))?;
+        }
+        for r in bits(self.adds) {
+            gpr[r] = self.gpr[r].at(callee);
+        }
+        if !(self.rip_in_register && gpr[RSP] == callee[RSP]) {
+            check_step(callee[RSP], gpr[RSP], bounds)?;
+        }
+        if self.xmms != 0 {
+            let mut xmm = regs.xmm;
+            for x in bits(self.xmms) {
+                let at = self.xmm[x].at(callee);
+                xmm[x] =
+                    u128::from(read_at(read, at)?) | u128::from(read_at(read, at.wrapping_add(8))?) << 64;
+            }
+            regs.xmm = xmm;
+        }
+        regs.rip = rip;
+        regs.gpr = gpr;
         Ok(true)
     }
 }
