@@ -451,6 +451,23 @@ impl Context {
     }
 }
 
+/// Offset of `Rax` in a CONTEXT; the general-purpose registers follow in [`Register`] order.
+pub const GPR_OFFSET: usize = 0x78;
+/// Offset of `Rip` in a CONTEXT.
+pub const RIP_OFFSET: usize = 0xF8;
+
+/// Writes `rip` and the general-purpose registers `gpr` (by [`Register`] number) into the
+/// CONTEXT laid out in `bytes` (as [`Context::to_bytes`] lays it out), leaving every other
+/// field; `bytes` shorter than a CONTEXT's registers are left alone.
+pub fn write_registers(bytes: &mut [u8], rip: u64, gpr: &[u64; 16]) {
+    let Some(registers) = bytes.get_mut(GPR_OFFSET..RIP_OFFSET + 8) else {
+        return;
+    };
+    for (slot, value) in registers.chunks_exact_mut(8).zip(gpr.iter().chain([&rip])) {
+        slot.copy_from_slice(&value.to_le_bytes());
+    }
+}
+
 impl Default for Context {
     fn default() -> Context {
         Context::zeroed()
@@ -472,6 +489,24 @@ impl fmt::Debug for Context {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn writing_registers_into_bytes_equals_serializing_them() {
+        let mut context = Context::zeroed();
+        context.context_flags = 0x10_000b;
+        context.set_xmm(3, 0x1234);
+        let before = context.to_bytes();
+        for r in Register::ALL {
+            context.set(r, 0x1000 + r as u64);
+        }
+        context.rip = 0x7777;
+        let mut bytes = before.to_vec();
+        write_registers(&mut bytes, context.rip, &Register::ALL.map(|r| context.get(r)));
+        assert_eq!(bytes, context.to_bytes().to_vec());
+        let mut short = vec![0u8; 0x80];
+        write_registers(&mut short, 1, &[2; 16]);
+        assert_eq!(short, vec![0u8; 0x80]);
+    }
     use std::mem::{align_of, offset_of, size_of};
 
     #[test]

@@ -23,7 +23,10 @@ pub const MAX_WALK_FRAMES: usize = 1 << 16;
 struct WalkFrame {
     func_id: FunctionId,
     ip: u64,
-    context: Context,
+    /// The frame's general-purpose registers; the rest of its CONTEXT is `Walk::bases[base]`
+    /// (a walk replaces the whole CONTEXT only where it starts or hops, so frames share a few).
+    gpr: [u64; 16],
+    base: usize,
     /// False for managed frames without metadata: the iterator stops there but the profiler
     /// is not called (R20.2).
     reported: bool,
@@ -42,6 +45,8 @@ enum WalkEnd {
 
 struct Walk {
     frames: Vec<WalkFrame>,
+    /// The CONTEXTs frames take their other fields from.
+    bases: Vec<Context>,
     end: WalkEnd,
 }
 
@@ -291,10 +296,20 @@ fn current_context(thread: &Thread) -> Option<Context> {
 /// that returns into managed code; managed frames are unwound through memory; a return into
 /// native code yields a marker and a hop to the next usable Frame.
 fn walk(st: &State, t: usize, seed: Option<Context>) -> Walk {
+    let mut walk = Walk {
+        frames: Vec::new(),
+        bases: Vec::new(),
+        end: WalkEnd::Done,
+    };
+    walk.end = walk_into(st, t, seed, &mut walk);
+    walk
+}
+
+/// The iterator's loop, recording frames into `walk`; returns how it ended.
+fn walk_into(st: &State, t: usize, seed: Option<Context>, walk: &mut Walk) -> WalkEnd {
     let thread = &st.threads[t];
     let chain = &thread.layout.frames;
     let mut next_frame = 0;
-    let mut frames = Vec::new();
     // A Frame is usable when it returns into a managed call at or above `sp`.
     let hop = |next_frame: &mut usize, sp: u64| -> Option<Context> {
         while let Some(frame) = chain.get(*next_frame) {
@@ -315,39 +330,30 @@ fn walk(st: &State, t: usize, seed: Option<Context>) -> Walk {
         }
         None
     };
-    let funclets = thread.layout.calls.iter().any(|c| c.funclet.is_some());
-    let mut context = match seed {
-        Some(seed) => seed,
-        None => match hop(&mut next_frame, 0) {
-            Some(c) => c,
-            None => {
-                return Walk {
-                    frames,
-                    end: WalkEnd::Done,
-                }
-            }
-        },
+    let record = |walk: &mut Walk, func_id: FunctionId, context: &Context, reported: bool| {
+        walk.frames.push(WalkFrame {
+            func_id,
+            ip: context.rip,
+            gpr: Register::ALL.map(|r| context.get(r)),
+            base: walk.bases.len() - 1,
+            reported,
+        });
     };
+    let funclets = thread.layout.calls.iter().any(|c| c.funclet.is_some());
+    let mut context = match seed.or_else(|| hop(&mut next_frame, 0)) {
+        Some(c) => c,
+        None => return WalkEnd::Done,
+    };
+    walk.bases.push(context.clone());
     loop {
-        if frames.len() >= MAX_WALK_FRAMES {
-            return Walk {
-                frames,
-                end: WalkEnd::Failed,
-            };
+        if walk.frames.len() >= MAX_WALK_FRAMES {
+            return WalkEnd::Failed;
         }
         let Some(index) = st.code.lookup(context.rip) else {
-            return Walk {
-                frames,
-                end: WalkEnd::Failed,
-            };
+            return WalkEnd::Failed;
         };
         let function = st.code.function(index);
-        frames.push(WalkFrame {
-            func_id: function.function_id,
-            ip: context.rip,
-            context: context.clone(),
-            reported: function.kind.has_metadata(),
-        });
+        record(walk, function.function_id, &context, function.kind.has_metadata());
         // R28: a catch/finally funclet is reported under its method; the frames between it and
         // its parent are already unwound, and the parent is not reported again.
         let here = funclets
@@ -361,6 +367,7 @@ fn walk(st: &State, t: usize, seed: Option<Context>) -> Walk {
             .flatten();
         if let Some(parent) = here.and_then(|i| thread.funclet_parent(i)) {
             context = thread.call_context(parent);
+            walk.bases.push(context.clone());
         }
         // Unwind the managed frame with its code's template at the IP, as the code manager
         // reads the unwind info of the code it generated: the return address and the saved
@@ -371,27 +378,16 @@ fn walk(st: &State, t: usize, seed: Option<Context>) -> Walk {
             .state_containing(context.rip.wrapping_sub(function.start))
             .or_else(|| machine.default_return().and_then(|o| machine.state(o)));
         let Some(state) = state else {
-            return Walk {
-                frames,
-                end: WalkEnd::Failed,
-            };
+            return WalkEnd::Failed;
         };
         let regs = Register::ALL.map(|r| context.get(r));
         let unwound = match state.unwind(&regs, &mut |a| st.memory.read_u64(a).map_err(|av| av.address)) {
             Ok(u) => u,
-            Err(address) => {
-                return Walk {
-                    frames,
-                    end: WalkEnd::AccessViolation(address),
-                }
-            }
+            Err(address) => return WalkEnd::AccessViolation(address),
         };
         let cfa = unwound.regs[Register::Rsp as usize];
         if cfa > thread.stack_base || cfa <= thread.stack_limit {
-            return Walk {
-                frames,
-                end: WalkEnd::Failed,
-            };
+            return WalkEnd::Failed;
         }
         for r in Register::ALL {
             context.set(r, unwound.regs[r as usize]);
@@ -399,29 +395,19 @@ fn walk(st: &State, t: usize, seed: Option<Context>) -> Walk {
         let ret = unwound.rip;
         context.rip = ret;
         if ret == 0 {
-            return Walk {
-                frames,
-                end: WalkEnd::Done,
-            };
+            return WalkEnd::Done;
         }
         if st.code.is_managed(ret) {
             continue;
         }
         // R21: a managed frame returned into native code: one marker for the whole run.
-        frames.push(WalkFrame {
-            func_id: FunctionId::NULL,
-            ip: ret,
-            context: context.clone(),
-            reported: true,
-        });
+        record(walk, FunctionId::NULL, &context, true);
         match hop(&mut next_frame, context.rsp) {
-            Some(c) => context = c,
-            None => {
-                return Walk {
-                    frames,
-                    end: WalkEnd::Done,
-                }
+            Some(c) => {
+                context = c;
+                walk.bases.push(context.clone());
             }
+            None => return WalkEnd::Done,
         }
     }
 }
@@ -446,6 +432,7 @@ fn deliver(
         return HResult::E_FAIL;
     }
     let mut bytes = vec![0u8; context_size.max(Context::SIZE)];
+    let mut written = None;
     for frame in walk.frames.iter().filter(|f| f.reported) {
         let Some(cb) = callback.as_deref_mut() else {
             let mut st = runtime.lock();
@@ -463,7 +450,11 @@ fn deliver(
         };
         let frame_info = FrameInfo::for_snapshot(frame.func_id, frame.ip);
         let context = if flags & snapshot::REGISTER_CONTEXT != 0 {
-            bytes[..Context::SIZE].copy_from_slice(&frame.context.to_bytes());
+            if written != Some(frame.base) {
+                bytes[..Context::SIZE].copy_from_slice(&walk.bases[frame.base].to_bytes());
+                written = Some(frame.base);
+            }
+            corprof::context::write_registers(&mut bytes, frame.ip, &frame.gpr);
             Some(&bytes[..context_size])
         } else {
             None
