@@ -3,8 +3,6 @@
 //! Thread stacks are the regions that matter to a walk: a read outside every mapped region is
 //! an access violation, and a deleted thread's stack is unmapped.
 
-use std::collections::BTreeMap;
-
 /// A mapped region `[start, end)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Region {
@@ -28,61 +26,123 @@ pub struct AccessViolation {
     pub address: u64,
 }
 
-/// Sparse memory: mapped regions plus the words written into them (unwritten words read 0).
+/// Words per page of a region's contents (4 KiB).
+const PAGE_WORDS: usize = 512;
+
+/// A mapped region and its contents, in pages allocated on first write.
+#[derive(Clone, Debug)]
+struct Mapped {
+    region: Region,
+    pages: Vec<Option<Box<[u64; PAGE_WORDS]>>>,
+}
+
+impl Mapped {
+    /// The (page, slot) of the 8-aligned word at `addr` (inside the region).
+    fn slot(&self, addr: u64) -> (usize, usize) {
+        let word = ((addr - self.region.start) / 8) as usize;
+        (word / PAGE_WORDS, word % PAGE_WORDS)
+    }
+
+    fn word(&self, addr: u64) -> u64 {
+        let (page, slot) = self.slot(addr);
+        self.pages
+            .get(page)
+            .and_then(|p| p.as_ref())
+            .map_or(0, |p| p[slot])
+    }
+}
+
+/// Sparse memory: mapped regions (sorted by address) whose words are written in pages
+/// allocated on first write; unwritten words read 0. A read costs a binary search over the
+/// regions and an index.
 #[derive(Clone, Debug, Default)]
 pub struct AddressSpace {
-    regions: Vec<Region>,
-    words: BTreeMap<u64, u64>,
+    regions: Vec<Mapped>,
 }
 
 impl AddressSpace {
-    /// Maps `[start, end)`.
+    /// Maps `[start, end)` (8-aligned; it must not overlap a mapped region).
     pub fn map(&mut self, start: u64, end: u64) {
-        self.regions.push(Region { start, end });
+        let words = (end.saturating_sub(start) / 8) as usize;
+        let at = self.regions.partition_point(|m| m.region.start < start);
+        self.regions.insert(
+            at,
+            Mapped {
+                region: Region { start, end },
+                pages: vec![None; words.div_ceil(PAGE_WORDS)],
+            },
+        );
     }
 
     /// Unmaps the region starting at `start` and forgets its contents.
     pub fn unmap(&mut self, start: u64) {
-        if let Some(i) = self.regions.iter().position(|r| r.start == start) {
-            let region = self.regions.remove(i);
-            self.clear(region.start, region.end);
+        if let Some(i) = self.regions.iter().position(|m| m.region.start == start) {
+            self.regions.remove(i);
         }
     }
 
-    /// Zeroes `[start, end)`.
+    /// Zeroes `[start, end)` (8-aligned): whole pages are dropped.
     pub fn clear(&mut self, start: u64, end: u64) {
-        let keys: Vec<u64> = self.words.range(start..end).map(|(k, _)| *k).collect();
-        for k in keys {
-            self.words.remove(&k);
+        for m in &mut self.regions {
+            let (from, to) = (start.max(m.region.start), end.min(m.region.end));
+            let mut addr = from.next_multiple_of(8);
+            while addr < to {
+                let (page, slot) = m.slot(addr);
+                let page_end = addr + 8 * (PAGE_WORDS - slot) as u64;
+                if slot == 0 && page_end <= to {
+                    m.pages[page] = None;
+                } else if let Some(p) = m.pages[page].as_mut() {
+                    let last = ((to.min(page_end) - addr) / 8) as usize;
+                    p[slot..slot + last].fill(0);
+                }
+                addr = page_end;
+            }
         }
+    }
+
+    /// The region containing `[addr, addr + len)`.
+    fn region(&self, addr: u64, len: u64) -> Option<&Mapped> {
+        let i = self
+            .regions
+            .partition_point(|m| m.region.start <= addr)
+            .checked_sub(1)?;
+        let m = &self.regions[i];
+        m.region.contains(addr, len).then_some(m)
     }
 
     /// True when `[addr, addr + len)` is mapped.
     pub fn is_mapped(&self, addr: u64, len: u64) -> bool {
-        self.regions.iter().any(|r| r.contains(addr, len))
+        self.region(addr, len).is_some()
     }
 
     /// Writes an 8-byte-aligned word. Writes outside mapped memory are ignored (the simulator
     /// only writes where it mapped).
     pub fn write_u64(&mut self, addr: u64, value: u64) {
         debug_assert_eq!(addr % 8, 0);
-        if self.is_mapped(addr, 8) {
-            self.words.insert(addr, value);
-        }
+        let i = match self
+            .regions
+            .partition_point(|m| m.region.start <= addr)
+            .checked_sub(1)
+        {
+            Some(i) if self.regions[i].region.contains(addr, 8) && addr % 8 == 0 => i,
+            _ => return,
+        };
+        let m = &mut self.regions[i];
+        let (page, slot) = m.slot(addr);
+        m.pages[page].get_or_insert_with(|| Box::new([0; PAGE_WORDS]))[slot] = value;
     }
 
     /// Reads 8 bytes at any address.
     pub fn read_u64(&self, addr: u64) -> Result<u64, AccessViolation> {
-        if !self.is_mapped(addr, 8) {
-            return Err(AccessViolation { address: addr });
-        }
-        let word = |a: u64| self.words.get(&a).copied().unwrap_or(0);
+        let m = self.region(addr, 8).ok_or(AccessViolation { address: addr })?;
         let shift = (addr % 8) * 8;
         let low = addr - addr % 8;
         if shift == 0 {
-            return Ok(word(low));
+            return Ok(m.word(low));
         }
-        Ok((word(low) >> shift) | (word(low + 8) << (64 - shift)))
+        // An unaligned read inside the region: its two words (the second may be past the
+        // region's last full word only if the region is not 8-aligned, which `map` forbids).
+        Ok((m.word(low) >> shift) | (m.word(low + 8) << (64 - shift)))
     }
 }
 
@@ -102,5 +162,33 @@ mod tests {
         assert_eq!(m.read_u64(0x0), Err(AccessViolation { address: 0 }));
         m.unmap(0x1000);
         assert!(m.read_u64(0x1008).is_err());
+    }
+
+    #[test]
+    fn regions_are_found_in_any_order_and_clearing_zeroes_exactly_its_range() {
+        let mut m = AddressSpace::default();
+        m.map(0x30_0000, 0x40_0000);
+        m.map(0x10_0000, 0x20_0000);
+        for a in (0x10_0000..0x10_3000)
+            .step_by(8)
+            .chain((0x30_0000..0x30_3000).step_by(8))
+        {
+            m.write_u64(a, a);
+        }
+        m.write_u64(0x25_0000, 1); // unmapped: ignored
+        assert!(m.read_u64(0x25_0000).is_err());
+        m.clear(0x10_0ff8, 0x10_2010);
+        assert_eq!(m.read_u64(0x10_0ff0), Ok(0x10_0ff0));
+        assert_eq!(m.read_u64(0x10_0ff8), Ok(0));
+        assert_eq!(m.read_u64(0x10_1800), Ok(0), "a whole page dropped");
+        assert_eq!(m.read_u64(0x10_2008), Ok(0));
+        assert_eq!(m.read_u64(0x10_2010), Ok(0x10_2010));
+        assert_eq!(m.read_u64(0x30_2ff8), Ok(0x30_2ff8), "the other region untouched");
+        assert_eq!(
+            m.read_u64(0x1f_fff4),
+            Ok(0),
+            "an unaligned read at the end of a region"
+        );
+        assert!(m.read_u64(0x1f_fffc).is_err(), "past the end");
     }
 }

@@ -297,8 +297,9 @@ fn current_context(thread: &Thread) -> Option<Context> {
 /// native code yields a marker and a hop to the next usable Frame.
 fn walk(st: &State, t: usize, seed: Option<Context>) -> Walk {
     let mut walk = Walk {
-        frames: Vec::new(),
-        bases: Vec::new(),
+        // Each call is reported at most once, plus a marker per native run.
+        frames: Vec::with_capacity(2 * st.threads[t].layout.calls.len() + 1),
+        bases: Vec::with_capacity(4),
         end: WalkEnd::Done,
     };
     walk.end = walk_into(st, t, seed, &mut walk);

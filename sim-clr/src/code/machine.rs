@@ -65,6 +65,9 @@ pub struct FrameState {
     /// The stack words the function wrote, by offset from the entry RSP (all negative: below
     /// the return address), in address order.
     pub writes: Vec<(i64, Value)>,
+    /// The registers whose entry value is no longer in the register but saved in a slot, by
+    /// slot offset from the entry RSP (derived from `regs` and `writes`).
+    pub saved: Vec<(Register, i64)>,
 }
 
 /// The caller's registers recovered from a frame.
@@ -88,7 +91,7 @@ impl FrameState {
 
     /// Unwinds a frame of this function stopped here with registers `regs`: the entry RSP
     /// is `RSP − delta`, the return address sits there, and each register the function
-    /// changed is read from the slot it saved it in. `read` fails with the faulting address.
+    /// changed is read from the slot it saved it in (`saved`). `read` fails with the faulting address.
     pub fn unwind(
         &self,
         regs: &[u64; 16],
@@ -97,13 +100,8 @@ impl FrameState {
         let entry_rsp = regs[Register::Rsp as usize].wrapping_add_signed(-self.rsp_delta());
         let rip = read(entry_rsp)?;
         let mut caller = *regs;
-        for r in Register::ALL {
-            if r == Register::Rsp || self.regs[r as usize] == Value::Entry(r) {
-                continue;
-            }
-            if let Some(&(offset, _)) = self.writes.iter().find(|(_, v)| *v == Value::Entry(r)) {
-                caller[r as usize] = read(entry_rsp.wrapping_add_signed(offset))?;
-            }
+        for &(r, offset) in &self.saved {
+            caller[r as usize] = read(entry_rsp.wrapping_add_signed(offset))?;
         }
         caller[Register::Rsp as usize] = entry_rsp.wrapping_add(8);
         Ok(Unwound { rip, regs: caller })
@@ -142,14 +140,25 @@ impl MachineCode {
         let boundaries = emulate(&code).map_err(|e| e.to_string())?;
         let mut states: Vec<FrameState> = Vec::new();
         for b in &boundaries {
+            let regs = b.regs.map(Value::classify);
+            let writes: Vec<(i64, Value)> = b
+                .stack
+                .range(..ENTRY_RSP)
+                .map(|(&a, &v)| (a.wrapping_sub(ENTRY_RSP) as i64, Value::classify(v)))
+                .collect();
+            let saved = Register::ALL
+                .into_iter()
+                .filter(|&r| r != Register::Rsp && regs[r as usize] != Value::Entry(r))
+                .filter_map(|r| {
+                    let (offset, _) = writes.iter().find(|(_, v)| *v == Value::Entry(r))?;
+                    Some((r, *offset))
+                })
+                .collect();
             let state = FrameState {
                 offset: b.ip - base,
-                regs: b.regs.map(Value::classify),
-                writes: b
-                    .stack
-                    .range(..ENTRY_RSP)
-                    .map(|(&a, &v)| (a.wrapping_sub(ENTRY_RSP) as i64, Value::classify(v)))
-                    .collect(),
+                regs,
+                writes,
+                saved,
             };
             match states.last() {
                 Some(last) if last.regs == state.regs && last.writes == state.writes => {}
