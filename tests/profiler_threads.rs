@@ -322,3 +322,79 @@ fn a_raw_read_of_a_freed_stack_crashes_the_run_a_checked_one_does_not() {
         assert_eq!(run.outcome, outcome, "{run:?}");
     }
 }
+
+const NATIVE_FILE: &str = r#"
+platform = "windows"
+[[code]]
+name = "libc!memchr"
+kind = "native"
+shape = "leaf"
+[[code]]
+name = "native!work"
+kind = "native"
+[[code]]
+name = "App::Work"
+kind = "jit"
+[[code]]
+name = "App::Main"
+kind = "jit"
+[[code]]
+name = "host!main"
+kind = "native"
+[[threads]]
+name = "main"
+frames = [{ fn = "libc!memchr" }, { fn = "native!work" }, { frame = "InlinedCallFrame" }, { fn = "App::Work" }, { fn = "App::Main" }, { fn = "host!main" }]
+program = ["loop 40", "spin 1", "end", "exit"]
+[[threads]]
+name = "sampler"
+kind = "native"
+frames = [{ fn = "host!main" }]
+"#;
+
+/// A sampler on a simulated thread takes the module list and every thread operation from
+/// the OS layer: SuspendThread, GetThreadContext, the native walk over stack reads,
+/// ResumeThread. Whenever the target could be stopped, the walk equals its ground truth.
+#[test]
+fn a_sampler_walks_a_suspended_thread_with_the_os_layers_module_list() {
+    use fixtures::hybrid::{expected, judge, Mode};
+    use walker::hybrid::{resolve_with, HybridOutcome, HybridWalker, Stopped};
+    use walker::images::Images;
+    use walker::unwind::StackBounds;
+    let walks = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = walks.clone();
+    let body = move |rt: &sim_clr::Runtime, os: &SimOs| {
+        let images = Images::load(os).expect("the module list");
+        let unwinder = images.unwinder().expect("an unwinder");
+        let target = corprof::os::OsThread(rt.thread("main").expect("declared").os_id);
+        if os.suspend_thread(target).is_err() {
+            return; // the thread has exited
+        }
+        if let (Ok(context), Ok((limit, base))) = (os.get_thread_context(target), os.stack_bounds(target)) {
+            let mut walker = HybridWalker::with_capacity(32);
+            let stopped = Stopped {
+                thread: ThreadId::NULL,
+                context: &context,
+                bounds: StackBounds { limit, base },
+            };
+            let outcome = walker.walk_native(
+                &unwinder,
+                &stopped,
+                &mut |a| os.read_stack(target, a).ok(),
+                &mut resolve_with(rt),
+            );
+            let truth = expected(rt, "main", Mode::Native).expect("main");
+            seen.lock()
+                .unwrap()
+                .push(judge(walker.frames(), outcome, &truth, false));
+            assert_eq!(outcome, HybridOutcome::Complete);
+        }
+        let _ = os.resume_thread(target);
+    };
+    let mut p = Process::new(Scenario::parse("native.toml", NATIVE_FILE).unwrap());
+    p.thread_body("sampler", Arc::new(body)).unwrap();
+    let report = p.explore(Strategy::Random, 20, 1, |_, _| {});
+    assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"], "{report:?}");
+    let walks = walks.lock().unwrap();
+    assert!(!walks.is_empty(), "no schedule caught the thread running");
+    assert!(walks.iter().all(Option::is_none), "{walks:?}");
+}

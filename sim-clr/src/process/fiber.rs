@@ -53,6 +53,8 @@ pub enum Request {
     CurrentThread,
     /// Every live thread.
     Threads,
+    /// The module list and its images (`dl_iterate_phdr`, the loader's module list).
+    Images,
     /// `SuspendThread`.
     Suspend(OsThread),
     /// `ResumeThread`.
@@ -90,6 +92,8 @@ pub enum Reply {
     Thread(OsThread),
     /// Threads.
     Threads(Vec<OsThread>),
+    /// The loaded modules.
+    Images(std::sync::Arc<crate::code::images::Images>),
     /// A mutex.
     Mutex(MutexId),
     /// An event.

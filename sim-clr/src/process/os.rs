@@ -7,8 +7,11 @@
 //! a message saying so: there is no process to act on.
 
 use super::fiber::{request, Reply, Request};
+use crate::code::images::Images;
+use corprof::modules::{LoadedModule, Modules};
 use corprof::os::{EventId, MutexId, OsError, OsThread, Sync, ThreadControl};
 use corprof::Context;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The simulated process's OS layer, for code running on one of its threads.
@@ -142,5 +145,23 @@ impl Sync for SimOs {
             Reply::Time(t) => t,
             other => mismatch(other),
         }
+    }
+}
+
+fn images() -> Arc<Images> {
+    match ask(Request::Images) {
+        Reply::Images(images) => images,
+        other => mismatch(other),
+    }
+}
+
+/// The process's module list, as the loader gives it (each call a scheduling point).
+impl Modules for SimOs {
+    fn loaded_modules(&self) -> Vec<LoadedModule> {
+        images().modules()
+    }
+
+    fn read_memory(&self, address: u64, out: &mut [u8]) -> Result<(), OsError> {
+        images().read(address, out).ok_or(OsError::BadAddress(address))
     }
 }

@@ -354,6 +354,7 @@ impl Run<'_> {
                 Reply::Done
             }
             Request::Now => Reply::Time(Duration::from_micros(self.now)),
+            Request::Images => Reply::Images(self.rt.images()),
             Request::CurrentThread => Reply::Thread(self.os_thread(t)),
             Request::Threads => {
                 let ids = (0..self.th.len())
