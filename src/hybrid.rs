@@ -97,6 +97,10 @@ pub fn platforms(text: &str) -> Option<&'static [&'static str]> {
 /// Runs `processes` random processes from `seed` on `platforms` (alternating), writing
 /// reproducers into `out`; exit code 1 on any mismatch, 2 if a process cannot be built.
 pub fn run(processes: usize, seed: u64, platforms: &[&'static str], json: bool, out: &Path) -> ExitCode {
+    if processes == 0 {
+        eprintln!("error: --processes 0 walks nothing");
+        return ExitCode::from(2);
+    }
     let mut runner = fixtures::strategies::seeded_runner(seed);
     let strategy = random_stack();
     let bar = progress(processes as u64, json, "processes");

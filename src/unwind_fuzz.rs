@@ -20,6 +20,10 @@ struct Totals {
 /// Runs `functions` random functions from `seed` in each of `formats`; exit code 1 on any
 /// mismatch with the emulator or unexpected disagreement with framehop.
 pub fn run(functions: usize, seed: u64, formats: &[Format]) -> ExitCode {
+    if functions == 0 {
+        eprintln!("error: --functions 0 checks nothing");
+        return ExitCode::from(2);
+    }
     let mut runner = fixtures::strategies::seeded_runner(seed);
     let strategy = fixtures::strategies::function_shape();
     let mut totals: Vec<Totals> = formats.iter().map(|_| Totals::default()).collect();

@@ -212,3 +212,65 @@ pub fn tempdir() -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+#[test]
+fn walk_fuzz_walks_random_processes_and_refuses_to_check_nothing() {
+    let dir = std::env::temp_dir().join(format!("simclr-walk-fuzz-{}", std::process::id()));
+    let out = simclr(&[
+        "walk-fuzz",
+        "--processes",
+        "6",
+        "--seed",
+        "3",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    assert_eq!(text.lines().last(), Some("9 walks, 0 mismatches"), "{text}");
+    let json = simclr(&["walk-fuzz", "--processes", "2", "--platform", "unix", "--json"]);
+    let summary: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(
+        (summary["processes"].as_u64(), summary["walks"].as_u64()),
+        (Some(2), Some(2))
+    );
+    assert_eq!(simclr(&["walk-fuzz", "--processes", "0"]).status.code(), Some(2));
+    assert_eq!(
+        simclr(&["walk-fuzz", "--platform", "beos"]).status.code(),
+        Some(2)
+    );
+    assert_eq!(
+        simclr(&["unwind-fuzz", "--functions", "0"]).status.code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn walk_shows_a_walk_beside_its_ground_truth() {
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/walks/helper-on-top-windows.toml"
+    );
+    let out = simclr(&["walk", file]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    assert_eq!(text.matches("matches the ground truth").count(), 2, "{text}");
+    assert!(text.contains("libcoreclr.so!JIT_New"), "{text}");
+    assert_eq!(simclr(&["walk", "/nonexistent.toml"]).status.code(), Some(2));
+}
+
+#[test]
+fn unwind_check_reports_an_elf_file_and_rejects_what_is_not_one() {
+    let elf = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/elf/unwind-sample.elf");
+    let out = simclr(&["unwind-check", elf]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.trim_end()
+            .ends_with("boundaries, 0 refusals, 0 disagreements"),
+        "{text}"
+    );
+    let toml = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/walks/helper-on-top.toml");
+    assert_eq!(simclr(&["unwind-check", toml]).status.code(), Some(2));
+    assert_eq!(simclr(&["unwind-check"]).status.code(), Some(2));
+}
