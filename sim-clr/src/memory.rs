@@ -124,7 +124,7 @@ impl AddressSpace {
             .partition_point(|m| m.region.start <= addr)
             .checked_sub(1)
         {
-            Some(i) if self.regions[i].region.contains(addr, 8) && addr % 8 == 0 => i,
+            Some(i) if self.regions[i].region.contains(addr, 8) && addr.is_multiple_of(8) => i,
             _ => return,
         };
         let m = &mut self.regions[i];

@@ -292,7 +292,7 @@ impl FunctionShape {
         }
         let needs_alignment =
             self.calls > 0 || self.prologue.iter().any(|s| matches!(s, PrologStep::SaveXmm(..)));
-        if needs_alignment && self.frame_size() % 16 != 0 {
+        if needs_alignment && !self.frame_size().is_multiple_of(16) {
             return err("a function that calls or saves XMM must keep RSP 16-aligned (return address, pushes, allocation)");
         }
         let saves = self

@@ -121,7 +121,7 @@ impl std::error::Error for UnwindError {}
 
 /// Checks a step's new RSP against the old one and the stack bounds.
 pub fn check_step(old_rsp: u64, new_rsp: u64, bounds: StackBounds) -> Result<(), UnwindError> {
-    if new_rsp % 8 != 0 {
+    if !new_rsp.is_multiple_of(8) {
         return Err(UnwindError::Misaligned(new_rsp));
     }
     if new_rsp <= old_rsp {

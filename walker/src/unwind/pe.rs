@@ -87,7 +87,7 @@ impl<'a> PeModule<'a> {
     ) -> Result<PeModule<'a>, UnwindError> {
         sections.sort_by_key(|s| s.0);
         let bad = UnwindError::BadUnwindInfo(image_base);
-        if pdata.1 % 12 != 0 {
+        if !pdata.1.is_multiple_of(12) {
             return Err(bad);
         }
         let mut module = PeModule {
