@@ -46,15 +46,11 @@ pub fn walk_file(file: &Path, target: &str, sampler: &str) -> ExitCode {
         }
     };
     let runtime = scenario.runtime();
-    let mut modes = vec![Mode::Hybrid];
-    if runtime.platform() == sim_clr::Platform::Windows {
-        modes.push(Mode::Native);
-    }
     let mut failed = false;
-    for mode in modes {
+    for &mode in Mode::for_platform(runtime.platform()) {
         match walk(&runtime, target, sampler, mode) {
             Ok(judged) => {
-                println!("{} walk of {target} (got | ground truth):", mode_name(mode));
+                println!("{} walk of {target} (got | ground truth):", mode.as_str());
                 print!("{}", describe(&runtime, &judged));
                 match &judged.mismatch {
                     Some(m) => {
@@ -74,13 +70,6 @@ pub fn walk_file(file: &Path, target: &str, sampler: &str) -> ExitCode {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
-    }
-}
-
-fn mode_name(mode: Mode) -> &'static str {
-    match mode {
-        Mode::Hybrid => "hybrid",
-        Mode::Native => "native",
     }
 }
 
@@ -127,11 +116,7 @@ pub fn run(processes: usize, seed: u64, platforms: &[&'static str], json: bool, 
             }
         };
         let runtime = scenario.runtime();
-        let modes: &[Mode] = match stack.platform {
-            "windows" => &[Mode::Hybrid, Mode::Native],
-            _ => &[Mode::Hybrid],
-        };
-        for &mode in modes {
+        for &mode in Mode::for_platform(runtime.platform()) {
             summary.walks += 1;
             let (problem, listing) = match walk(&runtime, "main", "sampler", mode) {
                 Ok(judged) => match &judged.mismatch {
@@ -140,7 +125,7 @@ pub fn run(processes: usize, seed: u64, platforms: &[&'static str], json: bool, 
                 },
                 Err(e) => (e, String::new()),
             };
-            let name = mode_name(mode);
+            let name = mode.as_str();
             let file = out.join(format!("walk-fuzz-{seed}-{n}-{name}.toml"));
             let body = format!(
                 "# walk-fuzz --seed {seed}, process {n}, {name} walk: {problem}\n# got | expected\n{}\n{text}",

@@ -8,7 +8,7 @@ use fixtures::random_stack::{random_stack, scenario};
 use proptest::prelude::*;
 use sim_clr::runtime::Runtime;
 use sim_clr::scenario::Scenario;
-use sim_clr::{CallContext, Platform};
+use sim_clr::CallContext;
 use walker::hybrid::{resolve_with, HybridFrame, HybridOutcome};
 
 /// The bundled walk scenario named `name`.
@@ -20,19 +20,12 @@ fn walk_scenario(name: &str) -> Scenario {
         .unwrap()
 }
 
-fn modes(runtime: &Runtime) -> Vec<Mode> {
-    match runtime.platform() {
-        Platform::Windows => vec![Mode::Hybrid, Mode::Native],
-        Platform::Unix => vec![Mode::Hybrid],
-    }
-}
-
 #[test]
 fn bundled_walks_match_their_ground_truth_and_are_pinned() {
     for scenario in fixtures::walks().unwrap() {
         let runtime = scenario.runtime();
         let mut text = format!("{}\n\n", scenario.description);
-        for mode in modes(&runtime) {
+        for &mode in Mode::for_platform(runtime.platform()) {
             let judged = walk(&runtime, "main", "sampler", mode).unwrap();
             assert_eq!(
                 judged.mismatch,
@@ -170,7 +163,7 @@ proptest! {
     fn random_processes_walk_to_their_ground_truth(stack in random_stack()) {
         let (text, scenario) = scenario(&stack).map_err(TestCaseError::fail)?;
         let runtime = scenario.runtime();
-        for mode in modes(&runtime) {
+        for &mode in Mode::for_platform(runtime.platform()) {
             let judged = walk(&runtime, "main", "sampler", mode).map_err(TestCaseError::fail)?;
             prop_assert!(judged.mismatch.is_none(), "{mode:?}: {:?}\n{}\n{text}", judged.mismatch, describe(&runtime, &judged));
         }

@@ -141,11 +141,6 @@ impl HybridWalker {
         &self.frames
     }
 
-    /// The native unwinder's rule cache (its statistics).
-    pub fn cache(&self) -> &UnwindCache {
-        &self.cache
-    }
-
     fn push(&mut self, frame: HybridFrame) -> bool {
         if self.frames.len() == self.capacity {
             return false;
@@ -154,7 +149,9 @@ impl HybridWalker {
         true
     }
 
-    /// Unwinds native frames from `regs` (`kind` for the first) until a managed IP.
+    /// Unwinds frames natively from `regs` (`kind` for the first): until a managed IP when
+    /// `stop_at_managed` (not pushed), else to the end, managed frames pushed as resolved.
+    #[allow(clippy::too_many_arguments)]
     fn native_run(
         &mut self,
         unwinder: &Unwinder<'_>,
@@ -163,15 +160,23 @@ impl HybridWalker {
         bounds: StackBounds,
         read: &mut impl FnMut(u64) -> Option<u64>,
         resolve: &mut impl FnMut(u64) -> Option<FunctionId>,
+        stop_at_managed: bool,
     ) -> RunEnd {
         loop {
-            if resolve(regs.rip).is_some() {
-                return RunEnd::Managed {
-                    rip: regs.rip,
-                    gpr: regs.gpr,
-                };
-            }
-            if !self.push(HybridFrame::Native { ip: regs.rip }) {
+            let frame = match resolve(regs.rip) {
+                Some(_) if stop_at_managed => {
+                    return RunEnd::Managed {
+                        rip: regs.rip,
+                        gpr: regs.gpr,
+                    }
+                }
+                Some(function) => HybridFrame::Managed {
+                    function,
+                    ip: regs.rip,
+                },
+                None => HybridFrame::Native { ip: regs.rip },
+            };
+            if !self.push(frame) {
                 return RunEnd::Full;
             }
             if kind == FrameKind::First && !unwinder.covers(regs.rip) {
@@ -218,6 +223,7 @@ impl HybridWalker {
             bounds,
             read,
             resolve,
+            true,
         );
         let seed = match leaf {
             RunEnd::Done => return HybridOutcome::Complete,
@@ -246,7 +252,7 @@ impl HybridWalker {
                     context: Some(index), ..
                 } => {
                     let regs = regs_of(self.runtime.context(index));
-                    self.native_run(unwinder, regs, FrameKind::Caller, bounds, read, resolve)
+                    self.native_run(unwinder, regs, FrameKind::Caller, bounds, read, resolve, true)
                 }
             };
             if matches!(end, RunEnd::Full) {
@@ -272,37 +278,19 @@ impl HybridWalker {
         read: &mut impl FnMut(u64) -> Option<u64>,
         resolve: &mut impl FnMut(u64) -> Option<FunctionId>,
     ) -> HybridOutcome {
-        let bounds = target.bounds;
         self.frames.clear();
-        let mut regs = regs_of(target.context);
-        let mut kind = FrameKind::First;
-        loop {
-            let frame = match resolve(regs.rip) {
-                Some(function) => HybridFrame::Managed {
-                    function,
-                    ip: regs.rip,
-                },
-                None => HybridFrame::Native { ip: regs.rip },
-            };
-            if !self.push(frame) {
-                return HybridOutcome::Full;
-            }
-            let end = if kind == FrameKind::First && !unwinder.covers(regs.rip) {
-                self.cut(Truncation::NoUnwindInfo(regs.rip))
-            } else {
-                match unwinder.step_frame(&mut regs, kind, bounds, &mut self.cache, read) {
-                    Ok(Some(next)) => {
-                        kind = next;
-                        continue;
-                    }
-                    Ok(None) => RunEnd::Done,
-                    Err(e) => self.cut(Truncation::Unwind(e)),
-                }
-            };
-            return match end {
-                RunEnd::Full => HybridOutcome::Full,
-                _ => HybridOutcome::Complete,
-            };
+        let regs = regs_of(target.context);
+        match self.native_run(
+            unwinder,
+            regs,
+            FrameKind::First,
+            target.bounds,
+            read,
+            resolve,
+            false,
+        ) {
+            RunEnd::Full => HybridOutcome::Full,
+            _ => HybridOutcome::Complete,
         }
     }
 }

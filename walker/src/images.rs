@@ -90,7 +90,7 @@ impl fmt::Display for ImageError {
 impl std::error::Error for ImageError {}
 
 /// A copied section.
-struct Copy {
+struct Copied {
     address: u64,
     bytes: Vec<u8>,
 }
@@ -98,9 +98,9 @@ struct Copy {
 /// A module's copied unwind data.
 enum Data {
     /// `.eh_frame_hdr` and `.eh_frame`.
-    Dwarf { hdr: Copy, eh_frame: Copy },
+    Dwarf { hdr: Copied, eh_frame: Copied },
     /// `.pdata`, `.xdata` and `.text`, by address.
-    Pe { pdata: Copy, rest: Vec<Copy> },
+    Pe { pdata: Copied, rest: Vec<Copied> },
 }
 
 /// One module and its copied unwind data.
@@ -117,7 +117,7 @@ pub struct Images {
 /// The most bytes one section may take.
 const MAX_SECTION: u64 = 1 << 30;
 
-fn copy(source: &dyn Modules, module: &LoadedModule, kind: SectionKind) -> Result<Copy, ImageError> {
+fn copy(source: &dyn Modules, module: &LoadedModule, kind: SectionKind) -> Result<Copied, ImageError> {
     let section = module.section(kind).ok_or_else(|| ImageError::Incomplete {
         module: module.name.clone(),
         missing: kind,
@@ -135,7 +135,7 @@ fn copy(source: &dyn Modules, module: &LoadedModule, kind: SectionKind) -> Resul
             section: kind,
             error,
         })?;
-    Ok(Copy {
+    Ok(Copied {
         address: section.address,
         bytes,
     })
@@ -208,7 +208,7 @@ impl Images {
                     .map_err(error)?,
                 ),
                 Data::Pe { pdata, rest } => {
-                    let rva = |c: &Copy| {
+                    let rva = |c: &Copied| {
                         c.address
                             .checked_sub(module.base)
                             .and_then(|r| u32::try_from(r).ok())
