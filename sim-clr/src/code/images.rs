@@ -54,8 +54,8 @@ impl Images {
     pub fn build(platform: Platform, functions: &[Function]) -> Result<Images, String> {
         let mut groups: Vec<(String, Vec<&Function>)> = Vec::new();
         for f in functions.iter().filter(|f| has_unwind_info(platform, f.kind)) {
-            let key = if matches!(f.kind, CodeKind::Jit | CodeKind::IlStub | CodeKind::Lcg) {
-                "<jit>".to_string()
+            let key = if f.kind.in_jit_heap() {
+                super::JIT_MODULE.to_string()
             } else {
                 f.module.clone()
             };

@@ -173,13 +173,8 @@ impl MachineCode {
     }
 
     /// Bytes of code and data.
-    pub fn len(&self) -> u64 {
+    pub fn size(&self) -> u64 {
         self.code.bytes.len() as u64
-    }
-
-    /// True for an empty function (never: every shape has an epilogue).
-    pub fn is_empty(&self) -> bool {
-        self.code.bytes.is_empty()
     }
 
     /// The state at the boundary `offset`, if one is there.

@@ -75,6 +75,11 @@ impl CodeKind {
         )
     }
 
+    /// True for code the JIT generates into its heap (not into a module image).
+    pub fn in_jit_heap(self) -> bool {
+        matches!(self, CodeKind::Jit | CodeKind::IlStub | CodeKind::Lcg)
+    }
+
     /// True for managed code that has metadata and so is reported by `DoStackSnapshot`.
     pub fn has_metadata(self) -> bool {
         matches!(self, CodeKind::Jit | CodeKind::ReadyToRun)
@@ -167,6 +172,8 @@ impl FunctionSpec {
 }
 
 const JIT_HEAP: u64 = 0x7f00_1000_0000;
+/// The name the JIT heap goes by in the module list.
+pub const JIT_MODULE: &str = "<jit>";
 const STUB_HEAP: u64 = 0x7f00_2000_0000;
 const COLD_OFFSET: u64 = 0x0800_0000;
 const IMAGE_BASE: u64 = 0x7f10_0000_0000;
@@ -219,7 +226,7 @@ impl CodeMap {
                 .unwrap_or_else(|| default_module(spec.kind).into());
             let module_index = map.module_index(&module);
             let heap = match spec.kind {
-                CodeKind::Jit | CodeKind::IlStub | CodeKind::Lcg => ("<jit>".to_string(), JIT_HEAP),
+                k if k.in_jit_heap() => (JIT_MODULE.to_string(), JIT_HEAP),
                 CodeKind::Stub => ("<stubs>".to_string(), STUB_HEAP),
                 _ => (
                     module.clone(),
@@ -245,10 +252,10 @@ impl CodeMap {
                 .clone()
                 .unwrap_or_else(|| default_shape(spec.kind, spec.frame_size));
             let machine = MachineCode::build(&shape, start, spec.size).map_err(error)?;
-            if machine.len() > spec.size {
+            if machine.size() > spec.size {
                 return Err(error(format!(
                     "its code takes {:#x} bytes, more than its size {:#x}",
-                    machine.len(),
+                    machine.size(),
                     spec.size
                 )));
             }
