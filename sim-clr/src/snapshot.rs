@@ -460,11 +460,14 @@ fn deliver(
         } else {
             None
         };
-        let hr = cb(&SnapshotFrame {
-            func_id: frame.func_id,
-            ip: frame.ip,
-            frame_info: &frame_info,
-            context,
+        // The callback is the profiler's code: its allocations count.
+        let hr = crate::process::fiber::observed(|| {
+            cb(&SnapshotFrame {
+                func_id: frame.func_id,
+                ip: frame.ip,
+                frame_info: &frame_info,
+                context,
+            })
         });
         if hr != HResult::S_OK {
             return HResult::CORPROF_E_STACKSNAPSHOT_ABORTED;

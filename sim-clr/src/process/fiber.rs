@@ -33,6 +33,10 @@ pub enum Request {
     /// The code allocated since its last request (with [`HeapLockAllocator`]): it needs the
     /// heap lock free.
     Allocated,
+    /// The code manager's reader lock: wait while another thread holds the writer lock.
+    ReaderLock,
+    /// An oracle found a sample that differs from the ground truth.
+    WrongSample(String),
     /// A new mutex.
     MutexCreate(String),
     /// Take a mutex (blocks while held).
@@ -162,6 +166,9 @@ thread_local! {
     static ON_FIBER: Cell<bool> = const { Cell::new(false) };
     /// The fiber's code allocated since its last request.
     static ALLOCATED: Cell<bool> = const { Cell::new(false) };
+    /// Nesting depth of code whose allocations are not the profiler's: the simulated
+    /// runtime's own work, and oracles ([`unobserved`]).
+    static QUIET: Cell<u32> = const { Cell::new(0) };
 }
 
 /// A global allocator that makes allocations by code on a simulated thread count as taking
@@ -173,7 +180,7 @@ pub struct HeapLockAllocator<A>(pub A);
 fn note_allocation() {
     // `try_with`: allocations during thread teardown, after the thread-locals are gone, count
     // for nothing.
-    if ON_FIBER.try_with(Cell::get).unwrap_or(false) {
+    if ON_FIBER.try_with(Cell::get).unwrap_or(false) && QUIET.try_with(Cell::get) == Ok(0) {
         let _ = ALLOCATED.try_with(|a| a.set(true));
     }
 }
@@ -310,6 +317,51 @@ fn exchange(shared: &Shared, request: Request) -> Reply {
 /// A scheduling point (a no-op outside a fiber).
 pub fn point() {
     request(Request::Point);
+}
+
+/// Runs `f` without its allocations counting as the profiler's: for oracles that inspect the
+/// process (ground truth at the instant of a sample) from profiler code, which the simulated
+/// process must not see. `f` must not make requests (no `SimOs` or runtime call).
+pub fn unobserved<R>(f: impl FnOnce() -> R) -> R {
+    QUIET.with(|q| q.set(q.get() + 1));
+    let r = f();
+    QUIET.with(|q| q.set(q.get() - 1));
+    r
+}
+
+/// Runs profiler code called back from inside the runtime (a snapshot callback): its
+/// allocations count again.
+pub(crate) fn observed<R>(f: impl FnOnce() -> R) -> R {
+    let depth = QUIET.with(|q| q.replace(0));
+    let r = f();
+    QUIET.with(|q| q.set(depth));
+    r
+}
+
+/// A runtime API call in progress on this thread: a scheduling point on entry, and the
+/// runtime's own allocations (its bookkeeping, not the profiler's) do not count until it
+/// ends.
+pub(crate) struct RuntimeCall(());
+
+impl RuntimeCall {
+    /// Enters the runtime: a scheduling point.
+    pub(crate) fn enter() -> RuntimeCall {
+        point();
+        QUIET.with(|q| q.set(q.get() + 1));
+        RuntimeCall(())
+    }
+
+    /// Waits, on a fiber, until no other thread holds the code manager's writer lock, as a
+    /// reader that may block does (R42); a no-op outside a fiber.
+    pub(crate) fn wait_for_reader_lock(&self) {
+        request(Request::ReaderLock);
+    }
+}
+
+impl Drop for RuntimeCall {
+    fn drop(&mut self) {
+        QUIET.with(|q| q.set(q.get().saturating_sub(1)));
+    }
 }
 
 /// On a fiber, takes (`true`, waiting while another thread holds it) or releases the

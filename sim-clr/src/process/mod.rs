@@ -189,11 +189,20 @@ pub enum Ending {
     ProfilerPanic,
     /// A thread's `body` names profiler code that nobody attached.
     UnattachedBody,
+    /// Profiler code took a lock or allocated while a thread it suspended was stopped (the
+    /// run goes on; the target may have held that lock).
+    LockWhileSuspending,
+    /// A signal handler took a lock or allocated (the run goes on).
+    LockInSignalHandler,
+    /// A thread the runtime knows suspended another (the run goes on).
+    ManagedSuspender,
+    /// An oracle found a sample that differs from the ground truth (the run goes on).
+    WrongSample,
 }
 
 impl Ending {
     /// Every ending.
-    pub const ALL: [Ending; 9] = [
+    pub const ALL: [Ending; 13] = [
         Ending::Deadlock,
         Ending::Hang,
         Ending::Livelock,
@@ -203,6 +212,10 @@ impl Ending {
         Ending::TornStackRead,
         Ending::ProfilerPanic,
         Ending::UnattachedBody,
+        Ending::LockWhileSuspending,
+        Ending::LockInSignalHandler,
+        Ending::ManagedSuspender,
+        Ending::WrongSample,
     ];
 
     /// Its name in reports.
@@ -217,6 +230,10 @@ impl Ending {
             Ending::TornStackRead => "torn_stack_read",
             Ending::ProfilerPanic => "profiler_panic",
             Ending::UnattachedBody => "unattached_body",
+            Ending::LockWhileSuspending => "lock_while_suspending",
+            Ending::LockInSignalHandler => "lock_in_signal_handler",
+            Ending::ManagedSuspender => "managed_suspender",
+            Ending::WrongSample => "wrong_sample",
         }
     }
 

@@ -100,7 +100,13 @@ impl ThreadControl for SimOs {
     }
 }
 
-impl SimOs {}
+impl SimOs {
+    /// An oracle's verdict: the sample just taken differs from the ground truth as `message`
+    /// says. The run goes on, with `wrong_sample` as its outcome.
+    pub fn wrong_sample(&self, message: String) {
+        ask(Request::WrongSample(message));
+    }
+}
 
 impl Sync for SimOs {
     fn mutex_create(&self, name: &str) -> MutexId {

@@ -65,6 +65,11 @@ pub enum Op {
     Join(usize),
     /// Exits: ThreadDestroyed on this thread, then dead; its `Thread` is deleted afterwards.
     Exit,
+    /// A foreign agent moves the thread's stack pointer off its stack: `GetThreadContext` and
+    /// a signal handler see an RSP that no memory backs (until `restore_rsp`).
+    HijackRsp,
+    /// The agent puts the stack pointer back.
+    RestoreRsp,
     /// Blocks the profiling signal (Unix).
     MaskSignals,
     /// Unblocks the profiling signal.
@@ -263,6 +268,8 @@ pub fn parse(lines: &[Line<'_>], names: &Names<'_>) -> Result<Vec<Instr>, Progra
                 .and_then(|_| thread(args[0]))
                 .map(|t| Some(Op::Spawn(t)))?,
             "exit" => simple(Op::Exit)?,
+            "hijack_rsp" => simple(Op::HijackRsp)?,
+            "restore_rsp" => simple(Op::RestoreRsp)?,
             "mask_signals" => simple(Op::MaskSignals)?,
             "unmask_signals" => simple(Op::UnmaskSignals)?,
             "replace_signal_handler" => simple(Op::ReplaceSignalHandler)?,

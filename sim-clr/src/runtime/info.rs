@@ -1,5 +1,5 @@
 //! The `ProfilerInfo` methods of the simulated runtime. Every method starts with a scheduling
-//! point (`fiber::point`: a no-op outside a running process).
+//! point (`fiber::RuntimeCall`: a no-op outside a running process).
 
 use super::{suspension, Runtime, State};
 use crate::process::fiber;
@@ -11,7 +11,8 @@ use corprof::{
 };
 
 // The trait's signatures name their lifetimes (see `corprof::ProfilerInfo`). Every method
-// starts with a scheduling point (`fiber::point`: a no-op outside a running process).
+// starts with a scheduling point (`fiber::RuntimeCall`: a no-op outside a running process);
+// the runtime's own allocations are not the profiler's.
 #[allow(clippy::needless_lifetimes)]
 impl ProfilerInfo for Runtime {
     fn do_stack_snapshot<'a>(
@@ -22,36 +23,36 @@ impl ProfilerInfo for Runtime {
         context: Option<&'a Context>,
         context_size: u32,
     ) -> HResult {
-        fiber::point();
+        let _call = fiber::RuntimeCall::enter();
         crate::snapshot::do_stack_snapshot(self, thread, callback, info_flags, context, context_size)
     }
 
     fn get_function_from_ip(&self, ip: u64) -> Result<FunctionId, HResult> {
-        fiber::point();
-        let mut st = self.lock();
-        st.async_entry()?;
-        if st
-            .caller()
-            .thread
-            .is_some_and(|i| st.threads[i].forbid_suspend > 0)
+        let call = fiber::RuntimeCall::enter();
         {
-            return Err(HResult::CORPROF_E_ASYNCHRONOUS_UNSAFE);
+            let st = self.lock();
+            st.async_entry()?;
+            if st
+                .caller()
+                .thread
+                .is_some_and(|i| st.threads[i].forbid_suspend > 0)
+            {
+                return Err(HResult::CORPROF_E_ASYNCHRONOUS_UNSAFE);
+            }
         }
-        function_from_ip(&mut st, ip, false).map(|(f, _)| f)
+        self.function_from_ip(&call, ip, false).map(|(f, _)| f)
     }
 
     fn get_function_from_ip2(&self, ip: u64) -> Result<(FunctionId, ReJitId), HResult> {
-        fiber::point();
-        let mut st = self.lock();
-        st.sync_entry(true)?;
-        function_from_ip(&mut st, ip, false)
+        let call = fiber::RuntimeCall::enter();
+        self.lock().sync_entry(true)?;
+        self.function_from_ip(&call, ip, false)
     }
 
     fn get_function_from_ip3(&self, ip: u64) -> Result<(FunctionId, ReJitId), HResult> {
-        fiber::point();
-        let mut st = self.lock();
-        st.sync_entry(true)?;
-        function_from_ip(&mut st, ip, true)
+        let call = fiber::RuntimeCall::enter();
+        self.lock().sync_entry(true)?;
+        self.function_from_ip(&call, ip, true)
     }
 
     fn get_code_info2<'a>(
@@ -60,8 +61,8 @@ impl ProfilerInfo for Runtime {
         requested: u32,
         code_infos: Option<&'a mut [CodeInfo]>,
     ) -> Result<u32, HResult> {
-        fiber::point();
-        let mut st = self.lock();
+        let call = fiber::RuntimeCall::enter();
+        let st = self.lock();
         st.async_entry()?;
         let index = st.code.by_function_id(function).ok_or(HResult::E_INVALIDARG)?;
         if requested != 0 && code_infos.is_none() {
@@ -74,7 +75,8 @@ impl ProfilerInfo for Runtime {
         if !f.compiled {
             return Err(HResult::CORPROF_E_FUNCTION_NOT_COMPILED);
         }
-        st.reader_lock()?;
+        drop(st);
+        drop(self.reader_locked(&call)?);
         let mut regions = vec![CodeInfo {
             start_address: f.start,
             size: f.size,
@@ -94,7 +96,7 @@ impl ProfilerInfo for Runtime {
     }
 
     fn get_function_info(&self, function: FunctionId) -> Result<FunctionInfo, HResult> {
-        fiber::point();
+        let _call = fiber::RuntimeCall::enter();
         let st = self.lock();
         st.async_entry()?;
         let f = st
@@ -113,7 +115,7 @@ impl ProfilerInfo for Runtime {
         function: FunctionId,
         frame_info: Option<&'a FrameInfo>,
     ) -> Result<FunctionInfo, HResult> {
-        fiber::point();
+        let _call = fiber::RuntimeCall::enter();
         if frame_info.is_some_and(|fi| fi.func_id != function) {
             return Err(HResult::E_INVALIDARG);
         }
@@ -121,7 +123,7 @@ impl ProfilerInfo for Runtime {
     }
 
     fn get_current_thread_id(&self) -> Result<ThreadId, HResult> {
-        fiber::point();
+        let _call = fiber::RuntimeCall::enter();
         let st = self.lock();
         st.async_entry()?;
         match st.caller_ee() {
@@ -131,7 +133,7 @@ impl ProfilerInfo for Runtime {
     }
 
     fn set_event_mask(&self, mask: u32) -> HResult {
-        fiber::point();
+        let _call = fiber::RuntimeCall::enter();
         let mut st = self.lock();
         if let Err(hr) = st.async_entry() {
             return hr;
@@ -144,14 +146,14 @@ impl ProfilerInfo for Runtime {
     }
 
     fn get_event_mask(&self) -> Result<u32, HResult> {
-        fiber::point();
+        let _call = fiber::RuntimeCall::enter();
         let st = self.lock();
         st.async_entry()?;
         Ok(st.config.event_mask)
     }
 
     fn initialize_current_thread(&self) -> HResult {
-        fiber::point();
+        let _call = fiber::RuntimeCall::enter();
         let mut st = self.lock();
         if let Err(hr) = st.sync_entry(false) {
             return hr;
@@ -163,7 +165,7 @@ impl ProfilerInfo for Runtime {
     }
 
     fn suspend_runtime(&self) -> HResult {
-        fiber::point();
+        let _call = fiber::RuntimeCall::enter();
         // In a running process the suspension holds the thread-store lock (R41): wait for it.
         fiber::thread_store_lock(true);
         let hr = {
@@ -181,7 +183,7 @@ impl ProfilerInfo for Runtime {
     }
 
     fn resume_runtime(&self) -> HResult {
-        fiber::point();
+        let _call = fiber::RuntimeCall::enter();
         let hr = suspension::resume_runtime(&mut self.lock());
         if hr == HResult::S_OK {
             fiber::thread_store_lock(false);
@@ -191,7 +193,7 @@ impl ProfilerInfo for Runtime {
     }
 
     fn enum_threads(&self) -> Result<Vec<ThreadId>, HResult> {
-        fiber::point();
+        let _call = fiber::RuntimeCall::enter();
         let st = self.lock();
         st.async_entry()?;
         Ok(st
@@ -208,13 +210,39 @@ impl ProfilerInfo for Runtime {
     }
 }
 
-/// `GetFunctionFromIP*`'s lookup: NOT_YET_AVAILABLE before the GC is up, the reader lock,
-/// then `E_FAIL` for native code and (unless `no_metadata_ok`) for methods without metadata.
-fn function_from_ip(st: &mut State, ip: u64, no_metadata_ok: bool) -> Result<(FunctionId, ReJitId), HResult> {
-    if !st.config.gc_initialized {
-        return Err(HResult::CORPROF_E_NOT_YET_AVAILABLE);
+impl Runtime {
+    /// The state, with the code manager's reader lock taken (R42): in a running process a
+    /// caller that may block first waits while another thread holds the writer lock, so a
+    /// writer it suspended blocks it as the real lock would.
+    fn reader_locked(&self, call: &fiber::RuntimeCall) -> Result<std::sync::MutexGuard<'_, State>, HResult> {
+        if !self.lock().avoid_host_calls() {
+            call.wait_for_reader_lock();
+        }
+        let mut st = self.lock();
+        st.reader_lock()?;
+        Ok(st)
     }
-    st.reader_lock()?;
+
+    /// `GetFunctionFromIP*`'s lookup: NOT_YET_AVAILABLE before the GC is up, the reader lock,
+    /// then `E_FAIL` for native code and (unless `no_metadata_ok`) for methods without
+    /// metadata.
+    fn function_from_ip(
+        &self,
+        call: &fiber::RuntimeCall,
+        ip: u64,
+        no_metadata_ok: bool,
+    ) -> Result<(FunctionId, ReJitId), HResult> {
+        if !self.lock().config.gc_initialized {
+            return Err(HResult::CORPROF_E_NOT_YET_AVAILABLE);
+        }
+        let st = self.reader_locked(call)?;
+        lookup(&st, ip, no_metadata_ok)
+    }
+}
+
+/// The method whose code contains `ip`: `E_FAIL` for native code and (unless
+/// `no_metadata_ok`) for methods without metadata.
+fn lookup(st: &State, ip: u64, no_metadata_ok: bool) -> Result<(FunctionId, ReJitId), HResult> {
     let f = st
         .code
         .lookup(ip)

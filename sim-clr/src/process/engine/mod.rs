@@ -27,6 +27,13 @@ use corprof::{ClassId, Context, ObjectId};
 use os_calls::{fiber_source, spawn_body};
 use std::sync::Arc;
 
+/// The stack pointer of a thread whose RSP a foreign agent moved (`hijack_rsp`): mapped by
+/// nothing.
+const HIJACKED_RSP: u64 = 0x0000_0bad_0000_0000;
+
+/// The wait of a thread OS-suspended by another (any thread may end it).
+const RESUME_THREAD: &str = "ResumeThread";
+
 /// What a blocked thread waits for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Wait {
@@ -99,6 +106,8 @@ struct Activation {
     callback: Option<CallbackKind>,
     /// What raising the callback changed on the thread, restored when it returns.
     entered: Option<Entered>,
+    /// It is the profiling signal's handler.
+    signal: bool,
 }
 
 struct Sim {
@@ -115,6 +124,8 @@ struct Sim {
     parked: bool,
     signal_pending: bool,
     signals_masked: bool,
+    /// A foreign agent has moved its stack pointer off its stack (`hijack_rsp`).
+    rsp_hijacked: bool,
     handler_replaced: bool,
     last_progress: u64,
 }
@@ -184,6 +195,7 @@ impl<'p> Run<'p> {
                             source,
                             callback: None,
                             entered: None,
+                            signal: false,
                         })
                         .collect(),
                     suspenders: Vec::new(),
@@ -192,6 +204,7 @@ impl<'p> Run<'p> {
                     parked: false,
                     signal_pending: false,
                     signals_masked: false,
+                    rsp_hijacked: false,
                     handler_replaced: false,
                     last_progress: 0,
                 }
@@ -278,8 +291,10 @@ impl<'p> Run<'p> {
             if !self.can_run(t) && self.th[t].status != Status::Done {
                 // Every new wait-for cycle passes through the thread that just stepped.
                 if let Some(cycle) = find_cycle(t, |x| self.edges(x)) {
-                    self.deadlock(cycle);
-                    break;
+                    if !self.breakable(&cycle) {
+                        self.deadlock(cycle);
+                        break;
+                    }
                 }
             }
             if self.now.saturating_sub(self.th[t].last_progress) > limits.livelock_us {
@@ -407,7 +422,7 @@ impl<'p> Run<'p> {
             what: what.into(),
         };
         if !s.suspenders.is_empty() && !s.suspend_pending {
-            out.extend(s.suspenders.iter().map(|&by| edge(by, "ResumeThread")));
+            out.extend(s.suspenders.iter().map(|&by| edge(by, RESUME_THREAD)));
         }
         let blocked = match s.status {
             Status::Blocked(w) if !self.wait_over(t, w) => Some(w),
@@ -446,6 +461,17 @@ impl<'p> Run<'p> {
                 cycle,
             });
         }
+    }
+
+    /// Whether a thread outside `cycle` may still break it: any thread may `ResumeThread` a
+    /// suspended one (a watchdog does), so a cycle through a suspension is final only once
+    /// every other thread has ended or is stuck too (see [`Run::stuck`]).
+    fn breakable(&self, cycle: &[(usize, Edge)]) -> bool {
+        cycle.iter().any(|(_, e)| e.what == RESUME_THREAD)
+            && (0..self.th.len()).any(|x| {
+                !cycle.iter().any(|(n, _)| *n == x)
+                    && !matches!(self.th[x].status, Status::Done | Status::Frozen)
+            })
     }
 
     fn links(&self, path: &[(usize, Edge)]) -> Vec<CycleLink> {
@@ -705,9 +731,12 @@ impl<'p> Run<'p> {
             return true;
         }
         // The interrupted context: the thread's registers at its current instruction.
-        let context = self.rt.lock().threads[t]
+        let mut context = self.rt.lock().threads[t]
             .leaf_context()
             .unwrap_or_else(Context::zeroed);
+        if self.th[t].rsp_hijacked {
+            context.rsp = HIJACKED_RSP;
+        }
         let rip = context.rip;
         let source = match (&self.p.signal_handler, &self.p.scenario.process.handlers.signal) {
             (Some(handler), _) => {
@@ -733,6 +762,7 @@ impl<'p> Run<'p> {
             source,
             callback: None,
             entered: None,
+            signal: true,
         });
         true
     }
@@ -806,6 +836,7 @@ impl<'p> Run<'p> {
             source,
             callback,
             entered,
+            signal: false,
         });
         true
     }
@@ -855,6 +886,22 @@ impl<'p> Run<'p> {
         }
     }
 
+    /// The rules for taking a lock or allocating (`what`): not in a signal handler, and not
+    /// while a thread `t` suspended may be stopped holding it. Breaking one is a warning.
+    fn check_lock_rules(&mut self, t: usize, what: &str, line: usize) {
+        let name = &self.th[t].name;
+        if self.th[t].stack.last().is_some_and(|a| a.signal) {
+            let message = format!("{name}'s signal handler {what} (line {line})");
+            self.warn(Ending::LockInSignalHandler.as_str(), message);
+        } else if let Some(x) = (0..self.th.len()).find(|&x| x != t && self.th[x].suspenders.contains(&t)) {
+            let message = format!(
+                "{name} {what} while {} is suspended by it (line {line}): the target may hold that lock",
+                self.th[x].name
+            );
+            self.warn(Ending::LockWhileSuspending.as_str(), message);
+        }
+    }
+
     /// Notes that `t`, doing `what`, waits for lock `l`, and blocks it.
     fn waits_for_lock(&mut self, t: usize, line: usize, what: &str, l: LockId) -> Done {
         self.note(t, line, |run| {
@@ -896,6 +943,8 @@ impl<'p> Run<'p> {
             Op::Sleep(us) => format!("sleep {us}us"),
             Op::Spawn(x) => format!("spawn {}", thread(x)),
             Op::Exit => "exit".into(),
+            Op::HijackRsp => "hijack_rsp".into(),
+            Op::RestoreRsp => "restore_rsp".into(),
             Op::MaskSignals => "mask_signals".into(),
             Op::UnmaskSignals => "unmask_signals".into(),
             Op::ReplaceSignalHandler => "replace_signal_handler".into(),

@@ -44,6 +44,13 @@ impl Run<'_> {
             return Err(OsError::Unsupported);
         }
         self.os_target(x)?;
+        if self.rt.lock().threads[t].is_managed() {
+            let message = format!(
+                "{} suspends {}, but the runtime knows {0}: a runtime suspension can stop it while its target is suspended",
+                self.th[t].name, self.th[x].name
+            );
+            self.warn(Ending::ManagedSuspender.as_str(), message);
+        }
         let s = &mut self.th[x];
         let previous = s.suspenders.len() as u32;
         s.suspenders.push(t);
@@ -105,6 +112,10 @@ impl Run<'_> {
             }
             st.threads[x].leaf_context().ok_or(OsError::Terminated)?
         };
+        let mut context = context;
+        if self.th[x].rsp_hijacked {
+            context.rsp = super::HIJACKED_RSP;
+        }
         // GetThreadContext returns only once the thread has really stopped.
         if !self.th[x].suspenders.is_empty() {
             self.th[x].suspend_pending = false;
@@ -226,6 +237,7 @@ impl Run<'_> {
                     if let Wait::Lock(l) = w {
                         let what = match req {
                             Request::Allocated => "allocation",
+                            Request::ReaderLock => "code manager reader lock",
                             Request::Point => "per-thread setup",
                             _ => "lock",
                         };
@@ -300,7 +312,17 @@ impl Run<'_> {
             }
             Request::Allocated => {
                 self.passes(t, LockId::HEAP)?;
+                self.check_lock_rules(t, "allocates", 0);
                 self.note(t, 0, |_| "allocation: heap lock free".into());
+                Reply::Done
+            }
+            Request::ReaderLock => {
+                self.passes(t, LockId::CODE_MANAGER)?;
+                Reply::Done
+            }
+            Request::WrongSample(message) => {
+                let message = format!("{}: {message}", self.th[t].name);
+                self.warn(Ending::WrongSample.as_str(), message);
                 Reply::Done
             }
             // Named objects: creating one that exists opens it (the file's locks and the
@@ -309,6 +331,7 @@ impl Run<'_> {
             Request::MutexLock(m) => {
                 let l = LockId(m.0 as u16);
                 self.acquire(t, l)?;
+                self.check_lock_rules(t, &format!("takes lock {}", self.locks.name(l)), 0);
                 self.note(t, 0, |run| format!("lock {}", run.locks.name(l)));
                 Reply::Done
             }

@@ -66,6 +66,7 @@ impl Run<'_> {
                     if self.acquire(t, LockId::HEAP).is_err() {
                         return self.waits_for_lock(t, line, "alloc", LockId::HEAP);
                     }
+                    self.check_lock_rules(t, "allocates", line);
                     self.note(t, line, |_| "alloc: takes lock heap".into());
                     return Done::Again;
                 }
@@ -81,6 +82,7 @@ impl Run<'_> {
             }
             Op::Lock(l) => match self.acquire(t, l) {
                 Ok(()) => {
+                    self.check_lock_rules(t, &format!("takes lock {}", self.locks.name(l)), line);
                     self.note(t, line, describe);
                     Done::Next
                 }
@@ -173,11 +175,13 @@ impl Run<'_> {
                 self.note(t, line, describe);
                 Done::Next
             }
-            Op::MaskSignals | Op::UnmaskSignals | Op::ReplaceSignalHandler => {
+            Op::MaskSignals | Op::UnmaskSignals | Op::ReplaceSignalHandler | Op::HijackRsp | Op::RestoreRsp => {
                 let s = &mut self.th[t];
                 match instr.op {
                     Op::MaskSignals => s.signals_masked = true,
                     Op::UnmaskSignals => s.signals_masked = false,
+                    Op::HijackRsp => s.rsp_hijacked = true,
+                    Op::RestoreRsp => s.rsp_hijacked = false,
                     _ => s.handler_replaced = true,
                 }
                 self.note(t, line, describe);
