@@ -134,4 +134,9 @@ pub trait ProfilerInfo: Send + Sync {
 
     /// `ICorProfilerInfo4::EnumThreads`: every live managed thread.
     fn enum_threads(&self) -> Result<Vec<ThreadId>, HResult>;
+
+    /// `ICorProfilerInfo::GetThreadInfo`: the OS thread id `thread` runs on. A SYNC
+    /// entrypoint: a managed caller must be inside a callback. The `ThreadID` is
+    /// dereferenced, like `DoStackSnapshot`'s: it must name a `Thread` that exists.
+    fn get_thread_info(&self, thread: ThreadId) -> Result<u32, HResult>;
 }

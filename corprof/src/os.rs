@@ -79,6 +79,19 @@ pub trait ThreadControl: Send + std::marker::Sync {
     /// that is no longer mapped, is an error instead of a crash.
     fn read_stack(&self, thread: OsThread, address: u64) -> Result<u64, OsError>;
 
+    /// Checked reads of consecutive 8-byte words of `thread`'s stack from `address` into
+    /// `out` (as `process_vm_readv` does): an error if any word is outside its bounds or
+    /// unmapped. The default reads word by word with [`ThreadControl::read_stack`].
+    fn read_stack_words(&self, thread: OsThread, address: u64, out: &mut [u64]) -> Result<(), OsError> {
+        for (i, word) in out.iter_mut().enumerate() {
+            let at = address
+                .checked_add(8 * i as u64)
+                .ok_or(OsError::BadAddress(address))?;
+            *word = self.read_stack(thread, at)?;
+        }
+        Ok(())
+    }
+
     /// A raw read of 8 bytes of the process's memory, as dereferencing a pointer does: no
     /// check, so unmapped memory crashes the process (in the simulator, the run ends with an
     /// `access_violation`). A production implementation is a volatile pointer read.
@@ -111,6 +124,9 @@ pub trait Sync: Send + std::marker::Sync {
 
     /// Sets the event, waking every waiter.
     fn event_set(&self, event: EventId);
+
+    /// Clears the event.
+    fn event_reset(&self, event: EventId);
 
     /// Waits until the event is set or `timeout` elapses; true if it was set.
     fn event_wait(&self, event: EventId, timeout: Duration) -> bool;
@@ -189,6 +205,12 @@ impl Sync for StdSync {
         with_flag(&self.events, event.0, |flag| {
             *flag.value.lock().unwrap_or_else(|e| e.into_inner()) = true;
             flag.changed.notify_all();
+        })
+    }
+
+    fn event_reset(&self, event: EventId) {
+        with_flag(&self.events, event.0, |flag| {
+            *flag.value.lock().unwrap_or_else(|e| e.into_inner()) = false;
         })
     }
 

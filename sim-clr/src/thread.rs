@@ -328,6 +328,15 @@ impl Thread {
             .sum()
     }
 
+    /// The runtime adopts the native thread at index `index` (as happens once it calls into
+    /// managed code): it gets a `Thread` object and a `ThreadID`, in preemptive mode; its
+    /// stack is unchanged.
+    pub fn adopt(&mut self, index: usize) {
+        self.kind = ThreadKind::Managed;
+        self.id = ThreadId(THREAD_OBJECT_BASE + 0x800 * index as u64);
+        self.mode = Mode::Preemptive;
+    }
+
     /// True for a thread with a runtime `Thread` object.
     pub fn is_managed(&self) -> bool {
         self.kind == ThreadKind::Managed

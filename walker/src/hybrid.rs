@@ -259,6 +259,11 @@ impl HybridWalker {
                 return HybridOutcome::Full;
             }
         }
+        self.end_of_snapshot(result)
+    }
+
+    /// How a walk ends after the runtime's part: a failed `DoStackSnapshot` leaves a marker.
+    fn end_of_snapshot(&mut self, result: Result<WalkOutcome, HResult>) -> HybridOutcome {
         match result {
             Ok(WalkOutcome::Complete) => HybridOutcome::Complete,
             Ok(WalkOutcome::Truncated) => HybridOutcome::Full,
@@ -267,6 +272,23 @@ impl HybridWalker {
                 _ => HybridOutcome::Complete,
             },
         }
+    }
+
+    /// The managed frames of `thread` only: `DoStackSnapshot` unseeded, its native runs not
+    /// expanded. This is the walk under `SuspendRuntime`, where a thread running native code
+    /// is not stopped, so its native frames cannot be read safely. A failed walk ends with a
+    /// [`Truncation::Snapshot`] marker after the frames reported before the failure.
+    pub fn walk_managed(&mut self, info: &dyn ProfilerInfo, thread: ThreadId) -> HybridOutcome {
+        self.frames.clear();
+        let result = snapshot(info, thread, None, false, &mut self.runtime);
+        for i in 0..self.runtime.frames().len() {
+            if let Frame::Managed { function, ip } = self.runtime.frames()[i] {
+                if !self.push(HybridFrame::Managed { function, ip }) {
+                    return HybridOutcome::Full;
+                }
+            }
+        }
+        self.end_of_snapshot(result)
     }
 
     /// The Windows variant: unwinds every frame of `target` natively and resolves each IP

@@ -13,9 +13,13 @@
 //! [`hybrid`] puts them together: the walk of a thread stopped at any instruction, native
 //! frames unwound down to managed code, `DoStackSnapshot` seeded there, its native runs
 //! expanded — one merged stack.
+//!
+//! [`sampler`] is a whole sampler built on them: its thread, its registry of threads fed by
+//! the runtime's callbacks, suspension or signals, the watchdog.
 
 pub mod hybrid;
 pub mod images;
+pub mod sampler;
 pub mod snapshot;
 pub mod unwind;
 

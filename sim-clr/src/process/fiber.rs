@@ -47,6 +47,8 @@ pub enum Request {
     EventCreate(String),
     /// Set an event.
     EventSet(EventId),
+    /// Clear an event.
+    EventReset(EventId),
     /// Wait for an event, at most this long.
     EventWait(EventId, Duration),
     /// Sleep in virtual time.
@@ -73,6 +75,8 @@ pub enum Request {
     ReadStack(OsThread, u64),
     /// A raw memory read.
     ReadRaw(u64),
+    /// Checked reads of this many consecutive stack words.
+    ReadStackWords(OsThread, u64, usize),
 }
 
 /// The engine's answer to a [`Request`].
@@ -88,6 +92,8 @@ pub enum Reply {
     Unit(Result<(), OsError>),
     /// A word (stack reads).
     Word(Result<u64, OsError>),
+    /// Words (a bulk stack read).
+    Words(Result<Vec<u64>, OsError>),
     /// Bounds.
     Bounds(Result<(u64, u64), OsError>),
     /// A context.

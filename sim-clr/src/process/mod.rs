@@ -23,7 +23,7 @@ pub mod program;
 pub mod schedule;
 pub mod waitfor;
 
-pub use fiber::HeapLockAllocator;
+pub use fiber::{unobserved, HeapLockAllocator};
 pub use os::SimOs;
 
 use crate::scenario::Scenario;
@@ -144,6 +144,23 @@ pub type ThreadBody = Arc<dyn Fn(&crate::Runtime, &SimOs) + Send + Sync>;
 /// A profiling-signal handler: called on the interrupted thread with its context.
 pub type SignalHandler = Arc<dyn Fn(&crate::Runtime, &SimOs, &corprof::Context) + Send + Sync>;
 
+/// Profiler code loaded into one run: thread bodies by thread name, callbacks and a signal
+/// handler, taking the place of what [`Process::thread_body`], [`Process::profiler`] and
+/// [`Process::signal_handler`] attached.
+#[derive(Clone, Default)]
+pub struct Loaded {
+    /// Code for threads, by the thread's name in the scenario.
+    pub bodies: Vec<(String, ThreadBody)>,
+    /// The runtime's callbacks.
+    pub profiler: Option<Arc<dyn ProfilerCallback>>,
+    /// The profiling signal's handler (Unix).
+    pub signal_handler: Option<SignalHandler>,
+}
+
+/// Loads profiler code afresh at the start of every run, so state it keeps (a thread
+/// registry, counters) starts clean in each schedule, as in a new process.
+pub type Loader = Arc<dyn Fn() -> Loaded + Send + Sync>;
+
 /// A scenario ready to run under schedules, with any Rust profiler code attached.
 #[derive(Clone)]
 pub struct Process {
@@ -153,6 +170,7 @@ pub struct Process {
     bodies: Vec<Option<ThreadBody>>,
     profiler: Option<Arc<dyn ProfilerCallback>>,
     signal_handler: Option<SignalHandler>,
+    loader: Option<Loader>,
 }
 
 /// A name that the scenario does not declare.
@@ -363,7 +381,15 @@ impl Process {
             bodies,
             profiler: None,
             signal_handler: None,
+            loader: None,
         }
+    }
+
+    /// Calls `loader` at the start of every run for that run's profiler code (a thread named
+    /// in it that the scenario does not declare ends the run as `unattached_body`).
+    pub fn load(&mut self, loader: Loader) -> &mut Process {
+        self.loader = Some(loader);
+        self
     }
 
     /// The scenario.

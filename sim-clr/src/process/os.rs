@@ -92,6 +92,13 @@ impl ThreadControl for SimOs {
         }
     }
 
+    fn read_stack_words(&self, thread: OsThread, address: u64, out: &mut [u64]) -> Result<(), OsError> {
+        match ask(Request::ReadStackWords(thread, address, out.len())) {
+            Reply::Words(r) => r.map(|words| out.copy_from_slice(&words)),
+            other => mismatch(other),
+        }
+    }
+
     fn read_raw(&self, address: u64) -> u64 {
         match ask(Request::ReadRaw(address)) {
             Reply::Word(Ok(word)) => word,
@@ -133,6 +140,10 @@ impl Sync for SimOs {
 
     fn event_set(&self, event: EventId) {
         ask(Request::EventSet(event));
+    }
+
+    fn event_reset(&self, event: EventId) {
+        ask(Request::EventReset(event));
     }
 
     fn event_wait(&self, event: EventId, timeout: Duration) -> bool {

@@ -160,6 +160,10 @@ pub(crate) struct Run<'p> {
     current: Option<usize>,
     fault: Option<RunFault>,
     warnings: Vec<RunFault>,
+    /// The profiler's callbacks in this run.
+    profiler: Option<Arc<dyn corprof::ProfilerCallback>>,
+    /// The profiling signal's Rust handler in this run.
+    signal_handler: Option<super::SignalHandler>,
 }
 
 impl<'p> Run<'p> {
@@ -167,12 +171,22 @@ impl<'p> Run<'p> {
         let s = &p.scenario;
         let rt = Arc::new(p.template.fork());
         let spec = &s.process;
+        // Code loaded afresh for this run takes the place of the process's own.
+        let loaded = p.loader.as_ref().map(|load| load()).unwrap_or_default();
+        let mut bodies = p.bodies.clone();
+        let mut stray = None;
+        for (name, body) in loaded.bodies {
+            match s.threads.iter().position(|t| t.name == name) {
+                Some(i) => bodies[i] = Some(body),
+                None => stray = Some(name),
+            }
+        }
         let th: Vec<Sim> = s
             .threads
             .iter()
             .enumerate()
             .map(|(i, t)| {
-                let source = match (&p.bodies[i], &spec.programs.get(i).cloned().flatten()) {
+                let source = match (&bodies[i], &spec.programs.get(i).cloned().flatten()) {
                     (Some(body), _) => Some(fiber_source(spawn_body(body.clone(), rt.clone()))),
                     (None, Some(code)) => Some(Source::Program {
                         code: code.clone(),
@@ -238,6 +252,8 @@ impl<'p> Run<'p> {
             current: None,
             fault: None,
             warnings: Vec::new(),
+            profiler: loaded.profiler.or_else(|| p.profiler.clone()),
+            signal_handler: loaded.signal_handler.or_else(|| p.signal_handler.clone()),
         };
         let unattached = p.named_bodies().find(|(thread, _)| {
             let i = s
@@ -245,9 +261,13 @@ impl<'p> Run<'p> {
                 .iter()
                 .position(|t| t.name == *thread)
                 .expect("a declared thread");
-            p.bodies[i].is_none()
+            bodies[i].is_none()
         });
-        if let Some((thread, body)) = unattached {
+        if let Some(name) = stray {
+            let message =
+                format!("the loaded profiler code names thread {name}, which the scenario does not declare");
+            run.end(Ending::UnattachedBody.as_str(), message, Vec::new());
+        } else if let Some((thread, body)) = unattached {
             let message = format!(
                 "thread {thread} runs profiler code `{}` (line {}), which is not attached",
                 body.name, body.line
@@ -389,7 +409,9 @@ impl<'p> Run<'p> {
             .min()
     }
 
-    /// Managed threads a GC on `gc` still waits for: running, cooperative, not parked.
+    /// Managed threads a GC on `gc` still waits for: alive, running, cooperative, not parked.
+    /// A thread in a blocking wait (a join, an event, a sleep) waits in preemptive mode, as
+    /// the runtime's waits do; a thread past its `ThreadDestroyed` is no longer the GC's.
     fn unsafe_threads(&self, gc: usize) -> Vec<usize> {
         let st = self.rt.lock();
         (0..self.th.len())
@@ -397,7 +419,14 @@ impl<'p> Run<'p> {
                 let t = &st.threads[i];
                 i != gc
                     && t.is_managed()
-                    && !matches!(self.th[i].status, Status::Done | Status::NotStarted)
+                    && t.lifecycle == Lifecycle::Alive
+                    && !matches!(
+                        self.th[i].status,
+                        Status::Done
+                            | Status::NotStarted
+                            | Status::Sleeping(_)
+                            | Status::Blocked(Wait::Join(_) | Wait::Event(..))
+                    )
                     && t.mode == Mode::Cooperative
                     && t.parked.is_none()
             })
@@ -621,7 +650,7 @@ impl<'p> Run<'p> {
         }
         let depth = self.th[t].stack.len();
         let Some(top) = self.th[t].stack.last_mut() else {
-            self.th[t].status = Status::Done;
+            self.ended(t);
             return;
         };
         let callback = top.callback;
@@ -685,8 +714,24 @@ impl<'p> Run<'p> {
             self.rt.leave(entered);
         }
         if self.th[t].stack.is_empty() {
-            self.th[t].status = Status::Done;
+            self.ended(t);
             self.note(t, 0, |_| "ends".into());
+        }
+    }
+
+    /// Thread `t`'s code has ended: it idles from now on, stopped for any runtime suspension
+    /// like a thread without code (parked at once, now if one is in effect).
+    fn ended(&mut self, t: usize) {
+        self.th[t].status = Status::Done;
+        let suspended = self.suspension_owner().is_some();
+        let mut st = self.rt.lock();
+        st.threads[t].runs_code = false;
+        let thread = &st.threads[t];
+        if suspended && thread.is_managed() && thread.parked.is_none() && thread.lifecycle == Lifecycle::Alive
+        {
+            st.park(t);
+            drop(st);
+            self.th[t].parked = true;
         }
     }
 
@@ -738,7 +783,7 @@ impl<'p> Run<'p> {
             context.rsp = HIJACKED_RSP;
         }
         let rip = context.rip;
-        let source = match (&self.p.signal_handler, &self.p.scenario.process.handlers.signal) {
+        let source = match (&self.signal_handler, &self.p.scenario.process.handlers.signal) {
             (Some(handler), _) => {
                 let (handler, rt) = (handler.clone(), self.rt.clone());
                 fiber_source(Fiber::spawn(Box::new(move || {
@@ -786,7 +831,7 @@ impl<'p> Run<'p> {
         if self.rt.event_mask() & notice.mask() != notice.mask() {
             return false;
         }
-        let source = if let Some(profiler) = &self.p.profiler {
+        let source = if let Some(profiler) = &self.profiler {
             let profiler = profiler.clone();
             let (id, os_id) = {
                 let st = self.rt.lock();

@@ -147,7 +147,7 @@ impl Run<'_> {
     /// suspended, or its suspension has not completed and it ran since.
     fn check_torn(&mut self, t: usize, x: usize, line: usize) -> bool {
         let s = &self.th[x];
-        let stopped = !s.suspenders.is_empty() && !s.suspend_pending;
+        let stopped = (!s.suspenders.is_empty() && !s.suspend_pending) || s.parked;
         if t == x || stopped || (!s.suspenders.is_empty() && !s.moved) {
             return false;
         }
@@ -201,6 +201,25 @@ impl Run<'_> {
         }
         self.check_torn(t, x, 0);
         self.rt.read_memory(address).ok_or(OsError::BadAddress(address))
+    }
+
+    /// Checked reads of `count` consecutive words (one torn-read check for them all).
+    fn checked_words(&mut self, t: usize, x: usize, address: u64, count: usize) -> Result<Vec<u64>, OsError> {
+        let (low, high) = self.stack_bounds(x)?;
+        let end = (count as u64)
+            .checked_mul(8)
+            .and_then(|n| address.checked_add(n))
+            .ok_or(OsError::BadAddress(address))?;
+        if address < low || end > high {
+            return Err(OsError::BadAddress(address));
+        }
+        self.check_torn(t, x, 0);
+        (0..count as u64)
+            .map(|i| {
+                let at = address + 8 * i;
+                self.rt.read_memory(at).ok_or(OsError::BadAddress(at))
+            })
+            .collect()
     }
 
     fn os_thread(&self, x: usize) -> OsThread {
@@ -311,8 +330,8 @@ impl Run<'_> {
                 Reply::Done
             }
             Request::Allocated => {
-                self.passes(t, LockId::HEAP)?;
                 self.check_lock_rules(t, "allocates", 0);
+                self.passes(t, LockId::HEAP)?;
                 self.note(t, 0, |_| "allocation: heap lock free".into());
                 Reply::Done
             }
@@ -330,8 +349,8 @@ impl Run<'_> {
             Request::MutexCreate(name) => Reply::Mutex(MutexId(self.locks.open(name).0 as u32)),
             Request::MutexLock(m) => {
                 let l = LockId(m.0 as u16);
-                self.acquire(t, l)?;
                 self.check_lock_rules(t, &format!("takes lock {}", self.locks.name(l)), 0);
+                self.acquire(t, l)?;
                 self.note(t, 0, |run| format!("lock {}", run.locks.name(l)));
                 Reply::Done
             }
@@ -356,6 +375,10 @@ impl Run<'_> {
             }
             Request::EventSet(e) => {
                 self.events[e.0 as usize] = true;
+                Reply::Done
+            }
+            Request::EventReset(e) => {
+                self.events[e.0 as usize] = false;
                 Reply::Done
             }
             Request::EventWait(e, timeout) => {
@@ -405,6 +428,10 @@ impl Run<'_> {
             Request::ReadStack(id, address) => {
                 Reply::Word(self.by_os_id(*id).and_then(|x| self.checked_read(t, x, *address)))
             }
+            Request::ReadStackWords(id, address, count) => Reply::Words(
+                self.by_os_id(*id)
+                    .and_then(|x| self.checked_words(t, x, *address, *count)),
+            ),
         };
         Ok(reply)
     }

@@ -63,10 +63,10 @@ impl Run<'_> {
             }
             Op::Alloc => {
                 if phase == 0 {
+                    self.check_lock_rules(t, "allocates", line);
                     if self.acquire(t, LockId::HEAP).is_err() {
                         return self.waits_for_lock(t, line, "alloc", LockId::HEAP);
                     }
-                    self.check_lock_rules(t, "allocates", line);
                     self.note(t, line, |_| "alloc: takes lock heap".into());
                     return Done::Again;
                 }
@@ -80,14 +80,14 @@ impl Run<'_> {
                 }
                 Done::Next
             }
-            Op::Lock(l) => match self.acquire(t, l) {
-                Ok(()) => {
-                    self.check_lock_rules(t, &format!("takes lock {}", self.locks.name(l)), line);
-                    self.note(t, line, describe);
-                    Done::Next
+            Op::Lock(l) => {
+                self.check_lock_rules(t, &format!("takes lock {}", self.locks.name(l)), line);
+                if self.acquire(t, l).is_err() {
+                    return self.waits_for_lock(t, line, "lock", l);
                 }
-                Err(_) => self.waits_for_lock(t, line, "lock", l),
-            },
+                self.note(t, line, describe);
+                Done::Next
+            }
             Op::Unlock(l) => {
                 if self.release(t, l, line) {
                     self.note(t, line, describe);
@@ -175,7 +175,11 @@ impl Run<'_> {
                 self.note(t, line, describe);
                 Done::Next
             }
-            Op::MaskSignals | Op::UnmaskSignals | Op::ReplaceSignalHandler | Op::HijackRsp | Op::RestoreRsp => {
+            Op::MaskSignals
+            | Op::UnmaskSignals
+            | Op::ReplaceSignalHandler
+            | Op::HijackRsp
+            | Op::RestoreRsp => {
                 let s = &mut self.th[t];
                 match instr.op {
                     Op::MaskSignals => s.signals_masked = true,
@@ -379,9 +383,13 @@ impl Run<'_> {
     fn gc(&mut self, t: usize, line: usize, phase: u32) -> Done {
         match phase {
             0 => {
+                // Waiting for another suspension to end, the thread is in preemptive mode (a
+                // thread that waited in cooperative mode would hold that suspension up).
                 if self.acquire(t, LockId::THREAD_STORE).is_err() {
+                    self.rt.lock().threads[t].mode = Mode::Preemptive;
                     return self.waits_for_lock(t, line, "gc", LockId::THREAD_STORE);
                 }
+                self.rt.lock().threads[t].mode = Mode::Cooperative;
                 self.gc = Some(t);
                 {
                     let mut st = self.rt.lock();
@@ -414,6 +422,8 @@ impl Run<'_> {
 
     /// Exits: `ThreadDestroyed` on the thread (phase 0), dead once it returns (phase 1), and
     /// its `Thread` deleted at a later step (phase 2), so other threads can run in between.
+    /// Deleting a `Thread` removes it from the thread store, under the thread-store lock: not
+    /// while a runtime suspension holds it, so `ThreadID`s listed during one stay valid.
     fn exit(&mut self, t: usize, line: usize, phase: u32) -> Done {
         let managed = self.rt.lock().threads[t].is_managed();
         match phase {
@@ -430,6 +440,8 @@ impl Run<'_> {
             _ => {
                 if !managed {
                     self.note(t, line, |_| "exit".into());
+                } else if self.passes(t, LockId::THREAD_STORE).is_err() {
+                    return self.waits_for_lock(t, line, "exit: removing the Thread", LockId::THREAD_STORE);
                 }
                 self.delete(t);
                 Done::Next

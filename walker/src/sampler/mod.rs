@@ -1,0 +1,777 @@
+//! A sampling profiler's sampler, written against `corprof` only: the code a production
+//! profiler would ship, obeying every rule of asynchronous stack walking.
+//!
+//! **Threads.** [`Sampler::run`] is the sampler thread's code: a thread the runtime never
+//! sees (never managed), which calls `InitializeCurrentThread` before it stops anyone (R39).
+//! [`Sampler::watchdog`] is the watchdog thread's code ([`watchdog`]). The sampler also is the
+//! profiler's [`ProfilerCallback`]: `ThreadCreated`, `ThreadAssignedToOSThread` and
+//! `ThreadDestroyed` feed its [`registry`]. On Unix, [`Sampler::on_signal`] is the profiling
+//! signal's handler.
+//!
+//! **Which threads.** Managed threads the registry knows (seeded from `EnumThreads` and
+//! `GetThreadInfo` at start, for threads that existed before the profiler), bound to an OS
+//! thread. Never the sampler itself, nor the watchdog: they are not managed.
+//!
+//! **One sample**, under the thread's per-thread lock, taken before the thread is stopped and
+//! re-checked for `ThreadDestroyed` once held:
+//! - [`Method::Suspend`] (Windows): `SuspendThread`; `GetThreadContext` (on failure: resume
+//!   once, skip); the context's stack pointer checked against the stack bounds; the hybrid
+//!   walk ([`crate::hybrid`]); `ResumeThread`. While the target is stopped nothing allocates
+//!   and no profiler lock is taken: every buffer is preallocated.
+//! - [`Method::SuspendRuntime`]: every per-thread lock is taken first, then `SuspendRuntime`,
+//!   an unseeded `DoStackSnapshot` of each thread (managed frames: a thread running native
+//!   code is not stopped by a runtime suspension, so its native frames are not read), then
+//!   `ResumeRuntime`. The only cross-thread walk Unix allows (R43).
+//! - [`Method::Signal`] (Unix): the target is sent the profiling signal; its handler copies
+//!   its registers and the top of its stack into a preallocated slot (no lock, no
+//!   allocation, [`signal`]); the sampler unwinds natively from the copy. JIT code has no
+//!   unwind info on Unix, so such a sample ends at the first managed frame, marked partial.
+//!
+//! **Watchdog, canary, limits.** A suspension longer than 500 ms is ended by the watchdog, the
+//! sample discarded and counted, with budgets. With [`Config::canary`], a `DoStackSnapshot`
+//! of another thread probes the runtime before each suspension. A stack deeper than
+//! [`Config::max_frames`] is cut and flagged [`Sample::truncated`]; a walk the runtime
+//! aborted because the buffer was full counts the same way. When the application sets its
+//! crash event, the sampler stops cleanly.
+//!
+//! [`Defect`] names deliberately broken variants, each breaking one of these rules: a test
+//! harness must catch every one of them.
+
+mod registry;
+mod signal;
+pub mod watchdog;
+
+pub use registry::{Registry, Tracked};
+pub use watchdog::WatchdogConfig;
+
+use crate::hybrid::{resolve_with, HybridFrame, HybridOutcome, HybridWalker, Stopped};
+use crate::images::{ImageError, Images};
+use crate::unwind::{StackBounds, Unwinder};
+use corprof::modules::Modules;
+use corprof::os::{EventId, OsThread, Sync, ThreadControl};
+use corprof::{Context, HResult, ProfilerCallback, ProfilerInfo, ThreadId};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use watchdog::Watch;
+
+/// Everything the sampler needs from the operating system.
+pub trait Os: ThreadControl + Sync + Modules {}
+
+impl<T: ThreadControl + Sync + Modules> Os for T {}
+
+/// How the sampler stops a thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// `SuspendThread` and `GetThreadContext`, then the hybrid walk (Windows).
+    Suspend,
+    /// `SuspendRuntime`, then `DoStackSnapshot` of each thread.
+    SuspendRuntime,
+    /// The profiling signal; its handler copies registers and stack (Unix).
+    Signal,
+}
+
+impl Method {
+    /// Its name (`suspend`, `suspend-runtime`, `signal`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Suspend => "suspend",
+            Method::SuspendRuntime => "suspend-runtime",
+            Method::Signal => "signal",
+        }
+    }
+}
+
+/// A deliberate defect: the sampler with exactly one rule broken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Defect {
+    /// Copies the stack into a new vector while the target is suspended.
+    AllocateWhileSuspended,
+    /// Takes the registry lock in the walk's per-frame callback, with the target suspended.
+    LockInWalkCallback,
+    /// Does not re-check the destroyed flag after taking the per-thread lock.
+    NoDestroyedRecheck,
+    /// Reads the stack before `GetThreadContext` has completed the suspension.
+    ReadBeforeContext,
+    /// Does not resume the target when `GetThreadContext` fails.
+    LeakSuspendOnFailure,
+    /// Walks other threads with `DoStackSnapshot` without `SuspendRuntime` (Unix).
+    WalkWithoutSuspendRuntime,
+    /// The signal handler takes the registry lock.
+    LockInSignalHandler,
+    /// Seeds the walk from a context whose stack pointer is not checked against the stack
+    /// bounds, and reads the stack unchecked.
+    NoBoundsCheck,
+    /// `ThreadDestroyed` marks the thread without taking its per-thread lock.
+    UnlockedThreadDestroyed,
+}
+
+impl Defect {
+    /// Every defect.
+    pub const ALL: [Defect; 9] = [
+        Defect::AllocateWhileSuspended,
+        Defect::LockInWalkCallback,
+        Defect::NoDestroyedRecheck,
+        Defect::ReadBeforeContext,
+        Defect::LeakSuspendOnFailure,
+        Defect::WalkWithoutSuspendRuntime,
+        Defect::LockInSignalHandler,
+        Defect::NoBoundsCheck,
+        Defect::UnlockedThreadDestroyed,
+    ];
+
+    /// Its name (kebab-case).
+    pub fn name(self) -> &'static str {
+        match self {
+            Defect::AllocateWhileSuspended => "allocate-while-suspended",
+            Defect::LockInWalkCallback => "lock-in-walk-callback",
+            Defect::NoDestroyedRecheck => "no-destroyed-recheck",
+            Defect::ReadBeforeContext => "read-before-context",
+            Defect::LeakSuspendOnFailure => "leak-suspend-on-failure",
+            Defect::WalkWithoutSuspendRuntime => "walk-without-suspend-runtime",
+            Defect::LockInSignalHandler => "lock-in-signal-handler",
+            Defect::NoBoundsCheck => "no-bounds-check",
+            Defect::UnlockedThreadDestroyed => "unlocked-thread-destroyed",
+        }
+    }
+
+    /// The rule it breaks.
+    pub fn rule(self) -> &'static str {
+        match self {
+            Defect::AllocateWhileSuspended => "no allocation while a target is suspended",
+            Defect::LockInWalkCallback => "no profiler lock while a target is suspended",
+            Defect::NoDestroyedRecheck => "re-check ThreadDestroyed after taking the per-thread lock",
+            Defect::ReadBeforeContext => "GetThreadContext before reading a suspended thread's stack",
+            Defect::LeakSuspendOnFailure => "resume once when GetThreadContext fails",
+            Defect::WalkWithoutSuspendRuntime => {
+                "cross-thread DoStackSnapshot on Unix only under SuspendRuntime"
+            }
+            Defect::LockInSignalHandler => "a signal handler takes no lock and allocates nothing",
+            Defect::NoBoundsCheck => "check the seed's stack pointer against the stack bounds",
+            Defect::UnlockedThreadDestroyed => "ThreadDestroyed takes the per-thread lock",
+        }
+    }
+
+    /// The defect named `name`.
+    pub fn named(name: &str) -> Option<Defect> {
+        Defect::ALL.into_iter().find(|d| d.name() == name)
+    }
+}
+
+/// How the sampler runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// How threads are stopped.
+    pub method: Method,
+    /// The pause between rounds.
+    pub period: Duration,
+    /// How many rounds (`None`: until [`Sampler::stop`]).
+    pub rounds: Option<u32>,
+    /// The most frames (and markers) one sample holds.
+    pub max_frames: usize,
+    /// The watchdog's settings (`None`: no watchdog; [`Sampler::watchdog`] returns at once).
+    pub watchdog: Option<WatchdogConfig>,
+    /// Probe the runtime with a `DoStackSnapshot` of another thread before each suspension.
+    pub canary: bool,
+    /// The application's crash event: once set, the sampler stops.
+    pub crash_event: Option<String>,
+    /// How many stack words the signal handler copies.
+    pub stack_copy_words: usize,
+    /// How long the sampler waits for the signal handler.
+    pub signal_timeout: Duration,
+    /// A deliberate defect (`None`: the reference sampler).
+    pub defect: Option<Defect>,
+}
+
+impl Config {
+    /// The reference sampler with `method`: 10 ms between rounds, 256 frames, the watchdog,
+    /// no canary, 4 KiB stack copies, a 2 s signal timeout.
+    pub fn new(method: Method) -> Config {
+        Config {
+            method,
+            period: Duration::from_millis(10),
+            rounds: None,
+            max_frames: 256,
+            watchdog: Some(WatchdogConfig::default()),
+            canary: false,
+            crash_event: None,
+            stack_copy_words: 512,
+            signal_timeout: Duration::from_secs(2),
+            defect: None,
+        }
+    }
+
+    fn has(&self, defect: Defect) -> bool {
+        self.defect == Some(defect)
+    }
+}
+
+/// One sample, as the sink receives it.
+#[derive(Clone, Copy, Debug)]
+pub struct Sample<'a> {
+    /// The thread.
+    pub thread: ThreadId,
+    /// Its OS thread.
+    pub os_thread: OsThread,
+    /// Its frames, leaf first, with markers where frames are missing.
+    pub frames: &'a [HybridFrame],
+    /// The stack was deeper than the buffer: it is cut after the last frame.
+    pub truncated: bool,
+    /// When it was taken.
+    pub at: Duration,
+}
+
+impl Sample<'_> {
+    /// Frames are missing somewhere (a marker), or the stack is cut.
+    pub fn partial(&self) -> bool {
+        self.truncated || self.frames.iter().any(|f| matches!(f, HybridFrame::Truncated(_)))
+    }
+}
+
+/// Where samples go.
+pub trait Sink {
+    /// Called while `thread` is stopped, its sample taken ([`Method::Suspend`] and
+    /// [`Method::SuspendRuntime`]): it must not allocate or take a lock. Production sinks
+    /// leave it empty; a test harness takes its ground truth here.
+    fn stopped(&mut self, _thread: ThreadId) {}
+
+    /// One sample (after the target was resumed, except under [`Method::SuspendRuntime`],
+    /// where samples arrive during the suspension: do not allocate or lock there either).
+    fn sample(&mut self, sample: &Sample<'_>);
+}
+
+/// What the sampler did, counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Rounds run.
+    pub rounds: u64,
+    /// Samples delivered.
+    pub samples: u64,
+    /// Samples cut at the frame limit.
+    pub truncated: u64,
+    /// Threads skipped because they had no OS thread yet.
+    pub unbound: u64,
+    /// Threads skipped because `ThreadDestroyed` had marked them.
+    pub destroyed: u64,
+    /// Threads skipped by the watchdog's budgets.
+    pub over_budget: u64,
+    /// `SuspendThread` or `GetThreadContext` failures (thread exited or exiting).
+    pub stop_failures: u64,
+    /// Contexts whose stack pointer lay outside the stack.
+    pub bad_contexts: u64,
+    /// Samples the watchdog rescued (and discarded).
+    pub rescued: u64,
+    /// Canary probes that failed.
+    pub canary_failures: u64,
+    /// Signals whose handler did not answer in time.
+    pub signal_timeouts: u64,
+    /// Rounds where `SuspendRuntime` failed.
+    pub suspend_runtime_failures: u64,
+}
+
+/// Why the sampler could not start.
+#[derive(Debug)]
+pub enum SamplerError {
+    /// The module list's unwind data could not be used.
+    Images(ImageError),
+}
+
+impl std::fmt::Display for SamplerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SamplerError::Images(e) => write!(f, "the sampler cannot read the module list: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SamplerError {}
+
+/// Counters updated by several threads.
+#[derive(Debug, Default)]
+struct Counters {
+    rescued: AtomicU64,
+}
+
+/// The sampler: its configuration, its registry and what its threads share.
+pub struct Sampler<O> {
+    config: Config,
+    os: O,
+    registry: Registry,
+    watch: Watch,
+    stop: AtomicBool,
+    slot: signal::Slot,
+    signal_done: OnceLock<EventId>,
+    counters: Counters,
+}
+
+/// The per-round state of the sampler thread: preallocated buffers and what it found.
+struct Round<'u> {
+    info: &'u dyn ProfilerInfo,
+    unwinder: &'u Unwinder<'u>,
+    walker: HybridWalker,
+    me: OsThread,
+    stats: Stats,
+    targets: Vec<Arc<Tracked>>,
+}
+
+impl<O: Os> Sampler<O> {
+    /// A sampler over `os`.
+    pub fn new(config: Config, os: O) -> Sampler<O> {
+        Sampler {
+            slot: signal::Slot::new(config.stack_copy_words),
+            config,
+            os,
+            registry: Registry::default(),
+            watch: Watch::default(),
+            stop: AtomicBool::new(false),
+            signal_done: OnceLock::new(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Asks the sampler and the watchdog to stop after their current step.
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+    }
+
+    fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    fn done_event(&self) -> EventId {
+        registry::once(&self.signal_done, || {
+            self.os.event_create("simclr-sampler-signal-done")
+        })
+    }
+
+    /// The sampler thread's code: rounds until [`Config::rounds`] are done, [`Sampler::stop`]
+    /// is called or the crash event is set; then the watchdog is told to stop too.
+    pub fn run(&self, info: &dyn ProfilerInfo, sink: &mut dyn Sink) -> Result<Stats, SamplerError> {
+        let result = self.rounds(info, sink);
+        self.stop();
+        result
+    }
+
+    fn rounds(&self, info: &dyn ProfilerInfo, sink: &mut dyn Sink) -> Result<Stats, SamplerError> {
+        info.initialize_current_thread();
+        let os = &self.os;
+        let images = Images::load(os).map_err(SamplerError::Images)?;
+        let unwinder = images.unwinder().map_err(SamplerError::Images)?;
+        self.seed_registry(info);
+        if self.config.method == Method::Signal {
+            self.done_event();
+        }
+        let crash = self
+            .config
+            .crash_event
+            .as_deref()
+            .map(|name| os.event_create(name));
+        let mut round = Round {
+            info,
+            unwinder: &unwinder,
+            walker: HybridWalker::with_capacity(self.config.max_frames),
+            me: os.current_thread(),
+            stats: Stats::default(),
+            targets: Vec::with_capacity(64),
+        };
+        let crashed = || crash.is_some_and(|e| os.event_wait(e, Duration::ZERO));
+        while self
+            .config
+            .rounds
+            .is_none_or(|n| round.stats.rounds < u64::from(n))
+            && !self.stopping()
+        {
+            if crashed() {
+                break;
+            }
+            self.registry.copy_into(os, &mut round.targets);
+            round.stats.rounds += 1;
+            match self.config.method {
+                Method::SuspendRuntime => self.runtime_round(&mut round, sink),
+                Method::Suspend | Method::Signal => {
+                    for i in 0..round.targets.len() {
+                        if crashed() || self.stopping() {
+                            break;
+                        }
+                        let target = round.targets[i].clone();
+                        self.sample_one(&mut round, &target, sink);
+                    }
+                }
+            }
+            os.sleep(self.config.period);
+        }
+        round.stats.rescued = self.counters.rescued.load(Ordering::Acquire);
+        Ok(round.stats)
+    }
+
+    /// Tracks the managed threads that existed before the profiler did. Their `ThreadID`s are
+    /// listed and dereferenced (`GetThreadInfo`) under `SuspendRuntime`, where no `Thread` is
+    /// freed. A thread listed while its `ThreadDestroyed` runs may be tracked after it; every
+    /// later use copes with that: its OS thread cannot be suspended or signalled, and walks
+    /// under `SuspendRuntime` take only threads the runtime lists then.
+    fn seed_registry(&self, info: &dyn ProfilerInfo) {
+        if info.suspend_runtime() != HResult::S_OK {
+            return;
+        }
+        for id in info.enum_threads().unwrap_or_default() {
+            let bound = info.get_thread_info(id).ok().filter(|&t| t != 0).map(OsThread);
+            self.registry.add(&self.os, id, bound);
+        }
+        info.resume_runtime();
+    }
+
+    /// Whether `target` may be sampled now: bound, not a profiler thread, within budget.
+    fn eligible(&self, round: &mut Round<'_>, target: &Tracked) -> Option<OsThread> {
+        let Some(os_thread) = target.os_thread() else {
+            round.stats.unbound += 1;
+            return None;
+        };
+        if os_thread == round.me || os_thread.0 == self.watch.thread.load(Ordering::Acquire) {
+            return None;
+        }
+        if let Some(config) = &self.config.watchdog {
+            if !self.watch.allows(config, target, self.os.now()) {
+                round.stats.over_budget += 1;
+                return None;
+            }
+        }
+        Some(os_thread)
+    }
+
+    /// Takes `target`'s per-thread lock; false (lock released) if it was destroyed meanwhile.
+    fn lock_alive(&self, round: &mut Round<'_>, target: &Tracked) -> bool {
+        self.os.mutex_lock(target.lock);
+        if target.destroyed() && !self.config.has(Defect::NoDestroyedRecheck) {
+            self.os.mutex_unlock(target.lock);
+            round.stats.destroyed += 1;
+            return false;
+        }
+        true
+    }
+
+    /// One thread, by suspension or signal.
+    fn sample_one(&self, round: &mut Round<'_>, target: &Tracked, sink: &mut dyn Sink) {
+        let Some(os_thread) = self.eligible(round, target) else {
+            return;
+        };
+        if !self.lock_alive(round, target) {
+            return;
+        }
+        if self.config.canary && !self.canary(round, target) {
+            round.stats.canary_failures += 1;
+        } else {
+            let taken = match self.config.method {
+                Method::Signal => self.by_signal(round, target, os_thread),
+                _ => self.by_suspension(round, target, os_thread, sink),
+            };
+            if let Some(outcome) = taken {
+                self.deliver(round, target.id, os_thread, outcome, sink);
+            }
+        }
+        self.os.mutex_unlock(target.lock);
+    }
+
+    fn deliver(
+        &self,
+        round: &mut Round<'_>,
+        thread: ThreadId,
+        os_thread: OsThread,
+        outcome: HybridOutcome,
+        sink: &mut dyn Sink,
+    ) {
+        let truncated = outcome == HybridOutcome::Full;
+        round.stats.samples += 1;
+        round.stats.truncated += u64::from(truncated);
+        sink.sample(&Sample {
+            thread,
+            os_thread,
+            frames: round.walker.frames(),
+            truncated,
+            at: self.os.now(),
+        });
+    }
+
+    /// The canary: an unseeded `DoStackSnapshot` of another tracked thread must succeed.
+    fn canary(&self, round: &mut Round<'_>, target: &Tracked) -> bool {
+        let Some(canary) = round.targets.iter().find(|t| t.id != target.id && !t.destroyed()) else {
+            return true;
+        };
+        let mut ok = |_: &corprof::SnapshotFrame<'_>| HResult::S_OK;
+        round.info.do_stack_snapshot(canary.id, Some(&mut ok), 0, None, 0) == HResult::S_OK
+    }
+
+    /// Windows: suspend, context, walk, resume. `None`: no sample.
+    fn by_suspension(
+        &self,
+        round: &mut Round<'_>,
+        target: &Tracked,
+        os_thread: OsThread,
+        sink: &mut dyn Sink,
+    ) -> Option<HybridOutcome> {
+        let os = &self.os;
+        let watchdog = self.config.watchdog.as_ref();
+        self.watch.begin(os_thread, os.now());
+        if os.suspend_thread(os_thread).is_err() {
+            self.watch.end(watchdog, target, os.now());
+            round.stats.stop_failures += 1;
+            return None;
+        }
+        let bounds = os.stack_bounds(os_thread).ok();
+        if self.config.has(Defect::ReadBeforeContext) {
+            if let Some((_, base)) = bounds {
+                let _ = os.read_stack(os_thread, base - 8);
+            }
+        }
+        let context = match os.get_thread_context(os_thread) {
+            Ok(context) => context,
+            Err(_) => {
+                round.stats.stop_failures += 1;
+                if !self.config.has(Defect::LeakSuspendOnFailure)
+                    && self.watch.end(watchdog, target, os.now())
+                {
+                    let _ = os.resume_thread(os_thread);
+                }
+                return None;
+            }
+        };
+        let unchecked = self.config.has(Defect::NoBoundsCheck);
+        let bounds = match bounds {
+            Some((limit, base)) if unchecked || (limit..base).contains(&context.rsp) => {
+                StackBounds { limit, base }
+            }
+            _ => {
+                round.stats.bad_contexts += 1;
+                if self.watch.end(watchdog, target, os.now()) {
+                    let _ = os.resume_thread(os_thread);
+                }
+                return None;
+            }
+        };
+        let outcome = self.walk_suspended(round, target.id, os_thread, &context, bounds, unchecked);
+        if self.config.has(Defect::AllocateWhileSuspended) {
+            let copy: Vec<HybridFrame> = round.walker.frames().to_vec();
+            std::hint::black_box(copy);
+        }
+        if self.watch.rescued() {
+            self.watch.end(watchdog, target, os.now());
+            return None;
+        }
+        sink.stopped(target.id);
+        if !self.watch.end(watchdog, target, os.now()) {
+            return None;
+        }
+        let _ = os.resume_thread(os_thread);
+        Some(outcome)
+    }
+
+    /// The hybrid walk of a suspended thread. Once the watchdog has rescued the target, reads
+    /// and lookups stop: the thread runs again.
+    fn walk_suspended(
+        &self,
+        round: &mut Round<'_>,
+        thread: ThreadId,
+        os_thread: OsThread,
+        context: &Context,
+        bounds: StackBounds,
+        unchecked: bool,
+    ) -> HybridOutcome {
+        let os = &self.os;
+        let watch = &self.watch;
+        let stopped = Stopped {
+            thread,
+            context,
+            bounds: if unchecked {
+                StackBounds {
+                    limit: 0,
+                    base: u64::MAX,
+                }
+            } else {
+                bounds
+            },
+        };
+        let mut read = |a: u64| match (watch.rescued(), unchecked) {
+            (true, _) => None,
+            (false, true) => Some(os.read_raw(a)),
+            (false, false) => os.read_stack(os_thread, a).ok(),
+        };
+        let info = round.info;
+        let mut lookup = resolve_with(info);
+        let lock_in_walk = self.config.has(Defect::LockInWalkCallback);
+        let registry = &self.registry;
+        let mut resolve = |ip: u64| {
+            if watch.rescued() {
+                return None;
+            }
+            if lock_in_walk {
+                let lock = registry.lock_id(os);
+                os.mutex_lock(lock);
+                os.mutex_unlock(lock);
+            }
+            lookup(ip)
+        };
+        round
+            .walker
+            .walk(info, round.unwinder, &stopped, &mut read, &mut resolve)
+    }
+
+    /// Unix: signal the target, wait for its handler's copy, unwind from it.
+    fn by_signal(
+        &self,
+        round: &mut Round<'_>,
+        target: &Tracked,
+        os_thread: OsThread,
+    ) -> Option<HybridOutcome> {
+        let os = &self.os;
+        let done = self.done_event();
+        if !self.slot.arm(os_thread) {
+            return None;
+        }
+        os.event_reset(done);
+        if os.send_signal(os_thread).is_err() {
+            self.slot.disarm();
+            round.stats.stop_failures += 1;
+            return None;
+        }
+        let capture = loop {
+            let answered = os.event_wait(done, self.config.signal_timeout);
+            if let Some(capture) = self.slot.collect() {
+                break capture;
+            }
+            if !answered && self.slot.disarm() {
+                // Masked, replaced, or the thread exited: no sample.
+                round.stats.signal_timeouts += 1;
+                return None;
+            }
+        };
+        let bounds = os
+            .stack_bounds(os_thread)
+            .ok()
+            .map(|(limit, base)| StackBounds { limit, base });
+        let outcome = match bounds.filter(|b| (b.limit..b.base).contains(&capture.context.rsp)) {
+            Some(bounds) => {
+                let stopped = Stopped {
+                    thread: target.id,
+                    context: &capture.context,
+                    bounds,
+                };
+                let mut read = |a| capture.read(a);
+                let mut resolve = resolve_with(round.info);
+                Some(
+                    round
+                        .walker
+                        .walk_native(round.unwinder, &stopped, &mut read, &mut resolve),
+                )
+            }
+            None => {
+                round.stats.bad_contexts += 1;
+                None
+            }
+        };
+        drop(capture);
+        self.slot.release();
+        outcome
+    }
+
+    /// Every tracked thread under one `SuspendRuntime`, with every per-thread lock taken first.
+    fn runtime_round(&self, round: &mut Round<'_>, sink: &mut dyn Sink) {
+        let os = &self.os;
+        let mut locked = Vec::with_capacity(round.targets.len());
+        for i in 0..round.targets.len() {
+            let target = round.targets[i].clone();
+            if let Some(os_thread) = self.eligible(round, &target) {
+                if self.lock_alive(round, &target) {
+                    locked.push((target, os_thread));
+                }
+            }
+        }
+        let suspended = self.config.has(Defect::WalkWithoutSuspendRuntime)
+            || round.info.suspend_runtime() == HResult::S_OK;
+        if suspended {
+            // Only threads the runtime lists now: no `Thread` is freed during the suspension.
+            let live = round.info.enum_threads().unwrap_or_default();
+            for (target, os_thread) in locked.iter().filter(|(t, _)| live.contains(&t.id)) {
+                let outcome = round.walker.walk_managed(round.info, target.id);
+                sink.stopped(target.id);
+                self.deliver(round, target.id, *os_thread, outcome, sink);
+            }
+            if !self.config.has(Defect::WalkWithoutSuspendRuntime) {
+                round.info.resume_runtime();
+            }
+        } else {
+            round.stats.suspend_runtime_failures += 1;
+        }
+        for (target, _) in locked {
+            os.mutex_unlock(target.lock);
+        }
+    }
+
+    /// The watchdog thread's code: ticks until the sampler stops; returns at once without a
+    /// watchdog configured.
+    pub fn watchdog(&self) {
+        let Some(config) = self.config.watchdog else {
+            return;
+        };
+        let os = &self.os;
+        self.watch.thread.store(os.current_thread().0, Ordering::Release);
+        while !self.stopping() {
+            os.sleep(config.tick);
+            if let Some(target) = self.watch.check(&config, os.now()) {
+                let _ = os.resume_thread(target);
+                self.counters.rescued.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+    }
+
+    /// The profiling signal's handler, on the interrupted thread with its `context`: if the
+    /// sampler armed the slot for this thread, copies the registers and the top of the stack.
+    pub fn on_signal(&self, context: &Context) {
+        let os = &self.os;
+        let me = os.current_thread();
+        let Some(mut capture) = self.slot.claim(me) else {
+            return;
+        };
+        if self.config.has(Defect::LockInSignalHandler) {
+            let lock = self.registry.lock_id(os);
+            os.mutex_lock(lock);
+            os.mutex_unlock(lock);
+        }
+        capture.context = context.clone();
+        capture.start = context.rsp;
+        capture.len = 0;
+        if let Ok((limit, base)) = os.stack_bounds(me) {
+            if (limit..base).contains(&context.rsp) && context.rsp.is_multiple_of(8) {
+                let len = (((base - context.rsp) / 8) as usize).min(capture.words.len());
+                let start = context.rsp;
+                if os.read_stack_words(me, start, &mut capture.words[..len]).is_ok() {
+                    capture.len = len;
+                }
+            }
+        }
+        drop(capture);
+        self.slot.fill();
+        os.event_set(self.done_event());
+    }
+}
+
+impl<O: Os> ProfilerCallback for Sampler<O> {
+    fn thread_created(&self, thread: ThreadId) -> HResult {
+        self.registry.add(&self.os, thread, None);
+        HResult::S_OK
+    }
+
+    fn thread_assigned_to_os_thread(&self, thread: ThreadId, os_thread: u32) -> HResult {
+        self.registry.add(&self.os, thread, Some(OsThread(os_thread)));
+        HResult::S_OK
+    }
+
+    fn thread_destroyed(&self, thread: ThreadId) -> HResult {
+        let locked = !self.config.has(Defect::UnlockedThreadDestroyed);
+        self.registry.destroy(&self.os, thread, locked);
+        HResult::S_OK
+    }
+}

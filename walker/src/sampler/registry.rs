@@ -1,0 +1,151 @@
+//! The threads the sampler may sample, fed by the runtime's thread callbacks.
+//!
+//! Each tracked thread has a per-thread lock, shared by the sampler (held for the whole
+//! sample) and the `ThreadDestroyed` handler (held while it marks the thread destroyed). So
+//! `ThreadDestroyed` returns only once any walk of the thread has ended (R37), and a sampler
+//! that takes the lock after the mark sees it when it re-checks.
+//!
+//! The list itself sits behind a profiler lock (`registry`) that the sampler takes only to
+//! copy it, before it stops any thread. The entries are shared (`Arc`), so a copy is a handful
+//! of reference counts into a preallocated vector.
+
+use corprof::os::{MutexId, OsThread, Sync};
+use corprof::ThreadId;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// One managed thread the sampler knows.
+#[derive(Debug)]
+pub struct Tracked {
+    /// Its `ThreadID`.
+    pub id: ThreadId,
+    /// Its OS thread, once `ThreadAssignedToOSThread` (or `GetThreadInfo`) said (0: unbound).
+    os: AtomicU32,
+    /// `ThreadDestroyed` has run for it.
+    destroyed: AtomicBool,
+    /// The per-thread lock.
+    pub(crate) lock: MutexId,
+    /// Watchdog interventions on it in the budget period `period`.
+    interventions: AtomicU32,
+    period: AtomicU64,
+}
+
+impl Tracked {
+    /// Its OS thread, if it is bound to one.
+    pub fn os_thread(&self) -> Option<OsThread> {
+        match self.os.load(Ordering::Acquire) {
+            0 => None,
+            id => Some(OsThread(id)),
+        }
+    }
+
+    /// Whether `ThreadDestroyed` has marked it.
+    pub fn destroyed(&self) -> bool {
+        self.destroyed.load(Ordering::Acquire)
+    }
+
+    /// Its interventions in budget period `period` (counting restarts in a new period).
+    pub(crate) fn interventions(&self, period: u64) -> u32 {
+        if self.period.load(Ordering::Acquire) == period {
+            self.interventions.load(Ordering::Acquire)
+        } else {
+            0
+        }
+    }
+
+    /// Counts one intervention in budget period `period`.
+    pub(crate) fn intervened(&self, period: u64) {
+        if self.period.swap(period, Ordering::AcqRel) != period {
+            self.interventions.store(0, Ordering::Release);
+        }
+        self.interventions.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// The tracked threads.
+#[derive(Debug, Default)]
+pub struct Registry {
+    entries: Mutex<Vec<Arc<Tracked>>>,
+    lock: OnceLock<MutexId>,
+}
+
+impl Registry {
+    /// The profiler lock that guards the list (created on first use, on the calling thread).
+    pub(crate) fn lock_id(&self, os: &dyn Sync) -> MutexId {
+        once(&self.lock, || os.mutex_create("simclr-sampler-registry"))
+    }
+
+    /// Runs `f` on the list with the registry lock held. The inner mutex is never contended:
+    /// every user holds the registry lock, and `f` makes no OS call.
+    fn with<R>(&self, os: &dyn Sync, f: impl FnOnce(&mut Vec<Arc<Tracked>>) -> R) -> R {
+        let lock = self.lock_id(os);
+        os.mutex_lock(lock);
+        let r = f(&mut self.entries.lock().unwrap_or_else(|e| e.into_inner()));
+        os.mutex_unlock(lock);
+        r
+    }
+
+    /// Tracks `id` (if it is new), bound to `os_thread` when known.
+    pub fn add(&self, os: &dyn Sync, id: ThreadId, os_thread: Option<OsThread>) {
+        // The per-thread lock is created outside the registry lock (creating may block).
+        let known = self.with(os, |list| list.iter().any(|t| t.id == id));
+        let entry = if known {
+            None
+        } else {
+            Some(Arc::new(Tracked {
+                id,
+                os: AtomicU32::new(0),
+                destroyed: AtomicBool::new(false),
+                lock: os.mutex_create(&format!("simclr-sampler-thread-{:#x}", id.0)),
+                interventions: AtomicU32::new(0),
+                period: AtomicU64::new(0),
+            }))
+        };
+        self.with(os, |list| {
+            if let Some(entry) = entry.filter(|_| !list.iter().any(|t| t.id == id)) {
+                list.push(entry);
+            }
+            if let (Some(t), Some(bound)) = (list.iter().find(|t| t.id == id), os_thread) {
+                t.os.store(bound.0, Ordering::Release);
+            }
+        });
+    }
+
+    /// The entry of `id`, if tracked.
+    pub fn get(&self, os: &dyn Sync, id: ThreadId) -> Option<Arc<Tracked>> {
+        self.with(os, |list| list.iter().find(|t| t.id == id).cloned())
+    }
+
+    /// `ThreadDestroyed`: marks `id` destroyed under its per-thread lock (unless `locked` is
+    /// false, a defect) and forgets it.
+    pub fn destroy(&self, os: &dyn Sync, id: ThreadId, locked: bool) {
+        let Some(entry) = self.get(os, id) else {
+            return;
+        };
+        if locked {
+            os.mutex_lock(entry.lock);
+        }
+        entry.destroyed.store(true, Ordering::Release);
+        if locked {
+            os.mutex_unlock(entry.lock);
+        }
+        self.with(os, |list| list.retain(|t| t.id != id));
+    }
+
+    /// Copies the list into `out` (cleared first; it grows only past its capacity).
+    pub fn copy_into(&self, os: &dyn Sync, out: &mut Vec<Arc<Tracked>>) {
+        out.clear();
+        self.with(os, |list| out.extend(list.iter().cloned()));
+    }
+}
+
+/// The value of `cell`, made by `make` if it is empty. Unlike `OnceLock::get_or_init`, no
+/// lock is held while `make` runs: it may block (an OS call), and a second thread must not
+/// wait for it. Two threads may both make a value; the first one stored wins.
+pub(crate) fn once<T: Copy>(cell: &OnceLock<T>, make: impl FnOnce() -> T) -> T {
+    if let Some(&value) = cell.get() {
+        return value;
+    }
+    let value = make();
+    *cell.get_or_init(|| value)
+}
