@@ -9,7 +9,8 @@
 //! - `simclr unwind-fuzz` checks the native unwinders on random synthesized functions;
 //! - `simclr unwind-check FILE…` checks the DWARF unwinder against gimli on real ELF files;
 //! - `simclr walk FILE` walks a thread with the hybrid walker beside its ground truth;
-//! - `simclr walk-fuzz` walks random processes with the hybrid walker against the ground truth.
+//! - `simclr walk-fuzz` walks random processes with the hybrid walker against the ground truth;
+//! - `simclr mutants` runs every deliberately broken sampler on the pitfall scenarios.
 //!
 //! Exit codes: 0 success; 1 a scenario's own expectations failed; 2 a malformed scenario or
 //! bad command line.
@@ -17,6 +18,7 @@
 mod conform;
 mod explore;
 mod hybrid;
+mod mutants;
 mod unwind_check;
 mod unwind_fuzz;
 
@@ -139,6 +141,20 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run every mutant of the reference sampler (each breaks one rule) on the pitfall
+    /// scenarios under PCT schedules; say which scenario caught it, after how many
+    /// schedules, with a shrunk schedule to replay.
+    Mutants {
+        /// PCT schedules per pitfall scenario at most.
+        #[arg(long, default_value_t = 1000)]
+        schedules: u64,
+        /// The first seed (run i uses seed + i).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Print one JSON document (docs/json-output.md).
+        #[arg(long)]
+        json: bool,
+    },
     /// Compare a real runtime's answers with the simulator's (see conformance/run.sh).
     Conform {
         /// Directory of scenarios (`NAME.toml`) with `case` labels.
@@ -182,6 +198,7 @@ fn main() -> ExitCode {
         ),
         Command::Replay { file, schedule, json } => explore::replay(&file, &schedule, json),
         Command::Conform { scenarios, results } => conform(&scenarios, &results),
+        Command::Mutants { schedules, seed, json } => mutants::run(schedules, seed, json),
         Command::UnwindCheck { files } => unwind_check::run(&files),
         Command::Walk {
             file,

@@ -225,13 +225,15 @@ fn allocating_sampler(preallocated: bool) -> Process {
 fn allocating_while_the_target_holds_the_heap_lock_deadlocks() {
     let report = allocating_sampler(false).explore(Strategy::Dfs(2), 5_000, 0, |_, _| {});
     assert!(report.exhaustive);
-    assert!(report.outcomes.contains_key("deadlock"), "{report:?}");
-    let cycle = &report.first_failure.unwrap().fault.cycle;
+    // Every schedule breaks the rule; where the target held the heap lock, it deadlocks.
     assert_eq!(
-        cycle.iter().map(|l| l.waits_for.as_str()).collect::<Vec<_>>(),
-        ["lock heap", "ResumeThread"],
-        "{cycle:?}"
+        report.outcomes.keys().collect::<Vec<_>>(),
+        ["deadlock", "lock_while_suspending"],
+        "{report:?}"
     );
+    let first = report.first_failure.unwrap().fault;
+    assert_eq!(first.kind, "lock_while_suspending");
+    assert!(first.message.contains("sampler allocates while main is suspended by it"));
     let report = allocating_sampler(true).explore(Strategy::Dfs(2), 5_000, 0, |_, _| {});
     assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"], "{report:?}");
 }
@@ -263,13 +265,13 @@ fn a_rust_signal_handler_runs_on_the_interrupted_thread_with_its_context() {
         },
     ));
     let report = p.explore(Strategy::Dfs(2), 2_000, 0, |_, _| {});
+    // A handler that allocates breaks the rule wherever it runs; where it interrupted the
+    // heap lock's holder, it deadlocks on its own thread.
     assert_eq!(
         report.outcomes.keys().collect::<Vec<_>>(),
-        ["deadlock", "ok"],
+        ["deadlock", "lock_in_signal_handler", "ok"],
         "{report:?}"
     );
-    let cycle = &report.first_failure.unwrap().fault.cycle;
-    assert_eq!((cycle.len(), cycle[0].thread.as_str()), (1, "main"), "{cycle:?}");
 }
 
 #[test]
@@ -366,11 +368,12 @@ fn a_sampler_walks_a_suspended_thread_with_the_os_layers_module_list() {
         let images = Images::load(os).expect("the module list");
         let unwinder = images.unwinder().expect("an unwinder");
         let target = corprof::os::OsThread(rt.thread("main").expect("declared").os_id);
+        // Preallocated: nothing may allocate while the target is suspended.
+        let mut walker = HybridWalker::with_capacity(32);
         if os.suspend_thread(target).is_err() {
             return; // the thread has exited
         }
         if let (Ok(context), Ok((limit, base))) = (os.get_thread_context(target), os.stack_bounds(target)) {
-            let mut walker = HybridWalker::with_capacity(32);
             let stopped = Stopped {
                 thread: ThreadId::NULL,
                 context: &context,
@@ -382,10 +385,13 @@ fn a_sampler_walks_a_suspended_thread_with_the_os_layers_module_list() {
                 &mut |a| os.read_stack(target, a).ok(),
                 &mut resolve_with(rt),
             );
-            let truth = expected(rt, "main", Mode::Native).expect("main");
-            seen.lock()
-                .unwrap()
-                .push(judge(walker.frames(), outcome, &truth, false));
+            // The oracle is outside the process: its allocations do not count.
+            sim_clr::process::unobserved(|| {
+                let truth = expected(rt, "main", Mode::Native).expect("main");
+                seen.lock()
+                    .unwrap()
+                    .push(judge(walker.frames(), outcome, &truth, false));
+            });
             assert_eq!(outcome, HybridOutcome::Complete);
         }
         let _ = os.resume_thread(target);

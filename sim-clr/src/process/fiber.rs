@@ -20,6 +20,7 @@ use corprof::Context;
 use std::alloc::{GlobalAlloc, Layout};
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -139,15 +140,53 @@ enum Baton {
 struct Shared {
     baton: Mutex<Baton>,
     turn: Condvar,
+    /// Who may take the baton now: `EMPTY`, `FIBER` or `ENGINE` (a hint read while
+    /// spinning; the mutex decides).
+    holder: AtomicU8,
+    /// Threads blocked on `turn`.
+    sleepers: AtomicUsize,
 }
 
+const EMPTY: u8 = 0;
+const FIBER: u8 = 1;
+const ENGINE: u8 = 2;
+
+/// How many times a hand-off is polled before the waiting side sleeps: the other side usually
+/// answers within microseconds, and a sleep and a wake-up cost far more.
+const SPINS: u32 = 4000;
+
 impl Shared {
+    fn new() -> Shared {
+        Shared {
+            baton: Mutex::new(Baton::Empty),
+            turn: Condvar::new(),
+            holder: AtomicU8::new(EMPTY),
+            sleepers: AtomicUsize::new(0),
+        }
+    }
+
     fn give(&self, baton: Baton) {
+        let to = match baton {
+            Baton::ToFiber(_) => FIBER,
+            Baton::ToEngine(_) => ENGINE,
+            Baton::Empty => EMPTY,
+        };
         *self.baton.lock().unwrap_or_else(|e| e.into_inner()) = baton;
-        self.turn.notify_all();
+        self.holder.store(to, Ordering::Release);
+        if self.sleepers.load(Ordering::Acquire) > 0 {
+            let _guard = self.baton.lock().unwrap_or_else(|e| e.into_inner());
+            self.turn.notify_all();
+        }
     }
 
     fn take(&self, want_fiber: bool) -> Baton {
+        let want = if want_fiber { FIBER } else { ENGINE };
+        for _ in 0..SPINS {
+            if self.holder.load(Ordering::Acquire) == want {
+                break;
+            }
+            std::hint::spin_loop();
+        }
         let mut b = self.baton.lock().unwrap_or_else(|e| e.into_inner());
         loop {
             let ready = match &*b {
@@ -156,9 +195,12 @@ impl Shared {
                 Baton::Empty => false,
             };
             if ready {
+                self.holder.store(EMPTY, Ordering::Release);
                 return std::mem::replace(&mut *b, Baton::Empty);
             }
+            self.sleepers.fetch_add(1, Ordering::AcqRel);
             b = self.turn.wait(b).unwrap_or_else(|e| e.into_inner());
+            self.sleepers.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
@@ -222,41 +264,79 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for HeapLockAllocator<A> {
 /// A profiler thread's code, waiting for the engine.
 pub struct Fiber {
     shared: Arc<Shared>,
-    handle: Option<std::thread::JoinHandle<()>>,
     done: bool,
 }
 
+/// Code for a pooled OS thread: a fiber's body and its baton.
+struct Job {
+    shared: Arc<Shared>,
+    body: Box<dyn FnOnce() + Send>,
+}
+
+/// Idle OS threads, each waiting on its channel for a fiber to run. Runs start and end
+/// fibers by the thousand; reusing threads keeps that cheap.
+static IDLE: Mutex<Vec<std::sync::mpsc::Sender<Job>>> = Mutex::new(Vec::new());
+
+/// A pooled OS thread: runs one fiber after another, returning to the pool between them.
+fn worker(jobs: std::sync::mpsc::Receiver<Job>, me: std::sync::mpsc::Sender<Job>) {
+    while let Ok(Job { shared, body }) = jobs.recv() {
+        run_fiber(&shared, body);
+        IDLE.lock().unwrap_or_else(|e| e.into_inner()).push(me.clone());
+    }
+}
+
+/// Runs one fiber's body on this OS thread, from its first resume to its last message.
+fn run_fiber(shared: &Arc<Shared>, body: Box<dyn FnOnce() + Send>) {
+    if let Baton::ToFiber(Reply::Abort) = shared.take(true) {
+        shared.give(Baton::ToEngine(Yielded::Finished));
+        return;
+    }
+    CURRENT.with(|c| *c.borrow_mut() = Some(shared.clone()));
+    ON_FIBER.with(|f| f.set(true));
+    ALLOCATED.with(|a| a.set(false));
+    QUIET.with(|q| q.set(0));
+    let outcome = catch_unwind(AssertUnwindSafe(body));
+    ON_FIBER.with(|f| f.set(false));
+    CURRENT.with(|c| *c.borrow_mut() = None);
+    let last = match outcome {
+        Ok(()) => Yielded::Finished,
+        Err(payload) if payload.is::<Stop>() => Yielded::Finished,
+        Err(payload) => Yielded::Panicked(panic_message(&payload)),
+    };
+    shared.give(Baton::ToEngine(last));
+}
+
 impl Fiber {
-    /// Starts `body` on its own OS thread, parked until the first [`Fiber::resume`].
+    /// Starts `body` on an OS thread of the pool (a new one if none is idle), parked until
+    /// the first [`Fiber::resume`].
     pub fn spawn(body: Box<dyn FnOnce() + Send>) -> Fiber {
-        let shared = Arc::new(Shared {
-            baton: Mutex::new(Baton::Empty),
-            turn: Condvar::new(),
-        });
-        let inner = shared.clone();
-        let handle = std::thread::Builder::new()
-            .name("simclr-fiber".into())
-            .spawn(move || {
-                if let Baton::ToFiber(Reply::Abort) = inner.take(true) {
-                    inner.give(Baton::ToEngine(Yielded::Finished));
-                    return;
+        let shared = Arc::new(Shared::new());
+        let mut job = Job {
+            shared: shared.clone(),
+            body,
+        };
+        loop {
+            let idle = IDLE.lock().unwrap_or_else(|e| e.into_inner()).pop();
+            let Some(worker) = idle else { break };
+            match worker.send(job) {
+                Ok(()) => {
+                    return Fiber {
+                        shared,
+                        done: false,
+                    }
                 }
-                CURRENT.with(|c| *c.borrow_mut() = Some(inner.clone()));
-                ON_FIBER.with(|f| f.set(true));
-                let outcome = catch_unwind(AssertUnwindSafe(body));
-                ON_FIBER.with(|f| f.set(false));
-                CURRENT.with(|c| *c.borrow_mut() = None);
-                let last = match outcome {
-                    Ok(()) => Yielded::Finished,
-                    Err(payload) if payload.is::<Stop>() => Yielded::Finished,
-                    Err(payload) => Yielded::Panicked(panic_message(&payload)),
-                };
-                inner.give(Baton::ToEngine(last));
-            })
+                // That thread is gone (its process is exiting): try the next one.
+                Err(std::sync::mpsc::SendError(back)) => job = back,
+            }
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        tx.send(job).expect("the receiver is alive");
+        std::thread::Builder::new()
+            .name("simclr-fiber".into())
+            .spawn(move || worker(rx, tx))
             .expect("spawning a fiber thread");
         Fiber {
             shared,
-            handle: Some(handle),
             done: false,
         }
     }
@@ -276,14 +356,12 @@ impl Fiber {
 
 impl Drop for Fiber {
     /// Stops a fiber that has not finished (its run ended in a deadlock, a hang or a fault):
-    /// its code unwinds from the request it is blocked in.
+    /// its code unwinds from the request it is blocked in, and its OS thread returns to the
+    /// pool.
     fn drop(&mut self) {
         if !self.done {
             self.shared.give(Baton::ToFiber(Reply::Abort));
             let _ = self.shared.take(false);
-        }
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
         }
     }
 }

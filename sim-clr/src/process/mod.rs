@@ -21,6 +21,7 @@ mod locks;
 mod os;
 pub mod program;
 pub mod schedule;
+pub mod shrink;
 pub mod waitfor;
 
 pub use fiber::{unobserved, HeapLockAllocator};
@@ -485,32 +486,8 @@ impl Process {
             outcomes: BTreeMap::new(),
             first_failure: None,
         };
-        let mut dfs = Dfs::new(match strategy {
-            Strategy::Dfs(p) => p,
-            _ => 0,
-        });
-        let mut pct_steps = 64;
         let mut faults = 0;
-        for i in 0..schedules {
-            let run_seed = seed.wrapping_add(i);
-            let result = match strategy {
-                Strategy::Random => self.run_untraced(&mut Random(Rng::new(run_seed))),
-                Strategy::Pct(depth) => {
-                    let mut rng = Rng::new(run_seed);
-                    let mut pct = Pct::new(&mut rng, self.scenario.threads.len(), depth, pct_steps);
-                    self.run_untraced(&mut pct)
-                }
-                Strategy::Dfs(_) => {
-                    if !dfs.next_run() {
-                        report.exhaustive = true;
-                        break;
-                    }
-                    self.run_untraced(&mut dfs)
-                }
-            };
-            let run = result.expect("generated schedules always fit");
-            // PCT's change points are spread over the choice points a run has (learned).
-            pct_steps = pct_steps.max(run.choice_points as usize);
+        report.exhaustive = self.each_run(strategy, schedules, seed, |run| {
             report.schedules_run += 1;
             *report.outcomes.entry(run.outcome.clone()).or_default() += 1;
             if let Some(fault) = run.fault {
@@ -523,10 +500,58 @@ impl Process {
                 }
             }
             progress(report.schedules_run, faults);
-        }
-        if matches!(strategy, Strategy::Dfs(_)) && !report.exhaustive && !dfs.next_run() {
-            report.exhaustive = true;
-        }
+            true
+        });
         report
+    }
+
+    /// Runs schedules under `strategy` from `seed` until the first one that does not end
+    /// `ok`: how many ran, and that one (`None` if all `schedules` ended well).
+    pub fn first_failure(&self, strategy: Strategy, schedules: u64, seed: u64) -> (u64, Option<RunReport>) {
+        let mut ran = 0;
+        let mut failed = None;
+        self.each_run(strategy, schedules, seed, |run| {
+            ran += 1;
+            if run.outcome == "ok" {
+                return true;
+            }
+            failed = Some(run);
+            false
+        });
+        (ran, failed)
+    }
+
+    /// Runs up to `schedules` schedules under `strategy`, each given to `each` until it
+    /// returns false. True when DFS ran every schedule within its bound.
+    fn each_run(&self, strategy: Strategy, schedules: u64, seed: u64, mut each: impl FnMut(RunReport) -> bool) -> bool {
+        let mut dfs = Dfs::new(match strategy {
+            Strategy::Dfs(p) => p,
+            _ => 0,
+        });
+        let mut pct_steps = 64;
+        for i in 0..schedules {
+            let run_seed = seed.wrapping_add(i);
+            let result = match strategy {
+                Strategy::Random => self.run_untraced(&mut Random(Rng::new(run_seed))),
+                Strategy::Pct(depth) => {
+                    let mut rng = Rng::new(run_seed);
+                    let mut pct = Pct::new(&mut rng, self.scenario.threads.len(), depth, pct_steps);
+                    self.run_untraced(&mut pct)
+                }
+                Strategy::Dfs(_) => {
+                    if !dfs.next_run() {
+                        return true;
+                    }
+                    self.run_untraced(&mut dfs)
+                }
+            };
+            let run = result.expect("generated schedules always fit");
+            // PCT's change points are spread over the choice points a run has (learned).
+            pct_steps = pct_steps.max(run.choice_points as usize);
+            if !each(run) {
+                return false;
+            }
+        }
+        matches!(strategy, Strategy::Dfs(_)) && !dfs.next_run()
     }
 }

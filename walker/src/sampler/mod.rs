@@ -411,18 +411,17 @@ impl<O: Os> Sampler<O> {
 
     /// Tracks the managed threads that existed before the profiler did. Their `ThreadID`s are
     /// listed and dereferenced (`GetThreadInfo`) under `SuspendRuntime`, where no `Thread` is
-    /// freed. A thread listed while its `ThreadDestroyed` runs may be tracked after it; every
-    /// later use copes with that: its OS thread cannot be suspended or signalled, and walks
-    /// under `SuspendRuntime` take only threads the runtime lists then.
+    /// freed. A thread listed while its `ThreadDestroyed` runs is not added back once that
+    /// has removed it (the registry remembers destroyed threads until seeding ends).
     fn seed_registry(&self, info: &dyn ProfilerInfo) {
-        if info.suspend_runtime() != HResult::S_OK {
-            return;
+        if info.suspend_runtime() == HResult::S_OK {
+            for id in info.enum_threads().unwrap_or_default() {
+                let bound = info.get_thread_info(id).ok().filter(|&t| t != 0).map(OsThread);
+                self.registry.add(&self.os, id, bound, false);
+            }
+            info.resume_runtime();
         }
-        for id in info.enum_threads().unwrap_or_default() {
-            let bound = info.get_thread_info(id).ok().filter(|&t| t != 0).map(OsThread);
-            self.registry.add(&self.os, id, bound);
-        }
-        info.resume_runtime();
+        self.registry.seeded(&self.os);
     }
 
     /// Whether `target` may be sampled now: bound, not a profiler thread, within budget.
@@ -496,13 +495,24 @@ impl<O: Os> Sampler<O> {
         });
     }
 
-    /// The canary: an unseeded `DoStackSnapshot` of another tracked thread must succeed.
+    /// The canary: an unseeded `DoStackSnapshot` of another tracked thread must succeed. The
+    /// canary is walked under its own per-thread lock, re-checked, like any target.
     fn canary(&self, round: &mut Round<'_>, target: &Tracked) -> bool {
-        let Some(canary) = round.targets.iter().find(|t| t.id != target.id && !t.destroyed()) else {
+        let Some(canary) = round
+            .targets
+            .iter()
+            .find(|t| t.id != target.id && t.os_thread().is_some() && !t.destroyed())
+            .cloned()
+        else {
             return true;
         };
+        if !self.lock_alive(round, &canary) {
+            return true;
+        }
         let mut ok = |_: &corprof::SnapshotFrame<'_>| HResult::S_OK;
-        round.info.do_stack_snapshot(canary.id, Some(&mut ok), 0, None, 0) == HResult::S_OK
+        let hr = round.info.do_stack_snapshot(canary.id, Some(&mut ok), 0, None, 0);
+        self.os.mutex_unlock(canary.lock);
+        hr == HResult::S_OK
     }
 
     /// Windows: suspend, context, walk, resume. `None`: no sample.
@@ -760,12 +770,12 @@ impl<O: Os> Sampler<O> {
 
 impl<O: Os> ProfilerCallback for Sampler<O> {
     fn thread_created(&self, thread: ThreadId) -> HResult {
-        self.registry.add(&self.os, thread, None);
+        self.registry.add(&self.os, thread, None, true);
         HResult::S_OK
     }
 
     fn thread_assigned_to_os_thread(&self, thread: ThreadId, os_thread: u32) -> HResult {
-        self.registry.add(&self.os, thread, Some(OsThread(os_thread)));
+        self.registry.add(&self.os, thread, Some(OsThread(os_thread)), true);
         HResult::S_OK
     }
 

@@ -63,10 +63,23 @@ impl Tracked {
 }
 
 /// The tracked threads.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Registry {
     entries: Mutex<Vec<Arc<Tracked>>>,
     lock: OnceLock<MutexId>,
+    /// Threads destroyed before seeding ended (`None` after): a seed lists threads whose
+    /// `ThreadDestroyed` may already have run, and must not bring them back.
+    tombstones: Mutex<Option<Vec<ThreadId>>>,
+}
+
+impl Default for Registry {
+    fn default() -> Registry {
+        Registry {
+            entries: Mutex::default(),
+            lock: OnceLock::new(),
+            tombstones: Mutex::new(Some(Vec::new())),
+        }
+    }
 }
 
 impl Registry {
@@ -85,8 +98,19 @@ impl Registry {
         r
     }
 
-    /// Tracks `id` (if it is new), bound to `os_thread` when known.
-    pub fn add(&self, os: &dyn Sync, id: ThreadId, os_thread: Option<OsThread>) {
+    fn tombstones(&self) -> std::sync::MutexGuard<'_, Option<Vec<ThreadId>>> {
+        self.tombstones.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Seeding is over (every thread that existed before the callbacks has been added):
+    /// destroyed threads need no more remembering.
+    pub fn seeded(&self, os: &dyn Sync) {
+        self.with(os, |_| *self.tombstones() = None);
+    }
+
+    /// Tracks `id` (if it is new), bound to `os_thread` when known. A thread the callbacks
+    /// report (`fresh`) is live; one from a seed is skipped if it was destroyed meanwhile.
+    pub fn add(&self, os: &dyn Sync, id: ThreadId, os_thread: Option<OsThread>, fresh: bool) {
         // The per-thread lock is created outside the registry lock (creating may block).
         let known = self.with(os, |list| list.iter().any(|t| t.id == id));
         let entry = if known {
@@ -102,6 +126,13 @@ impl Registry {
             }))
         };
         self.with(os, |list| {
+            if let Some(dead) = self.tombstones().as_mut() {
+                if fresh {
+                    dead.retain(|&d| d != id);
+                } else if dead.contains(&id) {
+                    return;
+                }
+            }
             if let Some(entry) = entry.filter(|_| !list.iter().any(|t| t.id == id)) {
                 list.push(entry);
             }
@@ -117,11 +148,22 @@ impl Registry {
     }
 
     /// `ThreadDestroyed`: marks `id` destroyed under its per-thread lock (unless `locked` is
-    /// false, a defect) and forgets it.
+    /// false, a defect) and forgets it (remembering it until seeding ends).
     pub fn destroy(&self, os: &dyn Sync, id: ThreadId, locked: bool) {
-        let Some(entry) = self.get(os, id) else {
-            return;
-        };
+        // The tombstone first: no seed adds `id` after it, and an entry added before it is
+        // found and marked below.
+        self.with(os, |_| {
+            if let Some(dead) = self.tombstones().as_mut() {
+                dead.push(id);
+            }
+        });
+        if let Some(entry) = self.get(os, id) {
+            self.mark(os, &entry, locked);
+        }
+        self.with(os, |list| list.retain(|t| t.id != id));
+    }
+
+    fn mark(&self, os: &dyn Sync, entry: &Tracked, locked: bool) {
         if locked {
             os.mutex_lock(entry.lock);
         }
@@ -129,7 +171,6 @@ impl Registry {
         if locked {
             os.mutex_unlock(entry.lock);
         }
-        self.with(os, |list| list.retain(|t| t.id != id));
     }
 
     /// Copies the list into `out` (cleared first; it grows only past its capacity).

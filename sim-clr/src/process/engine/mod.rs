@@ -822,6 +822,9 @@ impl<'p> Run<'p> {
         drop(st);
         self.th[t].stack.clear();
         self.th[t].status = Status::Done;
+        // The thread is gone: suspensions of it (pending ones) end with it.
+        self.th[t].suspenders.clear();
+        self.th[t].suspend_pending = false;
         self.note(t, 0, |_| "Thread deleted, stack unmapped".into());
     }
 
@@ -938,7 +941,9 @@ impl<'p> Run<'p> {
         if self.th[t].stack.last().is_some_and(|a| a.signal) {
             let message = format!("{name}'s signal handler {what} (line {line})");
             self.warn(Ending::LockInSignalHandler.as_str(), message);
-        } else if let Some(x) = (0..self.th.len()).find(|&x| x != t && self.th[x].suspenders.contains(&t)) {
+        } else if let Some(x) = (0..self.th.len())
+            .find(|&x| x != t && self.th[x].suspenders.contains(&t) && self.os_target(x).is_ok())
+        {
             let message = format!(
                 "{name} {what} while {} is suspended by it (line {line}): the target may hold that lock",
                 self.th[x].name

@@ -19,7 +19,7 @@ use std::time::Duration;
 impl Run<'_> {
     /// Whether thread `x` can be the target of an OS call: a deleted thread's handle names
     /// nothing any more, a dead one has terminated; one whose program ended stays, idle.
-    fn os_target(&self, x: usize) -> Result<(), OsError> {
+    pub(super) fn os_target(&self, x: usize) -> Result<(), OsError> {
         match self.rt.lock().threads[x].lifecycle {
             Lifecycle::Deleted => Err(OsError::NoSuchThread),
             Lifecycle::Dead => Err(OsError::Terminated),

@@ -1,0 +1,59 @@
+//! `simclr mutants`: every deliberately broken sampler against the pitfall scenarios, each
+//! caught or not, with a shrunk reproducer.
+
+use crate::print_json;
+use fixtures::sampling::{hunt, mutants, Hunt};
+use std::process::ExitCode;
+
+/// Hunts every mutant with up to `schedules` PCT schedules per pitfall scenario from `seed`;
+/// exit 1 if one escapes.
+pub fn run(schedules: u64, seed: u64, json: bool) -> ExitCode {
+    if schedules == 0 {
+        eprintln!("error: --schedules must be at least 1");
+        return ExitCode::from(2);
+    }
+    let mut hunts: Vec<Hunt> = Vec::new();
+    for mutant in mutants() {
+        match hunt(&mutant, schedules, seed) {
+            Ok(h) => {
+                if !json {
+                    println!("{}", line(&h));
+                }
+                hunts.push(h);
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let escaped = hunts.iter().filter(|h| !h.caught).count();
+    if json {
+        if let Err(code) = print_json(&hunts) {
+            return code;
+        }
+    } else {
+        println!("{} mutants, {} caught, {escaped} escaped", hunts.len(), hunts.len() - escaped);
+    }
+    if escaped == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// One mutant's line: caught where and how, and the replay command.
+fn line(h: &Hunt) -> String {
+    match (&h.scenario, &h.fault, &h.schedule, h.schedules_to_catch) {
+        (Some(scenario), Some(fault), Some(schedule), Some(n)) => format!(
+            "caught  {:<30} by {scenario} after {n} schedules: {fault}\n        {}\n        replay: simclr replay fixtures/pitfalls/{scenario}.toml --sampler {} --schedule {schedule}",
+            h.name,
+            h.message.as_deref().unwrap_or(""),
+            h.name
+        ),
+        _ => format!(
+            "ESCAPED {:<30} ({}): no pitfall scenario failed in {} schedules",
+            h.name, h.rule, h.schedules_run
+        ),
+    }
+}
