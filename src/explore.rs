@@ -21,12 +21,22 @@ pub struct Options {
     pub seed: Option<u64>,
     /// One JSON document instead of text.
     pub json: bool,
+    /// `reference`, or the mutant of the sampler to put on `body = "sampler"` threads.
+    pub sampler: String,
 }
 
-/// The scenario's process with the built-in profiler code its `body` fields name attached, or
-/// (exit 2) the name that is not built in.
-fn attach(file: &Path, scenario: Scenario) -> Result<Process, ExitCode> {
-    fixtures::behaviours::process(scenario).map_err(|e| {
+/// The scenario's process with the built-in profiler code its `body` fields name attached
+/// (`sampler`: `reference` or a mutant), or (exit 2) the name that is not built in.
+fn attach(file: &Path, scenario: Scenario, sampler: &str) -> Result<Process, ExitCode> {
+    let Some(variant) = fixtures::sampling::variant(sampler) else {
+        let names: Vec<&str> = fixtures::sampling::mutants().iter().map(|m| m.name).collect();
+        eprintln!(
+            "error: no sampler is named `{sampler}` (reference, {})",
+            names.join(", ")
+        );
+        return Err(ExitCode::from(2));
+    };
+    fixtures::sampling::process(scenario, variant).map_err(|e| {
         eprintln!("error: {}:{e}", file.display());
         ExitCode::from(2)
     })
@@ -68,7 +78,7 @@ pub fn explore(file: &Path, options: &Options) -> ExitCode {
     }
     let schedules = options.schedules.unwrap_or(spec.schedules);
     let seed = options.seed.unwrap_or(spec.seed);
-    let process = match attach(file, scenario) {
+    let process = match attach(file, scenario, &options.sampler) {
         Ok(p) => p,
         Err(code) => return code,
     };
@@ -89,7 +99,10 @@ pub fn explore(file: &Path, options: &Options) -> ExitCode {
             return code;
         }
     } else {
-        print!("{}", render(&report, file, spec.expect.as_deref()));
+        print!(
+            "{}",
+            render(&report, file, spec.expect.as_deref(), &options.sampler)
+        );
     }
     if mismatch {
         ExitCode::from(1)
@@ -114,7 +127,7 @@ pub fn progress(total: u64, quiet: bool, unit: &str) -> ProgressBar {
 }
 
 /// The text form of an exploration.
-pub fn render(report: &ExploreReport, file: &Path, expect: Option<&[String]>) -> String {
+pub fn render(report: &ExploreReport, file: &Path, expect: Option<&[String]>, sampler: &str) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     let exhaustive = if report.exhaustive {
@@ -156,9 +169,14 @@ pub fn render(report: &ExploreReport, file: &Path, expect: Option<&[String]>) ->
                 )
                 .unwrap();
             }
+            let variant = if sampler == "reference" {
+                String::new()
+            } else {
+                format!(" --sampler {sampler}")
+            };
             writeln!(
                 out,
-                "replay: simclr replay {} --schedule {}",
+                "replay: simclr replay {}{variant} --schedule {}",
                 file.display(),
                 f.schedule
             )
@@ -169,7 +187,7 @@ pub fn render(report: &ExploreReport, file: &Path, expect: Option<&[String]>) ->
 }
 
 /// Replays one schedule of `file` with its full trace.
-pub fn replay(file: &Path, schedule: &str, json: bool) -> ExitCode {
+pub fn replay(file: &Path, schedule: &str, sampler: &str, json: bool) -> ExitCode {
     let scenario = match load(file) {
         Ok(s) => s,
         Err(code) => return code,
@@ -181,7 +199,7 @@ pub fn replay(file: &Path, schedule: &str, json: bool) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let process = match attach(file, scenario) {
+    let process = match attach(file, scenario, sampler) {
         Ok(p) => p,
         Err(code) => return code,
     };
@@ -244,15 +262,21 @@ pub fn render_run(report: &RunReport) -> String {
 pub fn catalog() -> Result<bool, ExitCode> {
     let mut mismatches = 0;
     let mut total = 0;
-    for (file, text) in fixtures::process_catalog() {
-        let scenario = Scenario::parse(&format!("fixtures/processes/{file}"), text).map_err(|e| {
+    let processes = fixtures::process_catalog().iter().map(|f| ("processes", f));
+    let pitfalls = fixtures::pitfall_catalog().iter().map(|f| ("pitfalls", f));
+    for (folder, (file, text)) in processes.chain(pitfalls) {
+        let path = format!("fixtures/{folder}/{file}");
+        let scenario = Scenario::parse(&path, text).map_err(|e| {
             eprintln!("error: {e}");
             ExitCode::from(2)
         })?;
         let spec = scenario.process.explore.clone();
-        let path = format!("fixtures/processes/{file}");
-        let report =
-            attach(Path::new(&path), scenario)?.explore(spec.strategy, spec.schedules, spec.seed, |_, _| {});
+        let report = attach(Path::new(&path), scenario, "reference")?.explore(
+            spec.strategy,
+            spec.schedules,
+            spec.seed,
+            |_, _| {},
+        );
         let found: Vec<String> = report.outcomes.keys().cloned().collect();
         let ok = spec.expect.as_ref().is_none_or(|e| *e == found);
         total += 1;
@@ -267,6 +291,6 @@ pub fn catalog() -> Result<bool, ExitCode> {
             counts.join(", ")
         );
     }
-    println!("{total} process scenarios explored, {mismatches} with unexpected outcomes");
+    println!("{total} process and pitfall scenarios explored, {mismatches} with unexpected outcomes");
     Ok(mismatches == 0)
 }

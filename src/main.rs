@@ -129,6 +129,9 @@ enum Command {
         /// Print one JSON document (docs/json-output.md).
         #[arg(long)]
         json: bool,
+        /// The sampler on `body = "sampler"` threads: `reference` or a mutant's name.
+        #[arg(long, default_value = "reference")]
+        sampler: String,
     },
     /// Run one schedule of a process scenario and print its full trace.
     Replay {
@@ -137,6 +140,9 @@ enum Command {
         /// The schedule, as `explore` prints it (`0x3.1.0x12`).
         #[arg(long)]
         schedule: String,
+        /// The sampler on `body = "sampler"` threads: `reference` or a mutant's name.
+        #[arg(long, default_value = "reference")]
+        sampler: String,
         /// Print one JSON document (docs/json-output.md).
         #[arg(long)]
         json: bool,
@@ -186,6 +192,7 @@ fn main() -> ExitCode {
             depth,
             seed,
             json,
+            sampler,
         } => explore::explore(
             &file,
             &explore::Options {
@@ -194,11 +201,21 @@ fn main() -> ExitCode {
                 schedules,
                 seed,
                 json,
+                sampler,
             },
         ),
-        Command::Replay { file, schedule, json } => explore::replay(&file, &schedule, json),
+        Command::Replay {
+            file,
+            schedule,
+            sampler,
+            json,
+        } => explore::replay(&file, &schedule, &sampler, json),
         Command::Conform { scenarios, results } => conform(&scenarios, &results),
-        Command::Mutants { schedules, seed, json } => mutants::run(schedules, seed, json),
+        Command::Mutants {
+            schedules,
+            seed,
+            json,
+        } => mutants::run(schedules, seed, json),
         Command::UnwindCheck { files } => unwind_check::run(&files),
         Command::Walk {
             file,

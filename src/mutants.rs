@@ -33,7 +33,11 @@ pub fn run(schedules: u64, seed: u64, json: bool) -> ExitCode {
             return code;
         }
     } else {
-        println!("{} mutants, {} caught, {escaped} escaped", hunts.len(), hunts.len() - escaped);
+        println!(
+            "{} mutants, {} caught, {escaped} escaped",
+            hunts.len(),
+            hunts.len() - escaped
+        );
     }
     if escaped == 0 {
         ExitCode::SUCCESS

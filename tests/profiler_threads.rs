@@ -233,7 +233,9 @@ fn allocating_while_the_target_holds_the_heap_lock_deadlocks() {
     );
     let first = report.first_failure.unwrap().fault;
     assert_eq!(first.kind, "lock_while_suspending");
-    assert!(first.message.contains("sampler allocates while main is suspended by it"));
+    assert!(first
+        .message
+        .contains("sampler allocates while main is suspended by it"));
     let report = allocating_sampler(true).explore(Strategy::Dfs(2), 5_000, 0, |_, _| {});
     assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"], "{report:?}");
 }

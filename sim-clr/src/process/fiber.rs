@@ -319,12 +319,7 @@ impl Fiber {
             let idle = IDLE.lock().unwrap_or_else(|e| e.into_inner()).pop();
             let Some(worker) = idle else { break };
             match worker.send(job) {
-                Ok(()) => {
-                    return Fiber {
-                        shared,
-                        done: false,
-                    }
-                }
+                Ok(()) => return Fiber { shared, done: false },
                 // That thread is gone (its process is exiting): try the next one.
                 Err(std::sync::mpsc::SendError(back)) => job = back,
             }
@@ -335,10 +330,7 @@ impl Fiber {
             .name("simclr-fiber".into())
             .spawn(move || worker(rx, tx))
             .expect("spawning a fiber thread");
-        Fiber {
-            shared,
-            done: false,
-        }
+        Fiber { shared, done: false }
     }
 
     /// Runs the fiber with `reply` until it yields again.

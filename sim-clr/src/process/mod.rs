@@ -523,7 +523,13 @@ impl Process {
 
     /// Runs up to `schedules` schedules under `strategy`, each given to `each` until it
     /// returns false. True when DFS ran every schedule within its bound.
-    fn each_run(&self, strategy: Strategy, schedules: u64, seed: u64, mut each: impl FnMut(RunReport) -> bool) -> bool {
+    fn each_run(
+        &self,
+        strategy: Strategy,
+        schedules: u64,
+        seed: u64,
+        mut each: impl FnMut(RunReport) -> bool,
+    ) -> bool {
         let mut dfs = Dfs::new(match strategy {
             Strategy::Dfs(p) => p,
             _ => 0,

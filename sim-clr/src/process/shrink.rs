@@ -12,7 +12,12 @@ use super::{Process, RunReport};
 
 /// The shortest schedule found within `budget` replays that ends `outcome` like `schedule`
 /// does, with its run; `None` if `schedule` itself does not end that way.
-pub fn shrink(process: &Process, schedule: &Schedule, outcome: &str, budget: usize) -> Option<(Schedule, RunReport)> {
+pub fn shrink(
+    process: &Process,
+    schedule: &Schedule,
+    outcome: &str,
+    budget: usize,
+) -> Option<(Schedule, RunReport)> {
     let replay = |s: &Schedule| process.run_untraced(&mut Replay::new(s, false)).ok();
     let first = replay(schedule).filter(|r| r.outcome == outcome)?;
     let mut best = (actual(&first), first);
@@ -61,7 +66,11 @@ fn runs(s: &Schedule) -> Vec<(u16, usize)> {
 }
 
 fn join(runs: impl IntoIterator<Item = (u16, usize)>) -> Schedule {
-    Schedule(runs.into_iter().flat_map(|(t, n)| std::iter::repeat_n(t, n)).collect())
+    Schedule(
+        runs.into_iter()
+            .flat_map(|(t, n)| std::iter::repeat_n(t, n))
+            .collect(),
+    )
 }
 
 /// Without run `k`.

@@ -775,7 +775,8 @@ impl<O: Os> ProfilerCallback for Sampler<O> {
     }
 
     fn thread_assigned_to_os_thread(&self, thread: ThreadId, os_thread: u32) -> HResult {
-        self.registry.add(&self.os, thread, Some(OsThread(os_thread)), true);
+        self.registry
+            .add(&self.os, thread, Some(OsThread(os_thread)), true);
         HResult::S_OK
     }
 

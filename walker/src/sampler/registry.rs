@@ -190,3 +190,62 @@ pub(crate) fn once<T: Copy>(cell: &OnceLock<T>, make: impl FnOnce() -> T) -> T {
     let value = make();
     *cell.get_or_init(|| value)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corprof::os::StdSync;
+
+    fn ids(registry: &Registry, os: &StdSync) -> Vec<u64> {
+        let mut out = Vec::new();
+        registry.copy_into(os, &mut out);
+        out.iter().map(|t| t.id.0).collect()
+    }
+
+    #[test]
+    fn callbacks_add_bind_and_destroy() {
+        let os = StdSync::default();
+        let registry = Registry::default();
+        registry.seeded(&os);
+        registry.add(&os, ThreadId(1), None, true);
+        let entry = registry.get(&os, ThreadId(1)).unwrap();
+        assert_eq!(entry.os_thread(), None, "unbound until assigned");
+        registry.add(&os, ThreadId(1), Some(OsThread(7)), true);
+        assert_eq!(entry.os_thread(), Some(OsThread(7)));
+        assert_eq!(ids(&registry, &os), [1], "added once");
+        registry.destroy(&os, ThreadId(1), true);
+        assert!(entry.destroyed(), "a sampler holding the entry sees the mark");
+        assert!(ids(&registry, &os).is_empty());
+    }
+
+    #[test]
+    fn a_seed_does_not_bring_back_a_thread_destroyed_before_seeding_ended() {
+        let os = StdSync::default();
+        let registry = Registry::default();
+        registry.destroy(&os, ThreadId(2), true);
+        registry.add(&os, ThreadId(2), Some(OsThread(9)), false);
+        registry.add(&os, ThreadId(3), Some(OsThread(10)), false);
+        assert_eq!(ids(&registry, &os), [3]);
+        // A new thread reported by the callbacks with a reused id is live.
+        registry.add(&os, ThreadId(2), Some(OsThread(11)), true);
+        registry.seeded(&os);
+        assert_eq!(ids(&registry, &os), [3, 2]);
+    }
+
+    #[test]
+    fn budgets_count_per_period() {
+        let t = Tracked {
+            id: ThreadId(1),
+            os: AtomicU32::new(0),
+            destroyed: AtomicBool::new(false),
+            lock: MutexId(0),
+            interventions: AtomicU32::new(0),
+            period: AtomicU64::new(0),
+        };
+        t.intervened(3);
+        t.intervened(3);
+        assert_eq!((t.interventions(3), t.interventions(4)), (2, 0));
+        t.intervened(4);
+        assert_eq!(t.interventions(4), 1, "a new period starts from zero");
+    }
+}

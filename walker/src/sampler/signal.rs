@@ -122,3 +122,34 @@ impl Slot {
         self.state.store(IDLE, Ordering::Release);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_slot_hands_off_once_per_arming() {
+        let slot = Slot::new(4);
+        assert!(slot.claim(OsThread(1)).is_none(), "not armed");
+        assert!(slot.arm(OsThread(1)));
+        assert!(slot.claim(OsThread(2)).is_none(), "armed for another thread");
+        {
+            let mut c = slot.claim(OsThread(1)).expect("armed for this thread");
+            c.start = 0x1000;
+            c.words[..2].copy_from_slice(&[7, 8]);
+            c.len = 2;
+        }
+        assert!(!slot.arm(OsThread(1)), "busy until collected");
+        slot.fill();
+        let c = slot.collect().expect("filled");
+        assert_eq!(
+            (c.read(0x1000), c.read(0x1008), c.read(0x1010), c.read(0x1004)),
+            (Some(7), Some(8), None, None)
+        );
+        drop(c);
+        slot.release();
+        assert!(slot.arm(OsThread(3)));
+        assert!(slot.disarm(), "never claimed: the sampler gives up");
+        assert!(slot.collect().is_none());
+    }
+}

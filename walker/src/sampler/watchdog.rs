@@ -129,3 +129,56 @@ impl Watch {
         Some(OsThread(self.target.load(Ordering::Acquire)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corprof::ThreadId;
+
+    fn tracked() -> std::sync::Arc<Tracked> {
+        let registry = super::super::Registry::default();
+        let os = corprof::os::StdSync::default();
+        registry.add(&os, ThreadId(1), Some(OsThread(5)), true);
+        registry.get(&os, ThreadId(1)).expect("just added")
+    }
+
+    #[test]
+    fn exactly_one_side_resumes() {
+        let config = WatchdogConfig::default();
+        let watch = Watch::default();
+        let t = tracked();
+        let ms = Duration::from_millis;
+        // The sampler finishes in time: it resumes, the watchdog has nothing to do.
+        watch.begin(OsThread(5), ms(0));
+        assert_eq!(watch.check(&config, ms(499)), None);
+        assert!(watch.end(Some(&config), &t, ms(499)));
+        assert_eq!(watch.check(&config, ms(10_000)), None);
+        // The sampler is stuck: the watchdog resumes once, the sampler must not.
+        watch.begin(OsThread(5), ms(1000));
+        assert_eq!(watch.check(&config, ms(1500)), Some(OsThread(5)));
+        assert_eq!(watch.check(&config, ms(1600)), None, "only once");
+        assert!(watch.rescued());
+        assert!(!watch.end(Some(&config), &t, ms(1700)));
+        assert_eq!(t.interventions(0), 1);
+    }
+
+    #[test]
+    fn budgets_skip_a_thread_then_everyone() {
+        let config = WatchdogConfig {
+            per_thread: 2,
+            total: 3,
+            ..WatchdogConfig::default()
+        };
+        let watch = Watch::default();
+        let t = tracked();
+        let ms = Duration::from_millis;
+        for i in 0..2 {
+            assert!(watch.allows(&config, &t, ms(i * 1000)));
+            watch.begin(OsThread(5), ms(i * 1000));
+            watch.check(&config, ms(i * 1000 + 600)).unwrap();
+            watch.end(Some(&config), &t, ms(i * 1000 + 700));
+        }
+        assert!(!watch.allows(&config, &t, ms(5000)), "two rescues of this thread");
+        assert!(watch.allows(&config, &t, ms(31_000)), "a new period");
+    }
+}

@@ -1,0 +1,107 @@
+//! The reference sampler (`walker::sampler`) on every pitfall scenario, each sample judged
+//! against the ground truth at the instant it was taken, and every mutant caught by the
+//! failure story it breaks. CI runs the same at scale: `simclr explore` with 10⁴ schedules
+//! per pitfall, and `simclr mutants`.
+
+use fixtures::sampling::{mutants, process, Variant};
+use sim_clr::process::Strategy;
+use sim_clr::scenario::Scenario;
+
+// Profiler code's allocations on simulated threads take the process heap lock.
+#[global_allocator]
+static ALLOCATOR: sim_clr::process::HeapLockAllocator<std::alloc::System> =
+    sim_clr::process::HeapLockAllocator(std::alloc::System);
+
+fn pitfall(name: &str) -> Scenario {
+    let (file, text) = fixtures::pitfall_catalog()
+        .iter()
+        .find(|(file, _)| file.trim_end_matches(".toml") == name)
+        .unwrap_or_else(|| panic!("no pitfall {name}"));
+    Scenario::parse(file, text).unwrap()
+}
+
+#[test]
+fn the_reference_sampler_survives_every_pitfall() {
+    let all = fixtures::pitfalls().unwrap();
+    assert!(all.len() >= 24);
+    for scenario in all {
+        let name = scenario.name.clone();
+        let p = process(scenario, Variant::REFERENCE).unwrap();
+        for (strategy, n) in [(Strategy::Pct(3), 40), (Strategy::Random, 20)] {
+            let report = p.explore(strategy, n, 7, |_, _| {});
+            assert_eq!(
+                report.outcomes.keys().collect::<Vec<_>>(),
+                ["ok"],
+                "{name}: {report:?}"
+            );
+        }
+    }
+}
+
+/// Each mutant, on the scenario that tells its failure story, and how that run may end.
+const STORIES: [(&str, &str, &[&str]); 11] = [
+    (
+        "allocate-while-suspended",
+        "s03-heap-lock",
+        &["lock_while_suspending"],
+    ),
+    (
+        "lock-in-walk-callback",
+        "s04-profiler-lock",
+        &["lock_while_suspending"],
+    ),
+    (
+        "no-destroyed-recheck",
+        "s24-canary",
+        &["walk_of_destroyed_thread", "thread_use_after_free"],
+    ),
+    ("read-before-context", "s08-async-suspend", &["torn_stack_read"]),
+    (
+        "leak-suspend-on-failure",
+        "s09-context-fails",
+        &["hang", "deadlock", "lock_while_suspending"],
+    ),
+    (
+        "walk-without-suspend-runtime",
+        "s11-unix-cross-thread",
+        &["wrong_sample"],
+    ),
+    (
+        "lock-in-signal-handler",
+        "s17-signal-in-malloc",
+        &["lock_in_signal_handler"],
+    ),
+    ("no-bounds-check", "s12-hijacked-rsp", &["access_violation"]),
+    (
+        "unlocked-thread-destroyed",
+        "s24-canary",
+        &["walk_of_destroyed_thread", "thread_use_after_free"],
+    ),
+    ("no-watchdog", "s05-code-manager-lock", &["deadlock"]),
+    (
+        "managed-sampler-thread",
+        "s06-gc-while-suspended",
+        &["managed_suspender"],
+    ),
+];
+
+#[test]
+fn every_mutant_fails_its_own_story_within_1000_schedules() {
+    let all = mutants();
+    assert_eq!(all.len(), STORIES.len());
+    for (name, story, outcomes) in STORIES {
+        let mutant = all.iter().find(|m| m.name == name).unwrap();
+        let p = process(pitfall(story), mutant.variant).unwrap();
+        let (ran, failed) = p.first_failure(Strategy::Pct(3), 1000, 1);
+        let run = failed.unwrap_or_else(|| panic!("{name} escaped {story} in {ran} schedules"));
+        assert!(
+            outcomes.contains(&run.outcome.as_str()),
+            "{name} on {story}: {run:?}"
+        );
+        // The shrunk schedule replays, strictly, to the same outcome.
+        let schedule = run.schedule.parse().unwrap();
+        let (shrunk, again) = sim_clr::process::shrink::shrink(&p, &schedule, &run.outcome, 100).unwrap();
+        assert!(shrunk.0.len() <= schedule.0.len());
+        assert_eq!(p.replay(&shrunk).unwrap().outcome, again.outcome);
+    }
+}
