@@ -151,9 +151,11 @@ const EMPTY: u8 = 0;
 const FIBER: u8 = 1;
 const ENGINE: u8 = 2;
 
-/// How many times a hand-off is polled before the waiting side sleeps: the other side usually
-/// answers within microseconds, and a sleep and a wake-up cost far more.
-const SPINS: u32 = 4000;
+/// How many times a hand-off is polled, then polled after yielding the CPU, before the
+/// waiting side sleeps: the other side usually answers within a microsecond, and a sleep and
+/// a wake-up cost far more. Yielding keeps the wait cheap when threads outnumber cores.
+const SPINS: u32 = 64;
+const YIELDS: u32 = 16;
 
 impl Shared {
     fn new() -> Shared {
@@ -181,11 +183,15 @@ impl Shared {
 
     fn take(&self, want_fiber: bool) -> Baton {
         let want = if want_fiber { FIBER } else { ENGINE };
-        for _ in 0..SPINS {
+        for i in 0..SPINS + YIELDS {
             if self.holder.load(Ordering::Acquire) == want {
                 break;
             }
-            std::hint::spin_loop();
+            if i < SPINS {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
         }
         let mut b = self.baton.lock().unwrap_or_else(|e| e.into_inner());
         loop {

@@ -1,0 +1,90 @@
+//! The reference sampler's speed in the simulated process, and the throughput of exploring
+//! pitfall scenarios with it.
+//!
+//! - `sampler/samples`: one run of a Windows process with 10 application threads and the
+//!   reference sampler (3 rounds: 30 samples, each suspended, walked with the hybrid walker,
+//!   resumed, judged against the ground truth), under one fixed seed. Throughput is in
+//!   samples. The peer in the same group is the built-in `snapshot-sampler` (unseeded
+//!   `DoStackSnapshot` of every thread, no suspension, no oracle) on the same process.
+//! - `sampler/explore`: schedules per second of `simclr explore` on a pitfall scenario
+//!   (processes × schedules), against the same application with no profiler at all.
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use sim_clr::process::{HeapLockAllocator, Process, Strategy};
+use sim_clr::scenario::Scenario;
+
+#[global_allocator]
+static ALLOCATOR: HeapLockAllocator<std::alloc::System> = HeapLockAllocator(std::alloc::System);
+
+/// A Windows process of `threads` application threads, each calling and returning, with a
+/// sampler thread running `body` (and a watchdog for the reference sampler).
+fn process(threads: usize, body: &str) -> Process {
+    let mut text = String::from(
+        "platform = \"windows\"\n[runtime]\nevent_mask = [\"ENABLE_STACK_SNAPSHOT\", \"MONITOR_THREADS\"]\n",
+    );
+    for (name, kind) in [
+        ("App::Main", "jit"),
+        ("App::Work", "jit"),
+        ("host!main", "native"),
+        ("sampler!loop", "native"),
+    ] {
+        text += &format!("[[code]]\nname = \"{name}\"\nkind = \"{kind}\"\n");
+    }
+    for t in 0..threads {
+        text += &format!(
+            "[[threads]]\nname = \"t{t}\"\nframes = [{{ fn = \"App::Main\" }}, {{ fn = \"host!main\" }}]\n\
+             program = [\"loop 20\", \"call App::Work\", \"spin 2\", \"return\", \"end\"]\n"
+        );
+    }
+    text += &format!("[[threads]]\nname = \"sampler\"\nkind = \"native\"\nframes = [{{ fn = \"sampler!loop\" }}]\nbody = \"{body}\"\n");
+    if body == "sampler" {
+        text += "[[threads]]\nname = \"watchdog\"\nkind = \"native\"\nframes = [{ fn = \"sampler!loop\" }]\nbody = \"watchdog\"\n";
+    }
+    fixtures::behaviours::process(Scenario::parse("bench.toml", &text).expect("valid")).expect("attached")
+}
+
+fn samples(c: &mut Criterion) {
+    let mut g = c.benchmark_group("sampler");
+    g.sample_size(20);
+    // 10 threads × 3 rounds; every run is checked to end well.
+    g.throughput(Throughput::Elements(30));
+    for (name, body) in [
+        ("reference, 10 threads", "sampler"),
+        ("peer: snapshot-sampler, 10 threads", "snapshot-sampler"),
+    ] {
+        let p = process(10, body);
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let report = p.explore(Strategy::Random, 1, 3, |_, _| {});
+                assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"]);
+            })
+        });
+    }
+    g.finish();
+}
+
+fn explore(c: &mut Criterion) {
+    let (file, text) = fixtures::pitfall_catalog()
+        .iter()
+        .find(|(f, _)| f.starts_with("s03"))
+        .expect("the heap-lock pitfall");
+    let scenario = Scenario::parse(file, text).expect("valid");
+    let with = fixtures::behaviours::process(scenario.clone()).expect("attached");
+    let mut bare = scenario;
+    bare.process.bodies.iter_mut().for_each(|b| *b = None);
+    let without = Process::new(bare);
+    let mut g = c.benchmark_group("sampler_explore");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(100));
+    g.bench_function("s03-heap-lock, reference sampler, 100 PCT schedules", |b| {
+        b.iter(|| with.explore(Strategy::Pct(3), 100, 1, |_, _| {}).schedules_run)
+    });
+    g.bench_function(
+        "peer: the same application without a profiler, 100 PCT schedules",
+        |b| b.iter(|| without.explore(Strategy::Pct(3), 100, 1, |_, _| {}).schedules_run),
+    );
+    g.finish();
+}
+
+criterion_group!(benches, samples, explore);
+criterion_main!(benches);
