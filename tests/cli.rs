@@ -27,8 +27,8 @@ fn no_arguments_runs_the_catalog_one_line_per_scenario() {
     let text = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let scenarios = fixtures::catalog().len();
-    let processes = fixtures::process_catalog().len();
-    // One line per scenario and a total, then one per process and a total.
+    let processes = fixtures::process_catalog().len() + fixtures::pitfall_catalog().len();
+    // One line per scenario and a total, then one per process or pitfall and a total.
     assert_eq!(lines.len(), scenarios + 1 + processes + 1, "{text}");
     assert!(lines[..scenarios].iter().all(|l| l.starts_with("ok ")), "{text}");
     assert!(
@@ -41,7 +41,7 @@ fn no_arguments_runs_the_catalog_one_line_per_scenario() {
         lines
             .last()
             .unwrap()
-            .ends_with("process scenarios explored, 0 with unexpected outcomes"),
+            .ends_with("process and pitfall scenarios explored, 0 with unexpected outcomes"),
         "{text}"
     );
 }

@@ -107,35 +107,16 @@ fn decide(st: &mut State, thread: ThreadId, flags: u32, seed: Option<&Context>) 
     }
     // R4: 0 means the caller's Thread; anything else is reinterpreted without validation.
     let caller = st.caller_ee();
-    let target = if thread.is_null() {
-        caller.map(Ok)
-    } else {
-        Some(st.resolve(thread).ok_or(thread))
-    };
     // R5
     if flags & !snapshot::VALID_X64 != 0 {
         return Err(HResult::E_INVALIDARG);
     }
     // R6: nothing to walk. Checking "GC special" dereferences the Thread.
-    let t = match target {
-        None => return Err(HResult::S_OK),
-        Some(Err(bogus)) => {
-            let message = format!(
-                "DoStackSnapshot dereferenced ThreadID {bogus}, which is no Thread: the process crashes"
-            );
-            st.fault(FaultKind::BogusThreadId, true, message);
-            return Err(HResult::E_UNEXPECTED);
-        }
-        Some(Ok(t)) => t,
+    let t = match (thread.is_null(), caller) {
+        (true, None) => return Err(HResult::S_OK),
+        (true, Some(t)) => t,
+        (false, _) => st.dereference(thread, "DoStackSnapshot")?,
     };
-    if st.threads[t].lifecycle == Lifecycle::Deleted {
-        let message = format!(
-            "DoStackSnapshot dereferenced ThreadID {} of {}, freed after ThreadDestroyed (block in ThreadDestroyed until walks end, R37)",
-            st.threads[t].id, st.threads[t].name
-        );
-        st.fault(FaultKind::ThreadUseAfterFree, true, message);
-        return Err(HResult::E_UNEXPECTED);
-    }
     if st.threads[t].gc_special || !st.config.gc_initialized {
         return Err(HResult::S_OK);
     }

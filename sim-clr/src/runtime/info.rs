@@ -4,7 +4,6 @@
 use super::{suspension, Runtime, State};
 use crate::process::fiber;
 use crate::thread::{Lifecycle, ThreadKind};
-use crate::trace::FaultKind;
 use corprof::flags::event;
 use corprof::{
     CodeInfo, Context, FrameInfo, FunctionId, FunctionInfo, HResult, ProfilerInfo, ReJitId,
@@ -214,21 +213,7 @@ impl ProfilerInfo for Runtime {
         let _call = fiber::RuntimeCall::enter();
         let mut st = self.lock();
         st.sync_entry(false)?;
-        let Some(t) = st.resolve(thread) else {
-            let message = format!(
-                "GetThreadInfo dereferenced ThreadID {thread}, which is no Thread: the process crashes"
-            );
-            st.fault(FaultKind::BogusThreadId, true, message);
-            return Err(HResult::E_UNEXPECTED);
-        };
-        if st.threads[t].lifecycle == Lifecycle::Deleted {
-            let message = format!(
-                "GetThreadInfo dereferenced ThreadID {thread} of {}, freed after ThreadDestroyed",
-                st.threads[t].name
-            );
-            st.fault(FaultKind::ThreadUseAfterFree, true, message);
-            return Err(HResult::E_UNEXPECTED);
-        }
+        let t = st.dereference(thread, "GetThreadInfo")?;
         Ok(st.threads[t].os_id)
     }
 }

@@ -34,7 +34,7 @@ use crate::memory::AddressSpace;
 use crate::thread::{Lifecycle, Thread};
 use crate::trace::{Event, Fault, FaultKind};
 use corprof::flags::event;
-use corprof::{Context, ProfilerCallback, ThreadId};
+use corprof::{Context, HResult, ProfilerCallback, ThreadId};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Which operating system's runtime is simulated (R11, R13, R43).
@@ -150,6 +150,27 @@ impl State {
     /// Resolves a non-null `ThreadID` the way CoreCLR does: by reinterpreting it (R4).
     pub fn resolve(&self, id: ThreadId) -> Option<usize> {
         self.threads.iter().position(|t| t.is_managed() && t.id == id)
+    }
+
+    /// Dereferences `id` as the runtime does, without validation, for API `api`: a `ThreadID`
+    /// that is no `Thread` crashes the process (R4, R6), a freed one is a use after free
+    /// (R37). Either is a fatal fault and `E_UNEXPECTED`.
+    pub fn dereference(&mut self, id: ThreadId, api: &str) -> Result<usize, HResult> {
+        let Some(t) = self.resolve(id) else {
+            let message =
+                format!("{api} dereferenced ThreadID {id}, which is no Thread: the process crashes");
+            self.fault(FaultKind::BogusThreadId, true, message);
+            return Err(HResult::E_UNEXPECTED);
+        };
+        if self.threads[t].lifecycle == Lifecycle::Deleted {
+            let message = format!(
+                "{api} dereferenced ThreadID {id} of {}, freed after ThreadDestroyed (block in ThreadDestroyed until walks end, R37)",
+                self.threads[t].name
+            );
+            self.fault(FaultKind::ThreadUseAfterFree, true, message);
+            return Err(HResult::E_UNEXPECTED);
+        }
+        Ok(t)
     }
 
     pub fn relayout(&mut self, index: usize) {
