@@ -5,7 +5,7 @@
 //! sees (never managed), which calls `InitializeCurrentThread` before it stops anyone (R39).
 //! [`Sampler::watchdog`] is the watchdog thread's code ([`watchdog`]). The sampler also is the
 //! profiler's [`ProfilerCallback`]: `ThreadCreated`, `ThreadAssignedToOSThread` and
-//! `ThreadDestroyed` feed its [`registry`]. On Unix, [`Sampler::on_signal`] is the profiling
+//! `ThreadDestroyed` feed its [`Registry`]. On Unix, [`Sampler::on_signal`] is the profiling
 //! signal's handler.
 //!
 //! **Which threads.** Managed threads the registry knows (seeded from `EnumThreads` and
@@ -24,7 +24,7 @@
 //!   `ResumeRuntime`. The only cross-thread walk Unix allows (R43).
 //! - [`Method::Signal`] (Unix): the target is sent the profiling signal; its handler copies
 //!   its registers and the top of its stack into a preallocated slot (no lock, no
-//!   allocation, [`signal`]); the sampler unwinds natively from the copy. JIT code has no
+//!   allocation); the sampler unwinds natively from the copy. JIT code has no
 //!   unwind info on Unix, so such a sample ends at the first managed frame, marked partial.
 //!
 //! **Watchdog, canary, limits.** A suspension longer than 500 ms is ended by the watchdog, the
