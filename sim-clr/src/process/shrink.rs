@@ -27,7 +27,10 @@ pub fn shrink(
         improved = false;
         let runs = runs(&best.0);
         for k in (0..runs.len()).rev() {
-            for candidate in [drop_run(&runs, k), halve_run(&runs, k)].into_iter().flatten() {
+            for candidate in [Some(drop_run(&runs, k)), halve_run(&runs, k)]
+                .into_iter()
+                .flatten()
+            {
                 if tries >= budget {
                     break;
                 }
@@ -74,9 +77,8 @@ fn join(runs: impl IntoIterator<Item = (u16, usize)>) -> Schedule {
 }
 
 /// Without run `k`.
-fn drop_run(runs: &[(u16, usize)], k: usize) -> Option<Schedule> {
-    let rest = runs.iter().enumerate().filter(|&(i, _)| i != k).map(|(_, &r)| r);
-    Some(join(rest))
+fn drop_run(runs: &[(u16, usize)], k: usize) -> Schedule {
+    join(runs.iter().enumerate().filter(|&(i, _)| i != k).map(|(_, &r)| r))
 }
 
 /// With run `k` half as long (none for a run of one).
@@ -99,7 +101,7 @@ mod tests {
         let s: Schedule = "0x4.1.0x2".parse().unwrap();
         let r = runs(&s);
         assert_eq!(r, [(0, 4), (1, 1), (0, 2)]);
-        assert_eq!(drop_run(&r, 1).unwrap().to_string(), "0x6");
+        assert_eq!(drop_run(&r, 1).to_string(), "0x6");
         assert_eq!(halve_run(&r, 0).unwrap().to_string(), "0x2.1.0x2");
         assert!(halve_run(&r, 1).is_none());
         assert_eq!(size(&s), (3, 7));

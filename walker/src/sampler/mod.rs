@@ -71,17 +71,6 @@ pub enum Method {
     Signal,
 }
 
-impl Method {
-    /// Its name (`suspend`, `suspend-runtime`, `signal`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Method::Suspend => "suspend",
-            Method::SuspendRuntime => "suspend-runtime",
-            Method::Signal => "signal",
-        }
-    }
-}
-
 /// A deliberate defect: the sampler with exactly one rule broken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Defect {
@@ -151,11 +140,6 @@ impl Defect {
             Defect::UnlockedThreadDestroyed => "ThreadDestroyed takes the per-thread lock",
         }
     }
-
-    /// The defect named `name`.
-    pub fn named(name: &str) -> Option<Defect> {
-        Defect::ALL.into_iter().find(|d| d.name() == name)
-    }
 }
 
 /// How the sampler runs.
@@ -221,13 +205,6 @@ pub struct Sample<'a> {
     pub at: Duration,
 }
 
-impl Sample<'_> {
-    /// Frames are missing somewhere (a marker), or the stack is cut.
-    pub fn partial(&self) -> bool {
-        self.truncated || self.frames.iter().any(|f| matches!(f, HybridFrame::Truncated(_)))
-    }
-}
-
 /// Where samples go.
 pub trait Sink {
     /// Called while `thread` is stopped, its sample taken ([`Method::Suspend`] and
@@ -286,12 +263,6 @@ impl std::fmt::Display for SamplerError {
 
 impl std::error::Error for SamplerError {}
 
-/// Counters updated by several threads.
-#[derive(Debug, Default)]
-struct Counters {
-    rescued: AtomicU64,
-}
-
 /// The sampler: its configuration, its registry and what its threads share.
 pub struct Sampler<O> {
     config: Config,
@@ -301,7 +272,8 @@ pub struct Sampler<O> {
     stop: AtomicBool,
     slot: signal::Slot,
     signal_done: OnceLock<EventId>,
-    counters: Counters,
+    /// Suspensions the watchdog ended (it counts them; the sampler reports them).
+    rescued: AtomicU64,
 }
 
 /// The per-round state of the sampler thread: preallocated buffers and what it found.
@@ -325,7 +297,7 @@ impl<O: Os> Sampler<O> {
             watch: Watch::default(),
             stop: AtomicBool::new(false),
             signal_done: OnceLock::new(),
-            counters: Counters::default(),
+            rescued: AtomicU64::new(0),
         }
     }
 
@@ -344,7 +316,7 @@ impl<O: Os> Sampler<O> {
     }
 
     fn done_event(&self) -> EventId {
-        registry::once(&self.signal_done, || {
+        once(&self.signal_done, || {
             self.os.event_create("simclr-sampler-signal-done")
         })
     }
@@ -405,7 +377,7 @@ impl<O: Os> Sampler<O> {
             }
             os.sleep(self.config.period);
         }
-        round.stats.rescued = self.counters.rescued.load(Ordering::Acquire);
+        round.stats.rescued = self.rescued.load(Ordering::Acquire);
         Ok(round.stats)
     }
 
@@ -524,10 +496,9 @@ impl<O: Os> Sampler<O> {
         sink: &mut dyn Sink,
     ) -> Option<HybridOutcome> {
         let os = &self.os;
-        let watchdog = self.config.watchdog.as_ref();
         self.watch.begin(os_thread, os.now());
         if os.suspend_thread(os_thread).is_err() {
-            self.watch.end(watchdog, target, os.now());
+            self.watch.end(self.config.watchdog.as_ref(), target, os.now());
             round.stats.stop_failures += 1;
             return None;
         }
@@ -541,10 +512,8 @@ impl<O: Os> Sampler<O> {
             Ok(context) => context,
             Err(_) => {
                 round.stats.stop_failures += 1;
-                if !self.config.has(Defect::LeakSuspendOnFailure)
-                    && self.watch.end(watchdog, target, os.now())
-                {
-                    let _ = os.resume_thread(os_thread);
+                if !self.config.has(Defect::LeakSuspendOnFailure) {
+                    self.release(target, os_thread);
                 }
                 return None;
             }
@@ -556,9 +525,7 @@ impl<O: Os> Sampler<O> {
             }
             _ => {
                 round.stats.bad_contexts += 1;
-                if self.watch.end(watchdog, target, os.now()) {
-                    let _ = os.resume_thread(os_thread);
-                }
+                self.release(target, os_thread);
                 return None;
             }
         };
@@ -567,16 +534,21 @@ impl<O: Os> Sampler<O> {
             let copy: Vec<HybridFrame> = round.walker.frames().to_vec();
             std::hint::black_box(copy);
         }
-        if self.watch.rescued() {
-            self.watch.end(watchdog, target, os.now());
-            return None;
-        }
         sink.stopped(target.id);
-        if !self.watch.end(watchdog, target, os.now()) {
-            return None;
+        // A sample the watchdog rescued is discarded: the thread ran on during the walk.
+        self.release(target, os_thread).then_some(outcome)
+    }
+
+    /// Ends the suspension of `target`: resumes it, unless the watchdog already has (then
+    /// false). Either way it was resumed exactly once.
+    fn release(&self, target: &Tracked, os_thread: OsThread) -> bool {
+        let sampler_resumes = self
+            .watch
+            .end(self.config.watchdog.as_ref(), target, self.os.now());
+        if sampler_resumes {
+            let _ = self.os.resume_thread(os_thread);
         }
-        let _ = os.resume_thread(os_thread);
-        Some(outcome)
+        sampler_resumes
     }
 
     /// The hybrid walk of a suspended thread. Once the watchdog has rescued the target, reads
@@ -732,7 +704,7 @@ impl<O: Os> Sampler<O> {
             os.sleep(config.tick);
             if let Some(target) = self.watch.check(&config, os.now()) {
                 let _ = os.resume_thread(target);
-                self.counters.rescued.fetch_add(1, Ordering::AcqRel);
+                self.rescued.fetch_add(1, Ordering::AcqRel);
             }
         }
     }
@@ -756,8 +728,10 @@ impl<O: Os> Sampler<O> {
         if let Ok((limit, base)) = os.stack_bounds(me) {
             if (limit..base).contains(&context.rsp) && context.rsp.is_multiple_of(8) {
                 let len = (((base - context.rsp) / 8) as usize).min(capture.words.len());
-                let start = context.rsp;
-                if os.read_stack_words(me, start, &mut capture.words[..len]).is_ok() {
+                if os
+                    .read_stack_words(me, context.rsp, &mut capture.words[..len])
+                    .is_ok()
+                {
                     capture.len = len;
                 }
             }
@@ -785,4 +759,15 @@ impl<O: Os> ProfilerCallback for Sampler<O> {
         self.registry.destroy(&self.os, thread, locked);
         HResult::S_OK
     }
+}
+
+/// The value of `cell`, made by `make` if it is empty. Unlike `OnceLock::get_or_init`, no
+/// lock is held while `make` runs: it may block (an OS call), and a second thread must not
+/// wait for it. Two threads may both make a value; the first one stored wins.
+fn once<T: Copy>(cell: &OnceLock<T>, make: impl FnOnce() -> T) -> T {
+    if let Some(&value) = cell.get() {
+        return value;
+    }
+    let value = make();
+    *cell.get_or_init(|| value)
 }

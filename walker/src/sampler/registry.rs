@@ -85,7 +85,7 @@ impl Default for Registry {
 impl Registry {
     /// The profiler lock that guards the list (created on first use, on the calling thread).
     pub(crate) fn lock_id(&self, os: &dyn Sync) -> MutexId {
-        once(&self.lock, || os.mutex_create("simclr-sampler-registry"))
+        super::once(&self.lock, || os.mutex_create("simclr-sampler-registry"))
     }
 
     /// Runs `f` on the list with the registry lock held. The inner mutex is never contended:
@@ -178,17 +178,6 @@ impl Registry {
         out.clear();
         self.with(os, |list| out.extend(list.iter().cloned()));
     }
-}
-
-/// The value of `cell`, made by `make` if it is empty. Unlike `OnceLock::get_or_init`, no
-/// lock is held while `make` runs: it may block (an OS call), and a second thread must not
-/// wait for it. Two threads may both make a value; the first one stored wins.
-pub(crate) fn once<T: Copy>(cell: &OnceLock<T>, make: impl FnOnce() -> T) -> T {
-    if let Some(&value) = cell.get() {
-        return value;
-    }
-    let value = make();
-    *cell.get_or_init(|| value)
 }
 
 #[cfg(test)]
