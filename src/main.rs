@@ -10,13 +10,15 @@
 //! - `simclr unwind-check FILE…` checks the DWARF unwinder against gimli on real ELF files;
 //! - `simclr walk FILE` walks a thread with the hybrid walker beside its ground truth;
 //! - `simclr walk-fuzz` walks random processes with the hybrid walker against the ground truth;
-//! - `simclr mutants` runs every deliberately broken sampler on the pitfall scenarios.
+//! - `simclr mutants` runs every deliberately broken sampler on the pitfall scenarios;
+//! - `simclr fuzz` runs a sampler in random processes under random and PCT schedules.
 //!
 //! Exit codes: 0 success; 1 a scenario's own expectations failed; 2 a malformed scenario or
 //! bad command line.
 
 mod conform;
 mod explore;
+mod fuzz;
 mod hybrid;
 mod mutants;
 mod unwind_check;
@@ -161,6 +163,29 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run a sampler (the reference or a mutant) in random processes under random and PCT
+    /// schedules, checking every rule and every sample against the ground truth; shrink each
+    /// failure to a scenario file and a schedule, and print how to replay it.
+    Fuzz {
+        /// How many random processes.
+        #[arg(long, default_value_t = 100)]
+        processes: u64,
+        /// Schedules per process (the first half random, the rest PCT).
+        #[arg(long, default_value_t = 100)]
+        schedules: u64,
+        /// `reference` or a mutant's name.
+        #[arg(long, default_value = "reference")]
+        sampler: String,
+        /// The generator's seed (same seed, same processes and schedules).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Print one JSON document (docs/json-output.md).
+        #[arg(long)]
+        json: bool,
+        /// Where the shrunk reproducers are written.
+        #[arg(long, default_value = "fuzz-failures")]
+        out: PathBuf,
+    },
     /// Compare a real runtime's answers with the simulator's (see conformance/run.sh).
     Conform {
         /// Directory of scenarios (`NAME.toml`) with `case` labels.
@@ -216,6 +241,14 @@ fn main() -> ExitCode {
             seed,
             json,
         } => mutants::run(schedules, seed, json),
+        Command::Fuzz {
+            processes,
+            schedules,
+            sampler,
+            seed,
+            json,
+            out,
+        } => fuzz::run(processes, schedules, &sampler, seed, json, &out),
         Command::UnwindCheck { files } => unwind_check::run(&files),
         Command::Walk {
             file,

@@ -128,6 +128,8 @@ struct Sim {
     rsp_hijacked: bool,
     handler_replaced: bool,
     last_progress: u64,
+    /// In a managed wait (`join`, `wait_event`, `sleep`): the mode to return to when it ends.
+    wait_mode: Option<Mode>,
 }
 
 /// What a step did.
@@ -221,6 +223,7 @@ impl<'p> Run<'p> {
                     rsp_hijacked: false,
                     handler_replaced: false,
                     last_progress: 0,
+                    wait_mode: None,
                 }
             })
             .collect();
@@ -410,8 +413,8 @@ impl<'p> Run<'p> {
     }
 
     /// Managed threads a GC on `gc` still waits for: alive, running, cooperative, not parked.
-    /// A thread in a blocking wait (a join, an event, a sleep) waits in preemptive mode, as
-    /// the runtime's waits do; a thread past its `ThreadDestroyed` is no longer the GC's.
+    /// A thread in a managed wait is preemptive ([`Run::wait_preemptive`]); a thread past its
+    /// `ThreadDestroyed` is no longer the GC's.
     fn unsafe_threads(&self, gc: usize) -> Vec<usize> {
         let st = self.rt.lock();
         (0..self.th.len())
@@ -420,17 +423,24 @@ impl<'p> Run<'p> {
                 i != gc
                     && t.is_managed()
                     && t.lifecycle == Lifecycle::Alive
-                    && !matches!(
-                        self.th[i].status,
-                        Status::Done
-                            | Status::NotStarted
-                            | Status::Sleeping(_)
-                            | Status::Blocked(Wait::Join(_) | Wait::Event(..))
-                    )
+                    && !matches!(self.th[i].status, Status::Done | Status::NotStarted)
                     && t.mode == Mode::Cooperative
                     && t.parked.is_none()
             })
             .collect()
+    }
+
+    /// A program's blocking wait (`join`, `wait_event`, `sleep`) is a managed wait: the
+    /// runtime puts the thread in preemptive mode for it (so a GC or a `SuspendRuntime` does
+    /// not wait for it, and `DoStackSnapshot` walks it from its Frame chain) and back when
+    /// it ends, at its next step (where, during a suspension, it parks).
+    fn wait_preemptive(&mut self, t: usize) {
+        let mut st = self.rt.lock();
+        let thread = &mut st.threads[t];
+        if thread.is_managed() && self.th[t].wait_mode.is_none() {
+            self.th[t].wait_mode = Some(thread.mode);
+            thread.mode = Mode::Preemptive;
+        }
     }
 
     /// The thread whose runtime suspension (a GC, or the profiler's `SuspendRuntime`) is in
@@ -639,6 +649,9 @@ impl<'p> Run<'p> {
         }
         if let Status::Blocked(_) | Status::Sleeping(_) = self.th[t].status {
             self.th[t].status = Status::Ready;
+        }
+        if let Some(mode) = self.th[t].wait_mode.take() {
+            self.rt.lock().threads[t].mode = mode;
         }
         // A cooperative managed thread reaches a safe point at every step: during a runtime
         // suspension it parks there.

@@ -144,6 +144,7 @@ impl Run<'_> {
                 if phase == 0 {
                     self.note(t, line, describe);
                     self.th[t].status = Status::Sleeping(self.now + us);
+                    self.wait_preemptive(t);
                     Done::Again
                 } else {
                     Done::Next
@@ -170,6 +171,7 @@ impl Run<'_> {
                     self.note(t, line, |run| {
                         format!("join {}: waits for its end", run.th[x].name)
                     });
+                    self.wait_preemptive(t);
                     return Done::Block(Wait::Join(x));
                 }
                 self.note(t, line, describe);
@@ -302,6 +304,7 @@ impl Run<'_> {
                     self.note(t, line, describe);
                     Done::Next
                 } else {
+                    self.wait_preemptive(t);
                     Done::Block(Wait::Event(e, u64::MAX))
                 }
             }
@@ -429,6 +432,7 @@ impl Run<'_> {
         match phase {
             0 if managed => {
                 self.note(t, line, |_| "exit".into());
+                self.return_to_thread_start(t);
                 self.raise(t, Notice::Callback(CallbackKind::ThreadDestroyed));
                 Done::Again
             }
@@ -446,6 +450,30 @@ impl Run<'_> {
                 self.delete(t);
                 Done::Next
             }
+        }
+    }
+}
+
+impl Run<'_> {
+    /// A thread exits once its managed code has returned: the runtime raises
+    /// `ThreadDestroyed` from its thread teardown with only the native frames that started the
+    /// thread left on the stack (so no managed frame sits above a preemptive thread's Frame
+    /// chain, as in the real runtime). A stack with no native root keeps its last entry.
+    fn return_to_thread_start(&mut self, t: usize) {
+        let mut st = self.rt.lock();
+        let st = &mut *st;
+        let stack = &st.threads[t].stack;
+        if stack.len() < 2 {
+            return;
+        }
+        let managed = stack.iter().rposition(|e| match e {
+            StackEntry::Frame(_) => true,
+            StackEntry::Call { function, .. } => st.code.function(*function).kind.is_managed(),
+        });
+        let keep_from = managed.map_or(0, |i| (i + 1).min(stack.len() - 1));
+        if keep_from > 0 {
+            st.threads[t].stack.drain(..keep_from);
+            st.relayout(t);
         }
     }
 }

@@ -1,0 +1,141 @@
+//! `simclr fuzz`: a sampler in random processes under random and PCT schedules; each failure
+//! is shrunk and written out as a scenario file with the schedule that replays it.
+
+use crate::explore::progress;
+use crate::print_json;
+use fixtures::fuzz::{fuzz, Failure, Options};
+use std::path::Path;
+use std::process::ExitCode;
+
+/// Fuzzes `sampler` (`reference` or a mutant) with `processes` processes of `schedules`
+/// schedules each from `seed`, writing reproducers into `out`; exit 1 on any failure.
+pub fn run(processes: u64, schedules: u64, sampler: &str, seed: u64, json: bool, out: &Path) -> ExitCode {
+    if processes == 0 || schedules == 0 {
+        eprintln!("error: --processes and --schedules must be at least 1");
+        return ExitCode::from(2);
+    }
+    let Some(variant) = fixtures::sampling::variant(sampler) else {
+        let names: Vec<&str> = fixtures::sampling::mutants().iter().map(|m| m.name).collect();
+        eprintln!(
+            "error: no sampler is named `{sampler}` (reference, {})",
+            names.join(", ")
+        );
+        return ExitCode::from(2);
+    };
+    let bar = progress(processes, json, "processes");
+    let options = Options {
+        processes,
+        schedules,
+        variant,
+        seed,
+    };
+    let report = fuzz(options, |done, failures| {
+        bar.set_position(done);
+        bar.set_message(format!("{failures} failures"));
+    });
+    bar.finish_and_clear();
+    let report = match report {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut files = Vec::new();
+    for f in &report.failures {
+        let file = out.join(format!("fuzz-{seed}-{}.toml", f.process));
+        let written = std::fs::create_dir_all(out)
+            .and_then(|()| std::fs::write(&file, reproducer(f, sampler, seed, &file)));
+        if let Err(e) = written {
+            eprintln!("error: cannot write {}: {e}", file.display());
+            return ExitCode::from(2);
+        }
+        files.push(file);
+    }
+    if json {
+        #[derive(serde::Serialize)]
+        struct Summary<'a> {
+            sampler: &'a str,
+            seed: u64,
+            processes: u64,
+            schedules_per_process: u64,
+            schedules_run: u64,
+            failures: Vec<Written<'a>>,
+        }
+        #[derive(serde::Serialize)]
+        struct Written<'a> {
+            #[serde(flatten)]
+            failure: &'a Failure,
+            file: String,
+            replay: String,
+        }
+        let failures = report
+            .failures
+            .iter()
+            .zip(&files)
+            .map(|(f, file)| Written {
+                failure: f,
+                file: file.display().to_string(),
+                replay: replay(file, sampler, &f.schedule),
+            })
+            .collect();
+        let summary = Summary {
+            sampler,
+            seed,
+            processes,
+            schedules_per_process: schedules,
+            schedules_run: report.schedules_run,
+            failures,
+        };
+        if let Err(code) = print_json(&summary) {
+            return code;
+        }
+    } else {
+        for (f, file) in report.failures.iter().zip(&files) {
+            println!(
+                "process {}: {}: {}\n  shrunk from {} threads and {} choices to {} and {}\n  replay: {}",
+                f.process,
+                f.outcome,
+                f.message,
+                f.threads.0,
+                f.choices.0,
+                f.threads.1,
+                f.choices.1,
+                replay(file, sampler, &f.schedule)
+            );
+        }
+        println!(
+            "{} processes, {} schedules, {} failures (sampler {sampler}, seed {seed})",
+            report.processes,
+            report.schedules_run,
+            report.failures.len()
+        );
+    }
+    if report.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// The command that replays a failure.
+fn replay(file: &Path, sampler: &str, schedule: &str) -> String {
+    let variant = if sampler == "reference" {
+        String::new()
+    } else {
+        format!(" --sampler {sampler}")
+    };
+    format!("simclr replay {}{variant} --schedule {schedule}", file.display())
+}
+
+/// The reproducer file: what failed and how to replay it, then the scenario.
+fn reproducer(f: &Failure, sampler: &str, seed: u64, file: &Path) -> String {
+    let message: String = f.message.lines().map(|l| format!("# {l}\n")).collect();
+    format!(
+        "# simclr fuzz --seed {seed} --sampler {sampler}, process {}: {}\n{message}# replay: {}\n{}",
+        f.process,
+        f.outcome,
+        replay(file, sampler, &f.schedule),
+        f.scenario
+    )
+}
