@@ -125,6 +125,9 @@ pub enum Mode {
 /// Where a thread is in its life (R11.1, R37).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lifecycle {
+    /// Created by the application but not started (a thread that waits for a `spawn`): not
+    /// yet fully initialized, so `EnumThreads` does not list it and no callback has named it.
+    Unstarted,
     /// Running.
     Alive,
     /// Inside `ThreadDestroyed`: still fully valid.

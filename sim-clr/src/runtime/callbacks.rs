@@ -130,6 +130,9 @@ pub mod builtin {
     pub const PINVOKE_ENTRY: &str = "libprofiler.so!PInvokeEntry";
     /// The profiler's callback implementation.
     pub const PROFILER_CALLBACK: &str = "libprofiler.so!ProfilerCallback";
+    /// The runtime's wait function (Thread.Sleep, Thread.Join, WaitHandle.WaitOne), entered
+    /// from managed code through an InlinedCallFrame.
+    pub const WAIT: &str = "libcoreclr.so!ThreadNative::Wait";
     /// The GC's return-address hijack stub (R29).
     pub const HIJACK_STUB: &str = "libcoreclr.so!OnHijackTripThread";
 }

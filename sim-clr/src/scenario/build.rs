@@ -786,6 +786,7 @@ fn builtins() -> Vec<FunctionSpec> {
     for cb in CallbackKind::ALL {
         out.push(FunctionSpec::new(cb.raiser(), CodeKind::Helper));
     }
+    out.push(FunctionSpec::new(builtin::WAIT, CodeKind::Helper));
     out.push(FunctionSpec::new(builtin::HIJACK_STUB, CodeKind::Stub));
     out
 }

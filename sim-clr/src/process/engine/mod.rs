@@ -20,8 +20,9 @@ use super::program::{Instr, LockId, Op};
 use super::schedule::{Chooser, Schedule, ScheduleError};
 use super::waitfor::{find_cycle, Edge};
 use super::{CycleLink, Ending, Process, Program, RunFault, RunReport, SimOs, TraceEntry};
+use crate::runtime::builtin;
 use crate::runtime::{CallContext, CallbackKind, Caller, Entered, Runtime, OBJECT_BASE};
-use crate::thread::{Lifecycle, Mode};
+use crate::thread::{FrameKind, Lifecycle, Mode, StackEntry};
 use corprof::flags::event;
 use corprof::{ClassId, Context, ObjectId};
 use os_calls::{fiber_source, spawn_body};
@@ -128,8 +129,9 @@ struct Sim {
     rsp_hijacked: bool,
     handler_replaced: bool,
     last_progress: u64,
-    /// In a managed wait (`join`, `wait_event`, `sleep`): the mode to return to when it ends.
-    wait_mode: Option<Mode>,
+    /// In a managed wait from managed code (`join`, `wait_event`, `sleep`): the runtime's
+    /// wait function and its Frame are on the stack until it ends.
+    in_wait: bool,
 }
 
 /// What a step did.
@@ -223,7 +225,7 @@ impl<'p> Run<'p> {
                     rsp_hijacked: false,
                     handler_replaced: false,
                     last_progress: 0,
-                    wait_mode: None,
+                    in_wait: false,
                 }
             })
             .collect();
@@ -232,6 +234,9 @@ impl<'p> Run<'p> {
         for (t, s) in rt.lock().threads.iter_mut().zip(&th) {
             t.tls_initialized |= t.is_managed();
             t.runs_code = s.status != Status::Frozen;
+            if s.status == Status::NotStarted && t.is_managed() {
+                t.lifecycle = Lifecycle::Unstarted;
+            }
         }
         // A thread the file declares holding the code-manager lock holds it here too.
         let mut locks = LockTable::new(&spec.locks);
@@ -430,17 +435,36 @@ impl<'p> Run<'p> {
             .collect()
     }
 
-    /// A program's blocking wait (`join`, `wait_event`, `sleep`) is a managed wait: the
-    /// runtime puts the thread in preemptive mode for it (so a GC or a `SuspendRuntime` does
-    /// not wait for it, and `DoStackSnapshot` walks it from its Frame chain) and back when
-    /// it ends, at its next step (where, during a suspension, it parks).
+    /// A program's blocking wait (`join`, `wait_event`, `sleep`) is a managed wait: from
+    /// managed code the thread calls the runtime's wait function
+    /// (`libcoreclr.so!ThreadNative::Wait`) through an InlinedCallFrame, in preemptive mode
+    /// (so a GC or a `SuspendRuntime` does not wait for it, and `DoStackSnapshot` walks it from
+    /// that Frame), and returns at its next step (where, during a suspension, it parks).
     fn wait_preemptive(&mut self, t: usize) {
         let mut st = self.rt.lock();
+        let st = &mut *st;
         let thread = &mut st.threads[t];
-        if thread.is_managed() && self.th[t].wait_mode.is_none() {
-            self.th[t].wait_mode = Some(thread.mode);
-            thread.mode = Mode::Preemptive;
+        if !thread.is_managed() || thread.mode != Mode::Cooperative || self.th[t].in_wait {
+            return;
         }
+        let wait = st
+            .code
+            .by_name(builtin::WAIT)
+            .expect("builtin functions are part of every code map");
+        thread.stack.splice(
+            0..0,
+            [
+                StackEntry::Call {
+                    function: wait,
+                    offset: None,
+                    funclet: None,
+                },
+                StackEntry::Frame(FrameKind::InlinedCall),
+            ],
+        );
+        thread.mode = Mode::Preemptive;
+        st.relayout(t);
+        self.th[t].in_wait = true;
     }
 
     /// The thread whose runtime suspension (a GC, or the profiler's `SuspendRuntime`) is in
@@ -650,8 +674,11 @@ impl<'p> Run<'p> {
         if let Status::Blocked(_) | Status::Sleeping(_) = self.th[t].status {
             self.th[t].status = Status::Ready;
         }
-        if let Some(mode) = self.th[t].wait_mode.take() {
-            self.rt.lock().threads[t].mode = mode;
+        if std::mem::take(&mut self.th[t].in_wait) {
+            let mut st = self.rt.lock();
+            st.threads[t].stack.drain(..2);
+            st.threads[t].mode = Mode::Cooperative;
+            st.relayout(t);
         }
         // A cooperative managed thread reaches a safe point at every step: during a runtime
         // suspension it parks there.

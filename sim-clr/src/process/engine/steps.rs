@@ -155,7 +155,15 @@ impl Run<'_> {
                     self.th[x].status = Status::Ready;
                     self.th[x].last_progress = self.now;
                     self.note(t, line, describe);
-                    if self.rt.lock().threads[x].is_managed() {
+                    let managed = {
+                        let mut st = self.rt.lock();
+                        let thread = &mut st.threads[x];
+                        if thread.lifecycle == Lifecycle::Unstarted {
+                            thread.lifecycle = Lifecycle::Alive;
+                        }
+                        thread.is_managed()
+                    };
+                    if managed {
                         self.raise(x, Notice::Created);
                     }
                 } else {
