@@ -93,14 +93,14 @@ pub fn run(processes: u64, schedules: u64, sampler: &str, seed: u64, json: bool,
     } else {
         for (f, file) in report.failures.iter().zip(&files) {
             println!(
-                "process {}: {}: {}\n  shrunk from {} threads and {} choices to {} and {}\n  replay: {}",
+                "process {}: {}: {}\n  shrunk from {} threads and {} thread switches to {} and {}\n  replay: {}",
                 f.process,
                 f.outcome,
                 f.message,
                 f.threads.0,
-                f.choices.0,
+                f.switches.0,
                 f.threads.1,
-                f.choices.1,
+                f.switches.1,
                 replay(file, sampler, &f.schedule)
             );
         }

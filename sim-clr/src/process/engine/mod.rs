@@ -674,7 +674,14 @@ impl<'p> Run<'p> {
         if let Status::Blocked(_) | Status::Sleeping(_) = self.th[t].status {
             self.th[t].status = Status::Ready;
         }
-        if std::mem::take(&mut self.th[t].in_wait) {
+        if self.th[t].in_wait {
+            // Back to cooperative mode: during another thread's runtime suspension that waits
+            // for its end, as a P/Invoke's return does.
+            if self.suspension_owner().is_some_and(|owner| owner != t) {
+                self.th[t].status = Status::Blocked(Wait::SuspensionEnd);
+                return;
+            }
+            self.th[t].in_wait = false;
             let mut st = self.rt.lock();
             st.threads[t].stack.drain(..2);
             st.threads[t].mode = Mode::Cooperative;

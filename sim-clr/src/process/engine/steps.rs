@@ -397,7 +397,7 @@ impl Run<'_> {
                 // Waiting for another suspension to end, the thread is in preemptive mode (a
                 // thread that waited in cooperative mode would hold that suspension up).
                 if self.acquire(t, LockId::THREAD_STORE).is_err() {
-                    self.rt.lock().threads[t].mode = Mode::Preemptive;
+                    self.wait_preemptive(t);
                     return self.waits_for_lock(t, line, "gc", LockId::THREAD_STORE);
                 }
                 self.rt.lock().threads[t].mode = Mode::Cooperative;

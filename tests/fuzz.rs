@@ -1,0 +1,93 @@
+//! The sampler fuzzer (`fixtures::fuzz`): the reference sampler survives random processes,
+//! a mutant does not, and every failure it reports is a small scenario file whose schedule
+//! replays to the same outcome. CI runs it at scale with `simclr fuzz`.
+
+use fixtures::fuzz::{fuzz, random_process, Options, Report};
+use fixtures::sampling::{process, variant, Variant};
+use proptest::strategy::{Strategy, ValueTree};
+use sim_clr::scenario::Scenario;
+
+// Profiler code's allocations on simulated threads take the process heap lock.
+#[global_allocator]
+static ALLOCATOR: sim_clr::process::HeapLockAllocator<std::alloc::System> =
+    sim_clr::process::HeapLockAllocator(std::alloc::System);
+
+fn run(variant: Variant, processes: u64, seed: u64) -> Report {
+    let options = Options {
+        processes,
+        schedules: 20,
+        variant,
+        seed,
+    };
+    fuzz(options, |_, _| {}).expect("every generated process builds")
+}
+
+#[test]
+fn the_reference_sampler_survives_random_processes() {
+    let report = run(Variant::REFERENCE, 16, 3);
+    assert_eq!(report.schedules_run, 16 * 20);
+    assert!(report.failures.is_empty(), "{:#?}", report.failures);
+}
+
+#[test]
+fn a_mutant_fails_and_each_failure_is_a_small_file_that_replays() {
+    let mutant = variant("allocate-while-suspended").unwrap();
+    let report = run(mutant, 8, 1);
+    assert!(
+        !report.failures.is_empty(),
+        "the mutant escaped 8 random processes"
+    );
+    for f in &report.failures {
+        assert_eq!(f.outcome, "lock_while_suspending", "{f:#?}");
+        assert!(
+            f.threads.1 <= f.threads.0 && f.switches.1 <= f.switches.0,
+            "{f:#?}"
+        );
+        let scenario = Scenario::parse("fuzz.toml", &f.scenario).unwrap();
+        let p = process(scenario, mutant).unwrap();
+        let replayed = p.replay(&f.schedule.parse().unwrap()).unwrap();
+        assert_eq!(replayed.outcome, f.outcome);
+        // The same file with the reference sampler in it passes that schedule's start.
+        let reference = process(
+            Scenario::parse("fuzz.toml", &f.scenario).unwrap(),
+            Variant::REFERENCE,
+        )
+        .unwrap();
+        assert_eq!(
+            reference
+                .explore(sim_clr::process::Strategy::Random, 20, 1, |_, _| {})
+                .first_failure,
+            None
+        );
+    }
+}
+
+#[test]
+fn the_same_seed_gives_the_same_processes_and_report() {
+    let mutant = variant("read-before-context").unwrap();
+    assert_eq!(run(mutant, 6, 11), run(mutant, 6, 11));
+}
+
+#[test]
+fn generated_processes_cover_every_platform_and_sampler_method() {
+    let mut runner = fixtures::strategies::seeded_runner(5);
+    let strategy = random_process();
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..64 {
+        let p = strategy.new_tree(&mut runner).unwrap().current();
+        let text = p.text(None);
+        assert!(text.contains("body = \"watchdog\""));
+        seen.insert((p.stack.platform, p.sampler));
+    }
+    let all: Vec<_> = seen.into_iter().collect();
+    assert_eq!(
+        all,
+        [
+            ("unix", "sampler"),
+            ("unix", "signal-sampler"),
+            ("windows", "canary-sampler"),
+            ("windows", "runtime-sampler"),
+            ("windows", "sampler"),
+        ]
+    );
+}
