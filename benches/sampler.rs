@@ -9,6 +9,10 @@
 //!   same process.
 //! - `sampler/explore`: schedules per second of `simclr explore` on a pitfall scenario
 //!   (processes × schedules), against the same application with no profiler at all.
+//! - `sampler_fuzz`: `simclr fuzz`'s throughput in processes × schedules per second: 4 random
+//!   processes generated, built and explored under 25 schedules each (half random, half PCT)
+//!   with the reference sampler; the peer explores the same 4 processes' applications with no
+//!   profiler under as many schedules.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use sim_clr::process::{HeapLockAllocator, Process, Strategy};
@@ -88,5 +92,48 @@ fn explore(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, samples, explore);
+fn fuzz(c: &mut Criterion) {
+    use fixtures::fuzz::{built_in, random_process, Options};
+    use proptest::strategy::{Strategy as _, ValueTree};
+    let options = Options {
+        processes: 4,
+        schedules: 25,
+        seed: 1,
+        shrinks: fixtures::fuzz::SHRINKS,
+    };
+    let reference = built_in(fixtures::sampling::Variant::REFERENCE);
+    let mut runner = fixtures::strategies::seeded_runner(options.seed);
+    let bare: Vec<Process> = (0..options.processes)
+        .map(|_| {
+            let generated = random_process()
+                .new_tree(&mut runner)
+                .expect("generated")
+                .current();
+            let (text, _) = generated.build(&reference).expect("built");
+            let mut scenario = Scenario::parse("fuzz.toml", &text).expect("valid");
+            scenario.process.bodies.iter_mut().for_each(|b| *b = None);
+            Process::new(scenario)
+        })
+        .collect();
+    let mut g = c.benchmark_group("sampler_fuzz");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(options.processes * options.schedules));
+    g.bench_function("reference sampler, 4 random processes x 25 schedules", |b| {
+        b.iter(|| {
+            let report = fixtures::fuzz::fuzz(options, &reference, |_, _| {}).expect("built");
+            assert!(report.failures.is_empty());
+        })
+    });
+    g.bench_function("peer: the same applications without a profiler", |b| {
+        b.iter(|| {
+            for p in &bare {
+                p.explore(Strategy::Random, 13, 1, |_, _| {});
+                p.explore(Strategy::Pct(3), 12, 1, |_, _| {});
+            }
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, samples, explore, fuzz);
 criterion_main!(benches);

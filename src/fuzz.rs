@@ -3,7 +3,7 @@
 
 use crate::explore::progress;
 use crate::print_json;
-use fixtures::fuzz::{fuzz, Failure, Options};
+use fixtures::fuzz::{built_in, fuzz, Failure, Options};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -26,10 +26,10 @@ pub fn run(processes: u64, schedules: u64, sampler: &str, seed: u64, json: bool,
     let options = Options {
         processes,
         schedules,
-        variant,
         seed,
+        shrinks: fixtures::fuzz::SHRINKS,
     };
-    let report = fuzz(options, |done, failures| {
+    let report = fuzz(options, &built_in(variant), |done, failures| {
         bar.set_position(done);
         bar.set_message(format!("{failures} failures"));
     });

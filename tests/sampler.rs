@@ -23,7 +23,7 @@ fn pitfall(name: &str) -> Scenario {
 #[test]
 fn the_reference_sampler_survives_every_pitfall() {
     let all = fixtures::pitfalls().unwrap();
-    assert!(all.len() >= 24);
+    assert!(all.len() >= 28);
     for scenario in all {
         let name = scenario.name.clone();
         let p = process(scenario, Variant::REFERENCE).unwrap();
@@ -104,4 +104,30 @@ fn every_mutant_fails_its_own_story_within_1000_schedules() {
         assert!(shrunk.0.len() <= schedule.0.len());
         assert_eq!(p.replay(&shrunk).unwrap().outcome, again.outcome);
     }
+}
+
+/// Whether some run of `story` under the first `runs` random schedules has a trace line that
+/// `inside` accepts while a GC is under way.
+fn sampled_during_gc(story: &str, runs: u64, inside: impl Fn(&str) -> bool) -> bool {
+    use sim_clr::process::schedule::{Random, Rng};
+    let p = process(pitfall(story), Variant::REFERENCE).unwrap();
+    (0..runs).any(|seed| {
+        let run = p.run(&mut Random(Rng::new(seed))).unwrap();
+        let mut in_gc = false;
+        run.trace.iter().any(|e| {
+            if e.what.contains("gc: runtime suspension starts") {
+                in_gc = true;
+            } else if e.what.contains("gc: collected") {
+                in_gc = false;
+            }
+            in_gc && inside(&e.what)
+        })
+    })
+}
+
+#[test]
+fn s25_samples_a_redirected_thread_while_a_gc_waits() {
+    assert!(sampled_during_gc("s25-gc-redirected", 2000, |what| {
+        what.starts_with("GetThreadContext idle")
+    }));
 }
