@@ -114,3 +114,23 @@ fn the_guides_fuzzing_example_runs() -> Result<(), String> {
     assert!(guide.contains("let report = fuzz(options, &attach, |_, _| {})?;"));
     Ok(())
 }
+
+#[test]
+fn a_leaf_placed_on_the_parsed_scenario_equals_the_reproducer_file_parsed() {
+    let mut runner = fixtures::strategies::seeded_runner(9);
+    let strategy = random_process();
+    for _ in 0..12 {
+        let generated = strategy.new_tree(&mut runner).unwrap().current();
+        let (text, placed) = generated
+            .build(&|s| Ok(sim_clr::process::Process::new(s)))
+            .unwrap();
+        let placed = placed.scenario().runtime();
+        let parsed = Scenario::parse("fuzz.toml", &text).unwrap().runtime();
+        let leaf = |rt: &sim_clr::runtime::Runtime| rt.thread("main").unwrap().leaf_context();
+        assert_eq!(leaf(&placed), leaf(&parsed), "{text}");
+        assert_eq!(
+            placed.thread("main").unwrap().stack,
+            parsed.thread("main").unwrap().stack
+        );
+    }
+}

@@ -192,9 +192,10 @@ pub fn emulate_from(code: &Assembled, entry: EntryState) -> Result<Vec<Boundary>
             Flow::Leave => {}
         }
     }
-    let mut boundaries: Vec<Boundary> = seen.into_values().collect();
-    boundaries.sort_by_key(|b| b.ip);
-    Ok(boundaries)
+    // Sort the addresses, not the (large) boundaries: each boundary moves once.
+    let mut ips: Vec<u64> = seen.keys().copied().collect();
+    ips.sort_unstable();
+    Ok(ips.iter().filter_map(|ip| seen.remove(ip)).collect())
 }
 
 enum Flow {
