@@ -131,3 +131,75 @@ fn s25_samples_a_redirected_thread_while_a_gc_waits() {
         what.starts_with("GetThreadContext idle")
     }));
 }
+
+/// A thread that holds the code manager's writer lock almost all the time: every sample of it
+/// gets stuck resolving its IP until the watchdog resumes it.
+const STUCK: &str = r#"
+platform = "windows"
+[runtime]
+event_mask = ["ENABLE_STACK_SNAPSHOT", "MONITOR_THREADS"]
+[[code]]
+name = "App::Main"
+kind = "jit"
+[[code]]
+name = "App::Work"
+kind = "jit"
+[[code]]
+name = "host!main"
+kind = "native"
+[[threads]]
+name = "main"
+frames = [{ fn = "App::Main" }, { fn = "host!main" }]
+program = ["call App::Work", "loop 12", "lock code_manager", "spin 60", "unlock code_manager", "end", "return"]
+[[threads]]
+name = "sampler"
+kind = "native"
+frames = [{ fn = "host!main" }]
+body = "sampler"
+[[threads]]
+name = "watchdog"
+kind = "native"
+frames = [{ fn = "host!main" }]
+body = "watchdog"
+"#;
+
+#[test]
+fn the_watchdog_gives_a_thread_up_after_5_rescues() {
+    use sim_clr::process::schedule::{Random, Rng};
+    let variant = Variant {
+        rounds: 10,
+        ..Variant::REFERENCE
+    };
+    let p = process(Scenario::parse("stuck.toml", STUCK).unwrap(), variant).unwrap();
+    let mut exhausted = 0;
+    for seed in 0..20 {
+        let run = p.run(&mut Random(Rng::new(seed))).unwrap();
+        assert_eq!(run.outcome, "ok", "{:?}", run.fault);
+        let by = |thread: &str, what: &str| {
+            run.trace
+                .iter()
+                .filter(|e| e.thread == thread && e.what.starts_with(what))
+                .count()
+        };
+        let rescues = by("watchdog", "ResumeThread main");
+        assert!(rescues <= 5, "seed {seed}: {rescues} rescues");
+        if rescues == 5 {
+            exhausted += 1;
+            // Once its budget is spent, the thread is not suspended again (within 30 s).
+            let fifth = run
+                .trace
+                .iter()
+                .filter(|e| e.thread == "watchdog" && e.what.starts_with("ResumeThread main"))
+                .nth(4)
+                .unwrap()
+                .step;
+            assert!(
+                !run.trace.iter().any(|e| e.step > fifth
+                    && e.thread == "sampler"
+                    && e.what.starts_with("SuspendThread main")),
+                "seed {seed}: main suspended after its 5th rescue"
+            );
+        }
+    }
+    assert!(exhausted > 0, "no schedule spent the budget");
+}

@@ -58,6 +58,9 @@ pub enum Truncation {
     Snapshot(HResult),
     /// The runtime reported a native run without a context to unwind it from.
     NoContext,
+    /// The target's stack could no longer be read before `DoStackSnapshot` (it runs again, as
+    /// after a watchdog's rescue): the runtime was not asked to walk it.
+    Resumed,
 }
 
 impl std::fmt::Display for Truncation {
@@ -67,6 +70,7 @@ impl std::fmt::Display for Truncation {
             Truncation::NoUnwindInfo(ip) => write!(f, "no unwind data for the interrupted frame at {ip:#x}"),
             Truncation::Snapshot(hr) => write!(f, "DoStackSnapshot failed: {hr}"),
             Truncation::NoContext => write!(f, "a native run without a context"),
+            Truncation::Resumed => write!(f, "the target ran again before DoStackSnapshot"),
         }
     }
 }
@@ -238,6 +242,13 @@ impl HybridWalker {
                 Some(seed)
             }
         };
+        // A target that runs again (its stack unreadable) is not walked: on Windows a
+        // cross-thread DoStackSnapshot suspends it itself, and would then wait for any lock it
+        // holds (the code manager's, say) with nobody left to resume it.
+        if read(context.rsp).is_none() {
+            self.cut(Truncation::Resumed);
+            return HybridOutcome::Complete;
+        }
         let result = snapshot(info, thread, seed.as_ref(), true, &mut self.runtime);
         for i in 0..self.runtime.frames().len() {
             let end = match self.runtime.frames()[i] {
