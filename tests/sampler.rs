@@ -39,7 +39,7 @@ fn the_reference_sampler_survives_every_pitfall() {
 }
 
 /// Each mutant, on the scenario that tells its failure story, and how that run may end.
-const STORIES: [(&str, &str, &[&str]); 11] = [
+const STORIES: [(&str, &str, &[&str]); 12] = [
     (
         "allocate-while-suspended",
         "s03-heap-lock",
@@ -77,6 +77,7 @@ const STORIES: [(&str, &str, &[&str]); 11] = [
         "s24-canary",
         &["walk_of_destroyed_thread", "thread_use_after_free"],
     ),
+    ("ignore-crash", "s20-crash", &["sampled_after_crash"]),
     ("no-watchdog", "s05-code-manager-lock", &["deadlock"]),
     (
         "managed-sampler-thread",

@@ -217,11 +217,14 @@ pub enum Ending {
     ManagedSuspender,
     /// An oracle found a sample that differs from the ground truth (the run goes on).
     WrongSample,
+    /// A thread stopped others again after the application crashed (its `crash` event set):
+    /// beyond the one stop that may already have been under way (the run goes on).
+    SampledAfterCrash,
 }
 
 impl Ending {
     /// Every ending.
-    pub const ALL: [Ending; 13] = [
+    pub const ALL: [Ending; 14] = [
         Ending::Deadlock,
         Ending::Hang,
         Ending::Livelock,
@@ -235,6 +238,7 @@ impl Ending {
         Ending::LockInSignalHandler,
         Ending::ManagedSuspender,
         Ending::WrongSample,
+        Ending::SampledAfterCrash,
     ];
 
     /// Its name in reports.
@@ -253,6 +257,7 @@ impl Ending {
             Ending::LockInSignalHandler => "lock_in_signal_handler",
             Ending::ManagedSuspender => "managed_suspender",
             Ending::WrongSample => "wrong_sample",
+            Ending::SampledAfterCrash => "sampled_after_crash",
         }
     }
 

@@ -93,11 +93,13 @@ pub enum Defect {
     NoBoundsCheck,
     /// `ThreadDestroyed` marks the thread without taking its per-thread lock.
     UnlockedThreadDestroyed,
+    /// Goes on sampling after the application's crash event is set.
+    IgnoreCrash,
 }
 
 impl Defect {
     /// Every defect.
-    pub const ALL: [Defect; 9] = [
+    pub const ALL: [Defect; 10] = [
         Defect::AllocateWhileSuspended,
         Defect::LockInWalkCallback,
         Defect::NoDestroyedRecheck,
@@ -107,6 +109,7 @@ impl Defect {
         Defect::LockInSignalHandler,
         Defect::NoBoundsCheck,
         Defect::UnlockedThreadDestroyed,
+        Defect::IgnoreCrash,
     ];
 
     /// Its name (kebab-case).
@@ -121,6 +124,7 @@ impl Defect {
             Defect::LockInSignalHandler => "lock-in-signal-handler",
             Defect::NoBoundsCheck => "no-bounds-check",
             Defect::UnlockedThreadDestroyed => "unlocked-thread-destroyed",
+            Defect::IgnoreCrash => "ignore-crash",
         }
     }
 
@@ -138,6 +142,7 @@ impl Defect {
             Defect::LockInSignalHandler => "a signal handler takes no lock and allocates nothing",
             Defect::NoBoundsCheck => "check the seed's stack pointer against the stack bounds",
             Defect::UnlockedThreadDestroyed => "ThreadDestroyed takes the per-thread lock",
+            Defect::IgnoreCrash => "stop sampling when the application crashes",
         }
     }
 }
@@ -351,7 +356,8 @@ impl<O: Os> Sampler<O> {
             stats: Stats::default(),
             targets: Vec::with_capacity(64),
         };
-        let crashed = || crash.is_some_and(|e| os.event_wait(e, Duration::ZERO));
+        let ignore_crash = self.config.has(Defect::IgnoreCrash);
+        let crashed = || !ignore_crash && crash.is_some_and(|e| os.event_wait(e, Duration::ZERO));
         while self
             .config
             .rounds

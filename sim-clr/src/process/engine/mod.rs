@@ -132,6 +132,8 @@ struct Sim {
     /// In a managed wait from managed code (`join`, `wait_event`, `sleep`): the runtime's
     /// wait function and its Frame are on the stack until it ends.
     in_wait: bool,
+    /// Threads it stopped (suspension, signal, runtime suspension) after the crash event.
+    stops_after_crash: u32,
 }
 
 /// What a step did.
@@ -226,6 +228,7 @@ impl<'p> Run<'p> {
                     handler_replaced: false,
                     last_progress: 0,
                     in_wait: false,
+                    stops_after_crash: 0,
                 }
             })
             .collect();
@@ -635,6 +638,28 @@ impl<'p> Run<'p> {
 
     /// A fault the run goes on after (the first one is the run's outcome if nothing fatal
     /// follows).
+    /// `t` starts stopping `what` (a thread, or the runtime). Once the application has
+    /// crashed (its event `crash` is set), one stop may already have been under way when it
+    /// did; a second one is `sampled_after_crash`.
+    pub(super) fn stop_started(&mut self, t: usize, what: &str) {
+        let crashed = self
+            .event_names
+            .iter()
+            .position(|n| n == "crash")
+            .is_some_and(|e| self.events[e]);
+        if !crashed {
+            return;
+        }
+        self.th[t].stops_after_crash += 1;
+        if self.th[t].stops_after_crash == 2 {
+            let message = format!(
+                "{} stops {what} after the application crashed (its crash event is set): a sampler must stop walking a dying process",
+                self.th[t].name
+            );
+            self.warn(Ending::SampledAfterCrash.as_str(), message);
+        }
+    }
+
     fn warn(&mut self, kind: &str, message: String) {
         self.note_for(self.current, 0, format!("{kind}: {message}"));
         self.warnings.push(RunFault {

@@ -51,6 +51,8 @@ impl Run<'_> {
             );
             self.warn(Ending::ManagedSuspender.as_str(), message);
         }
+        let name = self.th[x].name.clone();
+        self.stop_started(t, &name);
         let s = &mut self.th[x];
         let previous = s.suspenders.len() as u32;
         s.suspenders.push(t);
@@ -130,6 +132,10 @@ impl Run<'_> {
         } else {
             self.os_target(x).map(|()| self.th[x].signal_pending = true)
         };
+        if r.is_ok() {
+            let name = self.th[x].name.clone();
+            self.stop_started(t, &name);
+        }
         self.traced(t, line, "signal", x, shown(&r));
         r
     }
@@ -327,6 +333,7 @@ impl Run<'_> {
                 if !self.unsafe_threads(t).is_empty() {
                     return Err(Wait::SafePoints);
                 }
+                self.stop_started(t, "the runtime");
                 Reply::Done
             }
             Request::Allocated => {
