@@ -133,36 +133,19 @@ fn s25_samples_a_redirected_thread_while_a_gc_waits() {
     }));
 }
 
-/// A thread that holds the code manager's writer lock almost all the time: every sample of it
-/// gets stuck resolving its IP until the watchdog resumes it.
-const STUCK: &str = r#"
-platform = "windows"
-[runtime]
-event_mask = ["ENABLE_STACK_SNAPSHOT", "MONITOR_THREADS"]
-[[code]]
-name = "App::Main"
-kind = "jit"
-[[code]]
-name = "App::Work"
-kind = "jit"
-[[code]]
-name = "host!main"
-kind = "native"
-[[threads]]
-name = "main"
-frames = [{ fn = "App::Main" }, { fn = "host!main" }]
-program = ["call App::Work", "loop 12", "lock code_manager", "spin 60", "unlock code_manager", "end", "return"]
-[[threads]]
-name = "sampler"
-kind = "native"
-frames = [{ fn = "host!main" }]
-body = "sampler"
-[[threads]]
-name = "watchdog"
-kind = "native"
-frames = [{ fn = "host!main" }]
-body = "watchdog"
-"#;
+/// S5 with a thread that holds the code manager's writer lock almost all the time: every
+/// sample of it gets stuck resolving its IP until the watchdog resumes it.
+fn stuck() -> Scenario {
+    let (file, text) = fixtures::pitfall_catalog()
+        .iter()
+        .find(|(f, _)| f.starts_with("s05-"))
+        .unwrap();
+    let once =
+        r#"program = ["call App::Work", "lock code_manager", "spin 3", "unlock code_manager", "return"]"#;
+    let held = r#"program = ["call App::Work", "loop 12", "lock code_manager", "spin 60", "unlock code_manager", "end", "return"]"#;
+    assert!(text.contains(once));
+    Scenario::parse(file, &text.replace(once, held)).unwrap()
+}
 
 #[test]
 fn the_watchdog_gives_a_thread_up_after_5_rescues() {
@@ -171,7 +154,7 @@ fn the_watchdog_gives_a_thread_up_after_5_rescues() {
         rounds: 10,
         ..Variant::REFERENCE
     };
-    let p = process(Scenario::parse("stuck.toml", STUCK).unwrap(), variant).unwrap();
+    let p = process(stuck(), variant).unwrap();
     let mut exhausted = 0;
     for seed in 0..20 {
         let run = p.run(&mut Random(Rng::new(seed))).unwrap();
