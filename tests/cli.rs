@@ -274,3 +274,47 @@ fn unwind_check_reports_an_elf_file_and_rejects_what_is_not_one() {
     assert_eq!(simclr(&["unwind-check", toml]).status.code(), Some(2));
     assert_eq!(simclr(&["unwind-check"]).status.code(), Some(2));
 }
+
+#[test]
+fn fuzz_passes_the_reference_and_writes_a_replayable_file_for_a_mutant() {
+    let dir = tempdir().join("fuzz");
+    let out_dir = dir.to_str().unwrap();
+    let ok = simclr(&["fuzz", "--processes", "2", "--schedules", "4", "--out", out_dir]);
+    let text = String::from_utf8(ok.stdout).unwrap();
+    assert!(ok.status.success(), "{text}");
+    assert_eq!(
+        text.lines().last(),
+        Some("2 processes, 8 schedules, 0 failures (sampler reference, seed 1)"),
+        "{text}"
+    );
+    let mutant = simclr(&[
+        "fuzz",
+        "--processes",
+        "1",
+        "--schedules",
+        "4",
+        "--sampler",
+        "allocate-while-suspended",
+        "--json",
+        "--out",
+        out_dir,
+    ]);
+    assert_eq!(mutant.status.code(), Some(1));
+    let summary: serde_json::Value = serde_json::from_slice(&mutant.stdout).unwrap();
+    let failure = &summary["failures"][0];
+    assert_eq!(failure["outcome"], "lock_while_suspending");
+    // The replay command it prints runs, and its run ends the same way.
+    let replay = failure["replay"].as_str().unwrap();
+    let args: Vec<&str> = replay.split(' ').skip(1).collect();
+    let again = simclr(&args);
+    let trace = String::from_utf8(again.stdout).unwrap();
+    assert!(again.status.success(), "{replay}");
+    assert!(trace.contains("outcome: lock_while_suspending"), "{trace}");
+    for bad in [
+        &["fuzz", "--processes", "0"][..],
+        &["fuzz", "--schedules", "0"],
+        &["fuzz", "--sampler", "nope"],
+    ] {
+        assert_eq!(simclr(bad).status.code(), Some(2), "{bad:?}");
+    }
+}
