@@ -215,6 +215,8 @@ pub struct Layout {
     pub frames: Vec<LaidFrame>,
     /// The return-address slot overwritten by a GC hijack, with the original value (R29).
     pub hijacked_slot: Option<(u64, u64)>,
+    /// The stack (leaf first) this layout was made from.
+    pub stack: Vec<StackEntry>,
 }
 
 /// A simulated thread.
@@ -352,18 +354,79 @@ impl Thread {
     /// writes; its callee is entered with the return address pushed. Explicit Frames live
     /// inside the call below them. Any previous contents of the region are erased.
     pub fn materialize(&mut self, code: &CodeMap, memory: &mut AddressSpace) {
-        memory.clear(self.stack_limit, self.stack_base);
-        let mut layout = Layout::default();
+        self.lay_out(code, memory, 0);
+    }
+
+    /// [`Thread::materialize`] after an edit of [`Thread::stack`], into the memory the
+    /// current layout was written to: the calls rootward of the edit that are not (and were
+    /// not) the leaf keep their frames, which are neither rewritten nor re-emulated, so a
+    /// push or pop costs the frames it touches, not the whole stack.
+    pub fn update_layout(&mut self, code: &CodeMap, memory: &mut AddressSpace) {
+        let keep = self.unchanged_root_calls();
+        self.lay_out(code, memory, keep);
+    }
+
+    /// How many of the laid-out calls, counted from the root, stay as they are: their
+    /// entries are in the part of the stack the edit left alone (compared from the root),
+    /// and neither the old nor the new leaf is among them. None when a GC hijack is or was in
+    /// place (its slot lives in one of those frames).
+    fn unchanged_root_calls(&self) -> usize {
+        let (old, new) = (&self.layout.stack, &self.stack);
+        if self.hijacked || self.layout.hijacked_slot.is_some() {
+            return 0;
+        }
+        let common = old
+            .iter()
+            .rev()
+            .zip(new.iter().rev())
+            .take_while(|(a, b)| a == b)
+            .count();
+        let is_call = |e: &StackEntry| matches!(e, StackEntry::Call { .. });
+        let (old_leaf, new_leaf) = (old.iter().position(is_call), new.iter().position(is_call));
+        self.layout
+            .calls
+            .iter()
+            .rev()
+            .take_while(|c| {
+                let from_root = old.len() - c.entry;
+                let new_entry = new.len().checked_sub(from_root);
+                from_root <= common && Some(c.entry) != old_leaf && new_entry != new_leaf
+            })
+            .count()
+    }
+
+    /// Lays the stack out with the `keep` rootmost calls of the current layout kept.
+    fn lay_out(&mut self, code: &CodeMap, memory: &mut AddressSpace, keep: usize) {
+        let old = std::mem::take(&mut self.layout);
+        let kept = &old.calls[old.calls.len() - keep..];
+        let mut leafward: Vec<LaidCall> = Vec::with_capacity(self.stack.len());
         let mut entry = self.nonvolatile;
         entry[Register::Rbp as usize] = 0;
         entry[Register::Rsp as usize] = self.stack_base - 0x48;
         let mut return_address = 0;
+        let mut first_new = self.stack.len();
+        match kept.first() {
+            None => memory.clear(self.stack_limit, self.stack_base),
+            Some(lowest) => {
+                // Everything leafward of the lowest kept frame is rewritten.
+                memory.clear(self.stack_limit, lowest.rsp);
+                let shift = |e: usize| self.stack.len() - (old.stack.len() - e);
+                leafward.extend(kept.iter().rev().map(|c| LaidCall {
+                    entry: shift(c.entry),
+                    ..*c
+                }));
+                first_new = shift(lowest.entry);
+                entry = lowest.regs;
+                entry[Register::Rsp as usize] = lowest.rsp - 8;
+                return_address = lowest.rip;
+            }
+        }
+        let mut layout = Layout::default();
         let leaf_entry = self
             .stack
             .iter()
             .position(|e| matches!(e, StackEntry::Call { .. }));
-        let mut leafward: Vec<LaidCall> = Vec::new();
-        for (index, item) in self.stack.iter().enumerate().rev() {
+        for (index, item) in self.stack.iter().enumerate().take(first_new).rev() {
             let StackEntry::Call {
                 function,
                 offset,
@@ -408,6 +471,7 @@ impl Thread {
         }
         leafward.reverse();
         layout.calls = leafward;
+        layout.stack.clone_from(&self.stack);
         // Explicit Frames live in the next call below them, lower entries at lower addresses.
         let mut per_call: Vec<u64> = vec![0; layout.calls.len()];
         for (entry, item) in self.stack.iter().enumerate() {
@@ -554,5 +618,75 @@ mod tests {
         assert_eq!(frames[1].address, calls[3].rsp);
         assert!(frames[0].address < frames[1].address);
         assert_eq!(t.leaf_context().unwrap().rsp, calls[0].rsp);
+    }
+
+    #[test]
+    fn an_updated_layout_equals_a_fresh_one_memory_included() {
+        let code = CodeMap::build(
+            &[
+                FunctionSpec::new("A", CodeKind::Jit),
+                FunctionSpec::new("B", CodeKind::Jit),
+                FunctionSpec::new("native", CodeKind::Native),
+                FunctionSpec::new("helper", CodeKind::Helper),
+                FunctionSpec::new("host", CodeKind::Native),
+            ],
+            crate::runtime::Platform::Windows,
+        )
+        .unwrap();
+        let call = |function: usize, offset: Option<u64>| StackEntry::Call {
+            function,
+            offset,
+            funclet: None,
+        };
+        let mut t = Thread::new("main", ThreadKind::Managed, 0);
+        let mut memory = AddressSpace::default();
+        memory.map(t.stack_limit, t.stack_base);
+        t.stack = vec![call(0, None), call(4, None)];
+        t.materialize(&code, &mut memory);
+        // A fixed walk of pushes and pops (SplitMix-like steps), each compared with a fresh
+        // layout in fresh memory: the calls, the Frames and every word of the frames.
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..300 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let pick = (x >> 33) as usize;
+            let calls = t
+                .stack
+                .iter()
+                .filter(|e| matches!(e, StackEntry::Call { .. }))
+                .count();
+            match pick % 5 {
+                0 | 1 => t.stack.insert(0, call(pick / 5 % 4, None)),
+                2 => t
+                    .stack
+                    .splice(0..0, [call(2, None), StackEntry::Frame(FrameKind::InlinedCall)])
+                    .for_each(drop),
+                3 if calls > 2 => {
+                    let leaf = t
+                        .stack
+                        .iter()
+                        .position(|e| matches!(e, StackEntry::Call { .. }))
+                        .unwrap();
+                    t.stack.drain(..=leaf);
+                }
+                _ => {
+                    if let Some(StackEntry::Call { offset, function, .. }) = t.stack.first_mut() {
+                        let boundaries = &code.function(*function).machine.boundaries;
+                        *offset = Some(boundaries[pick % boundaries.len()]);
+                    }
+                }
+            }
+            t.update_layout(&code, &mut memory);
+            let mut fresh = t.clone();
+            let mut fresh_memory = AddressSpace::default();
+            fresh_memory.map(t.stack_limit, t.stack_base);
+            fresh.materialize(&code, &mut fresh_memory);
+            assert_eq!(t.layout, fresh.layout);
+            let low = t.layout.calls.first().map_or(t.stack_base, |c| c.rsp) - 0x200;
+            for a in (low..t.stack_base).step_by(8) {
+                assert_eq!(memory.read_u64(a), fresh_memory.read_u64(a), "word at {a:#x}");
+            }
+        }
     }
 }

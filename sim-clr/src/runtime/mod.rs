@@ -181,7 +181,7 @@ impl State {
             ..
         } = self;
         let thread = &mut threads[index];
-        thread.materialize(code, memory);
+        thread.update_layout(code, memory);
         // Invariant of a layout: one laid call per call of the stack, each frame above its
         // caller's (CFAs strictly increase toward the root).
         debug_assert_eq!(
