@@ -397,7 +397,8 @@ impl Thread {
 
     /// Lays the stack out with the `keep` rootmost calls of the current layout kept.
     fn lay_out(&mut self, code: &CodeMap, memory: &mut AddressSpace, keep: usize) {
-        let old = std::mem::take(&mut self.layout);
+        let mut old = std::mem::take(&mut self.layout);
+        let old_len = old.stack.len();
         let kept = &old.calls[old.calls.len() - keep..];
         let mut leafward: Vec<LaidCall> = Vec::with_capacity(self.stack.len());
         let mut entry = self.nonvolatile;
@@ -410,7 +411,7 @@ impl Thread {
             Some(lowest) => {
                 // Everything leafward of the lowest kept frame is rewritten.
                 memory.clear(self.stack_limit, lowest.rsp);
-                let shift = |e: usize| self.stack.len() - (old.stack.len() - e);
+                let shift = |e: usize| self.stack.len() - (old_len - e);
                 leafward.extend(kept.iter().rev().map(|c| LaidCall {
                     entry: shift(c.entry),
                     ..*c
@@ -471,7 +472,9 @@ impl Thread {
         }
         leafward.reverse();
         layout.calls = leafward;
-        layout.stack.clone_from(&self.stack);
+        // The old layout's stack buffer is reused: no allocation when the stack did not grow.
+        old.stack.clone_from(&self.stack);
+        layout.stack = old.stack;
         // Explicit Frames live in the next call below them, lower entries at lower addresses.
         let mut per_call: Vec<u64> = vec![0; layout.calls.len()];
         for (entry, item) in self.stack.iter().enumerate() {
