@@ -1,6 +1,7 @@
 //! `simclr explore` and `simclr replay`: a process scenario under many schedules, or one.
 
 use crate::{load, print_json};
+use fixtures::sampling::Variant;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sim_clr::process::schedule::Schedule;
 use sim_clr::process::{ExploreReport, Process, RunReport, Strategy};
@@ -25,17 +26,33 @@ pub struct Options {
     pub sampler: String,
 }
 
-/// The scenario's process with the built-in profiler code its `body` fields name attached
-/// (`sampler`: `reference` or a mutant), or (exit 2) the name that is not built in.
-fn attach(file: &Path, scenario: Scenario, sampler: &str) -> Result<Process, ExitCode> {
-    let Some(variant) = fixtures::sampling::variant(sampler) else {
+/// The sampler named `sampler` (`reference` or a mutant), or (exit 2, with the names there
+/// are) none.
+pub fn variant(sampler: &str) -> Result<Variant, ExitCode> {
+    fixtures::sampling::variant(sampler).ok_or_else(|| {
         let names: Vec<&str> = fixtures::sampling::mutants().iter().map(|m| m.name).collect();
         eprintln!(
             "error: no sampler is named `{sampler}` (reference, {})",
             names.join(", ")
         );
-        return Err(ExitCode::from(2));
+        ExitCode::from(2)
+    })
+}
+
+/// The command that replays `schedule` of `file` with `sampler` on its sampler threads.
+pub fn replay_command(file: &Path, sampler: &str, schedule: &str) -> String {
+    let variant = if sampler == "reference" {
+        String::new()
+    } else {
+        format!(" --sampler {sampler}")
     };
+    format!("simclr replay {}{variant} --schedule {schedule}", file.display())
+}
+
+/// The scenario's process with the built-in profiler code its `body` fields name attached
+/// (`sampler`: `reference` or a mutant), or (exit 2) the name that is not built in.
+fn attach(file: &Path, scenario: Scenario, sampler: &str) -> Result<Process, ExitCode> {
+    let variant = variant(sampler)?;
     fixtures::sampling::process(scenario, variant).map_err(|e| {
         eprintln!("error: {}:{e}", file.display());
         ExitCode::from(2)
@@ -169,18 +186,7 @@ pub fn render(report: &ExploreReport, file: &Path, expect: Option<&[String]>, sa
                 )
                 .unwrap();
             }
-            let variant = if sampler == "reference" {
-                String::new()
-            } else {
-                format!(" --sampler {sampler}")
-            };
-            writeln!(
-                out,
-                "replay: simclr replay {}{variant} --schedule {}",
-                file.display(),
-                f.schedule
-            )
-            .unwrap();
+            writeln!(out, "replay: {}", replay_command(file, sampler, &f.schedule)).unwrap();
         }
     }
     out

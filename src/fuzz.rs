@@ -1,7 +1,7 @@
 //! `simclr fuzz`: a sampler in random processes under random and PCT schedules; each failure
 //! is shrunk and written out as a scenario file with the schedule that replays it.
 
-use crate::explore::progress;
+use crate::explore::{progress, replay_command, variant};
 use crate::print_json;
 use fixtures::fuzz::{built_in, fuzz, Failure, Options};
 use std::path::Path;
@@ -14,13 +14,9 @@ pub fn run(processes: u64, schedules: u64, sampler: &str, seed: u64, json: bool,
         eprintln!("error: --processes and --schedules must be at least 1");
         return ExitCode::from(2);
     }
-    let Some(variant) = fixtures::sampling::variant(sampler) else {
-        let names: Vec<&str> = fixtures::sampling::mutants().iter().map(|m| m.name).collect();
-        eprintln!(
-            "error: no sampler is named `{sampler}` (reference, {})",
-            names.join(", ")
-        );
-        return ExitCode::from(2);
+    let variant = match variant(sampler) {
+        Ok(v) => v,
+        Err(code) => return code,
     };
     let bar = progress(processes, json, "processes");
     let options = Options {
@@ -76,7 +72,7 @@ pub fn run(processes: u64, schedules: u64, sampler: &str, seed: u64, json: bool,
             .map(|(f, file)| Written {
                 failure: f,
                 file: file.display().to_string(),
-                replay: replay(file, sampler, &f.schedule),
+                replay: replay_command(file, sampler, &f.schedule),
             })
             .collect();
         let summary = Summary {
@@ -101,7 +97,7 @@ pub fn run(processes: u64, schedules: u64, sampler: &str, seed: u64, json: bool,
                 f.switches.0,
                 f.threads.1,
                 f.switches.1,
-                replay(file, sampler, &f.schedule)
+                replay_command(file, sampler, &f.schedule)
             );
         }
         println!(
@@ -118,16 +114,6 @@ pub fn run(processes: u64, schedules: u64, sampler: &str, seed: u64, json: bool,
     }
 }
 
-/// The command that replays a failure.
-fn replay(file: &Path, sampler: &str, schedule: &str) -> String {
-    let variant = if sampler == "reference" {
-        String::new()
-    } else {
-        format!(" --sampler {sampler}")
-    };
-    format!("simclr replay {}{variant} --schedule {schedule}", file.display())
-}
-
 /// The reproducer file: what failed and how to replay it, then the scenario.
 fn reproducer(f: &Failure, sampler: &str, seed: u64, file: &Path) -> String {
     let message: String = f.message.lines().map(|l| format!("# {l}\n")).collect();
@@ -135,7 +121,7 @@ fn reproducer(f: &Failure, sampler: &str, seed: u64, file: &Path) -> String {
         "# simclr fuzz --seed {seed} --sampler {sampler}, process {}: {}\n{message}# replay: {}\n{}",
         f.process,
         f.outcome,
-        replay(file, sampler, &f.schedule),
+        replay_command(file, sampler, &f.schedule),
         f.scenario
     )
 }

@@ -1,6 +1,7 @@
 //! `simclr mutants`: every deliberately broken sampler against the pitfall scenarios, each
 //! caught or not, with a shrunk reproducer.
 
+use crate::explore::replay_command;
 use crate::print_json;
 use fixtures::sampling::{hunt, mutants, Hunt};
 use std::process::ExitCode;
@@ -49,12 +50,15 @@ pub fn run(schedules: u64, seed: u64, json: bool) -> ExitCode {
 /// One mutant's line: caught where and how, and the replay command.
 fn line(h: &Hunt) -> String {
     match (&h.scenario, &h.fault, &h.schedule, h.schedules_to_catch) {
-        (Some(scenario), Some(fault), Some(schedule), Some(n)) => format!(
-            "caught  {:<30} by {scenario} after {n} schedules: {fault}\n        {}\n        replay: simclr replay fixtures/pitfalls/{scenario}.toml --sampler {} --schedule {schedule}",
-            h.name,
-            h.message.as_deref().unwrap_or(""),
-            h.name
-        ),
+        (Some(scenario), Some(fault), Some(schedule), Some(n)) => {
+            let file = format!("fixtures/pitfalls/{scenario}.toml");
+            format!(
+                "caught  {:<30} by {scenario} after {n} schedules: {fault}\n        {}\n        replay: {}",
+                h.name,
+                h.message.as_deref().unwrap_or(""),
+                replay_command(std::path::Path::new(&file), &h.name, schedule)
+            )
+        }
         _ => format!(
             "ESCAPED {:<30} ({}): no pitfall scenario failed in {} schedules",
             h.name, h.rule, h.schedules_run
