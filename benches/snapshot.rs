@@ -2,7 +2,8 @@
 //!
 //! - `walk/dss_sync`: a synchronous `DoStackSnapshot` of a deep managed stack, per frame;
 //! - `walk/fp_chain`: the peer — a raw frame-pointer walk reading the same simulated memory
-//!   (two dependent reads per frame), the floor any walk of that memory pays;
+//!   through one [`sim_clr::memory::Reader`] (two dependent reads per frame), the floor any
+//!   walk of that memory pays;
 //! - `catalog/run_all`: parsing and running every bundled scenario.
 
 use corprof::{HResult, ProfilerInfo, SnapshotFrame, ThreadId};
@@ -13,15 +14,15 @@ use std::hint::black_box;
 
 fn deep(frames: usize) -> Scenario {
     let text = format!(
-        "platform = \"unix\"\n[[code]]\nname = \"R\"\nkind = \"jit\"\n[[code]]\nname = \"host\"\nkind = \"native\"\n\
+        "platform = \"unix\"\n[[code]]\nname = \"R\"\nkind = \"jit\"\nframe_size = 32\n[[code]]\nname = \"host\"\nkind = \"native\"\n\
          [[threads]]\nname = \"main\"\nframes = [{{ fn = \"R\", repeat = {frames} }}, {{ fn = \"host\" }}]\n"
     );
-    Scenario::parse("bench.toml", &text).unwrap()
+    Scenario::parse("bench.toml", &text).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn walks(c: &mut Criterion) {
     let mut group = c.benchmark_group("walk");
-    for depth in [64usize, 512] {
+    for depth in [64usize, 512, 10_000] {
         let runtime = deep(depth).runtime();
         runtime.on_thread("main", CallContext::PInvoke, |rt| {
             let thread = rt.thread("main").unwrap();
@@ -41,15 +42,17 @@ fn walks(c: &mut Criterion) {
             });
             group.bench_with_input(BenchmarkId::new("fp_chain", depth), &depth, |b, _| {
                 b.iter(|| {
-                    let (mut rbp, mut frames) = (leaf.regs[corprof::Register::Rbp as usize], 0usize);
-                    while let (Some(next), Some(ret)) = (rt.read_memory(rbp), rt.read_memory(rbp + 8)) {
-                        if next <= rbp || ret == 0 {
-                            break;
+                    rt.with_memory(|memory| {
+                        let (mut rbp, mut frames) = (leaf.regs[corprof::Register::Rbp as usize], 0usize);
+                        while let (Ok(next), Ok(ret)) = (memory.read_u64(rbp), memory.read_u64(rbp + 8)) {
+                            if next <= rbp || ret == 0 {
+                                break;
+                            }
+                            rbp = black_box(next);
+                            frames += 1;
                         }
-                        rbp = black_box(next);
-                        frames += 1;
-                    }
-                    frames
+                        frames
+                    })
                 })
             });
         });

@@ -368,29 +368,42 @@ impl Context {
     /// Returns `None` when fewer bytes are given: the runtime always reads a full CONTEXT
     /// whatever `contextSize` says (R7, R31), so a short buffer is a profiler bug.
     pub fn from_bytes(bytes: &[u8]) -> Option<Context> {
-        let bytes: &[u8; Context::SIZE] = bytes.get(..Context::SIZE)?.try_into().ok()?;
         let mut context = Context::zeroed();
-        context.read_scalars(bytes);
-        context
-            .flt_save
+        context.read_bytes(bytes).then_some(context)
+    }
+
+    /// Overwrites this CONTEXT with the first [`Context::SIZE`] bytes of `bytes`, as
+    /// [`Context::from_bytes`] reads them, without a copy; returns false (and changes nothing)
+    /// when fewer bytes are given.
+    pub fn read_bytes(&mut self, bytes: &[u8]) -> bool {
+        let Some(bytes) = bytes.first_chunk::<{ Context::SIZE }>() else {
+            return false;
+        };
+        self.read_scalars(bytes);
+        self.flt_save
             .copy_from_slice(&bytes[Context::FLT_SAVE_OFFSET..Context::FLT_SAVE_OFFSET + 512]);
-        for (i, v) in context.vector_register.iter_mut().enumerate() {
+        for (i, v) in self.vector_register.iter_mut().enumerate() {
             let at = Context::VECTOR_REGISTER_OFFSET + 16 * i;
             *v = u128::from_le_bytes(bytes[at..at + 16].try_into().unwrap());
         }
-        Some(context)
+        true
     }
 
     /// The CONTEXT as the 1232 bytes a native profiler would see.
     pub fn to_bytes(&self) -> [u8; Context::SIZE] {
         let mut bytes = [0u8; Context::SIZE];
-        self.write_scalars(&mut bytes);
+        self.write_bytes(&mut bytes);
+        bytes
+    }
+
+    /// Writes the CONTEXT's 1232 bytes, as [`Context::to_bytes`] gives them, into `bytes`.
+    pub fn write_bytes(&self, bytes: &mut [u8; Context::SIZE]) {
+        self.write_scalars(bytes);
         bytes[Context::FLT_SAVE_OFFSET..Context::FLT_SAVE_OFFSET + 512].copy_from_slice(&self.flt_save);
         for (i, v) in self.vector_register.iter().enumerate() {
             let at = Context::VECTOR_REGISTER_OFFSET + 16 * i;
             bytes[at..at + 16].copy_from_slice(&v.to_le_bytes());
         }
-        bytes
     }
 
     /// The value of a general-purpose register.

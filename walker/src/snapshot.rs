@@ -77,17 +77,12 @@ impl StackBuffer {
         }
         let frame = if f.func_id.is_null() {
             let slot = self.used_contexts;
-            let context = match (
-                f.context.and_then(Context::from_bytes),
-                self.contexts.get_mut(slot),
-            ) {
-                (Some(registers), Some(place)) => {
-                    *place = registers;
-                    self.used_contexts += 1;
-                    Some(slot)
-                }
-                _ => None,
+            let read = match (f.context, self.contexts.get_mut(slot)) {
+                (Some(bytes), Some(place)) => place.read_bytes(bytes),
+                _ => false,
             };
+            self.used_contexts += usize::from(read);
+            let context = read.then_some(slot);
             Frame::NativeRun { ip: f.ip, context }
         } else {
             Frame::Managed {

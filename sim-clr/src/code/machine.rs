@@ -70,18 +70,9 @@ pub struct FrameState {
     pub saved: Vec<(Register, i64)>,
 }
 
-/// The caller's registers recovered from a frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Unwound {
-    /// The return address.
-    pub rip: u64,
-    /// The caller's registers: RSP is the CFA, every register the frame saved is read back,
-    /// the others are as in the frame.
-    pub regs: [u64; 16],
-}
-
 impl FrameState {
     /// RSP at this boundary minus the entry RSP (≤ 0).
+    #[inline]
     pub fn rsp_delta(&self) -> i64 {
         match self.regs[Register::Rsp as usize] {
             Value::Rsp(d) => d,
@@ -89,22 +80,24 @@ impl FrameState {
         }
     }
 
-    /// Unwinds a frame of this function stopped here with registers `regs`: the entry RSP
-    /// is `RSP − delta`, the return address sits there, and each register the function
-    /// changed is read from the slot it saved it in (`saved`). `read` fails with the faulting address.
+    /// Unwinds a frame of this function stopped here, turning its registers `regs` into the
+    /// caller's, and returns the return address: the entry RSP is `RSP − delta`, the return
+    /// address sits there, each register the function changed is read back from the slot it
+    /// saved it in (`saved`), RSP becomes the CFA and the other registers are left as they
+    /// are. `read` fails with the faulting address; `regs` is then partly unwound.
+    #[inline]
     pub fn unwind(
         &self,
-        regs: &[u64; 16],
+        regs: &mut [u64; 16],
         read: &mut impl FnMut(u64) -> Result<u64, u64>,
-    ) -> Result<Unwound, u64> {
+    ) -> Result<u64, u64> {
         let entry_rsp = regs[Register::Rsp as usize].wrapping_add_signed(-self.rsp_delta());
         let rip = read(entry_rsp)?;
-        let mut caller = *regs;
         for &(r, offset) in &self.saved {
-            caller[r as usize] = read(entry_rsp.wrapping_add_signed(offset))?;
+            regs[r as usize] = read(entry_rsp.wrapping_add_signed(offset))?;
         }
-        caller[Register::Rsp as usize] = entry_rsp.wrapping_add(8);
-        Ok(Unwound { rip, regs: caller })
+        regs[Register::Rsp as usize] = entry_rsp.wrapping_add(8);
+        Ok(rip)
     }
 }
 
@@ -117,6 +110,8 @@ pub struct MachineCode {
     pub boundaries: Vec<u64>,
     /// The states, one per run of boundaries, by offset.
     pub states: Vec<FrameState>,
+    /// Each state's first offset, in order: the index a lookup searches.
+    state_offsets: Vec<u64>,
 }
 
 /// Where the default leaf IP sits, when it is a boundary of the body.
@@ -168,6 +163,7 @@ impl MachineCode {
         Ok(MachineCode {
             code,
             boundaries: boundaries.iter().map(|b| b.ip - base).collect(),
+            state_offsets: states.iter().map(|s| s.offset).collect(),
             states,
         })
     }
@@ -185,11 +181,28 @@ impl MachineCode {
 
     /// The state of the instruction containing `offset` (the last boundary at or before it).
     pub fn state_containing(&self, offset: u64) -> Option<&FrameState> {
-        let i = self
-            .states
-            .partition_point(|s| s.offset <= offset)
-            .checked_sub(1)?;
-        (offset < self.code.code_len).then(|| &self.states[i])
+        self.state_index(offset).map(|i| &self.states[i])
+    }
+
+    /// The index in `states` of the state of the instruction containing `offset`.
+    fn state_index(&self, offset: u64) -> Option<usize> {
+        if offset >= self.code.code_len {
+            return None;
+        }
+        self.state_offsets
+            .partition_point(|&s| s <= offset)
+            .checked_sub(1)
+    }
+
+    /// The index in `states` of the state the runtime unwinds a frame stopped at `offset`
+    /// with: the state of the instruction containing it, or past the code (in the padding of
+    /// a function's size) the state at its first return site.
+    pub fn unwind_state(&self, offset: u64) -> Option<usize> {
+        self.state_index(offset).or_else(|| {
+            let ret = self.default_return()?;
+            self.boundaries.binary_search(&ret).ok()?;
+            self.state_index(ret)
+        })
     }
 
     /// Offsets a caller frame can return to.
@@ -303,15 +316,15 @@ mod tests {
             for &(d, v) in &state.writes {
                 memory.insert(0x8000u64.wrapping_add_signed(d), v.resolve(&entry));
             }
-            let regs = state.regs.map(|v| v.resolve(&entry));
-            let back = state
-                .unwind(&regs, &mut |a| memory.get(&a).copied().ok_or(a))
+            let mut regs = state.regs.map(|v| v.resolve(&entry));
+            let rip = state
+                .unwind(&mut regs, &mut |a| memory.get(&a).copied().ok_or(a))
                 .unwrap();
-            assert_eq!(back.rip, 0x4242, "at +{:#x}", state.offset);
-            assert_eq!(back.regs[Register::Rsp as usize], 0x8008);
+            assert_eq!(rip, 0x4242, "at +{:#x}", state.offset);
+            assert_eq!(regs[Register::Rsp as usize], 0x8008);
             for r in [Register::Rbx, Register::R12, Register::Rbp, Register::R15] {
                 assert_eq!(
-                    back.regs[r as usize], entry[r as usize],
+                    regs[r as usize], entry[r as usize],
                     "{r:?} at +{:#x}",
                     state.offset
                 );

@@ -106,6 +106,8 @@ pub(crate) struct State {
     pub faults_seen: usize,
     /// Callbacks queued for the profiler, raised once the lock is released.
     pub pending: Vec<Notification>,
+    /// The buffers of the last `DoStackSnapshot` walk, kept for the next.
+    pub spare_walk: Option<crate::snapshot::Walk>,
 }
 
 /// The simulated runtime.
@@ -217,6 +219,7 @@ impl Runtime {
                 faults: Vec::new(),
                 faults_seen: 0,
                 pending: Vec::new(),
+                spare_walk: None,
             }),
             profiler: Mutex::new(None),
         }
@@ -294,6 +297,13 @@ impl Runtime {
     /// Reads 8 bytes of simulated memory (`ReadProcessMemory`); `None` if unmapped.
     pub fn read_memory(&self, address: u64) -> Option<u64> {
         self.lock().memory.read_u64(address).ok()
+    }
+
+    /// Runs `f` with a reader of the simulated memory, for many reads at once (copying a
+    /// stack, say) at a few nanoseconds each. The runtime's lock is held meanwhile: `f` must
+    /// not call the runtime.
+    pub fn with_memory<R>(&self, f: impl FnOnce(&mut crate::memory::Reader<'_>) -> R) -> R {
+        f(&mut self.lock().memory.reader())
     }
 
     /// The current event mask (what the runtime consults before raising a callback).
