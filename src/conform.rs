@@ -32,22 +32,39 @@ const CRASHES: [&str; 5] = [
 ];
 const HANGS: [&str; 2] = ["deadlock", "leaked_suspension_hang"];
 
-/// Compares every scenario with its results; returns (rows, text table).
+/// Compares every scenario with its results; returns (passed, failed, text table). Inputs
+/// that cannot be compared are errors, never an empty pass: a missing or empty scenarios
+/// folder, a missing results folder, results for none of the scenarios (the folders swapped,
+/// say), a results file that cannot be read, and two records of one case.
 pub fn compare(scenarios: &Path, results: &Path) -> Result<(usize, usize, String), String> {
     let mut files: Vec<_> = std::fs::read_dir(scenarios)
         .map_err(|e| format!("{}: {e}", scenarios.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
+    if files.is_empty() {
+        return Err(format!("{}: no scenario (*.toml) files", scenarios.display()));
+    }
+    if !results.is_dir() {
+        return Err(format!("{}: not a results folder", results.display()));
+    }
     files.sort();
+    let read = |path: &Path| -> Result<Option<String>, String> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => Ok(Some(text)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("{}: {e}", path.display())),
+        }
+    };
     let mut rows = Vec::new();
+    let mut runs = 0;
     for file in files {
         let stem = file.file_stem().unwrap().to_string_lossy().into_owned();
         let scenario = Scenario::load(&file).map_err(|e| e.to_string())?;
-        let exit =
-            std::fs::read_to_string(results.join(format!("{stem}.exit"))).map(|s| s.trim().to_string());
-        let log = std::fs::read_to_string(results.join(format!("{stem}.jsonl"))).unwrap_or_default();
-        let Ok(exit) = exit else {
+        let exit = read(&results.join(format!("{stem}.exit")))?;
+        // A run that crashed before its first record may leave no log.
+        let log = read(&results.join(format!("{stem}.jsonl")))?.unwrap_or_default();
+        let Some(exit) = exit else {
             rows.push(Row {
                 case: stem.clone(),
                 api: "-".into(),
@@ -57,7 +74,15 @@ pub fn compare(scenarios: &Path, results: &Path) -> Result<(usize, usize, String
             });
             continue;
         };
-        rows.extend(compare_one(&scenario, &exit, &log)?);
+        runs += 1;
+        rows.extend(compare_one(&scenario, exit.trim(), &log)?);
+    }
+    if runs == 0 {
+        return Err(format!(
+            "{}: no results (*.exit) for any scenario of {}",
+            results.display(),
+            scenarios.display()
+        ));
     }
     let passed = rows.iter().filter(|r| r.verdict.is_ok()).count();
     let mut table = format!(
@@ -84,8 +109,15 @@ fn compare_one(scenario: &Scenario, exit: &str, log: &str) -> Result<Vec<Row>, S
             serde_json::from_str(line).map_err(|e| format!("{}: line {}: {e}", scenario.name, n + 1))?;
         let case = record["case"]
             .as_str()
-            .ok_or_else(|| format!("{}: line {}: no case", scenario.name, n + 1))?;
-        real.insert(case.to_string(), record);
+            .ok_or_else(|| format!("{}: line {}: no case", scenario.name, n + 1))?
+            .to_string();
+        if real.insert(case.clone(), record).is_some() {
+            return Err(format!(
+                "{}: line {}: a second record of case `{case}`",
+                scenario.name,
+                n + 1
+            ));
+        }
     }
     let report = scenario.run();
     let mut calls: Vec<&CallReport> = Vec::new();

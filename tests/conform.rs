@@ -157,3 +157,46 @@ fn conformance_scenarios_are_valid_and_labels_unique() {
         assert_eq!(labels.len(), total, "{stem}: duplicate case labels");
     }
 }
+
+#[test]
+fn inputs_that_cannot_be_compared_are_errors_not_passes() {
+    let good = results_dir("inputs");
+    synthesize(&good);
+    let empty = results_dir("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let duplicated = results_dir("duplicated");
+    synthesize(&duplicated);
+    let sync = duplicated.join("sync.jsonl");
+    let text = std::fs::read_to_string(&sync).unwrap();
+    let first = text.lines().next().unwrap().to_string();
+    std::fs::write(&sync, format!("{text}{first}\n")).unwrap();
+    let unreadable = results_dir("unreadable");
+    synthesize(&unreadable);
+    std::fs::write(unreadable.join("sync.jsonl"), [0xff, 0xfe, b'\n']).unwrap();
+    let scenarios = scenarios_dir();
+    let missing = good.join("nonexistent");
+    let cases: [(&str, &Path, &Path, &str); 6] = [
+        (
+            "missing results folder",
+            &scenarios,
+            &missing,
+            "not a results folder",
+        ),
+        ("missing scenarios folder", &missing, &good, "nonexistent"),
+        ("empty results folder", &scenarios, &empty, "no results"),
+        ("swapped folders", &good, &scenarios, "no scenario"),
+        (
+            "duplicate case records",
+            &scenarios,
+            &duplicated,
+            "a second record of case",
+        ),
+        ("unreadable results", &scenarios, &unreadable, "sync.jsonl"),
+    ];
+    for (what, scenarios, results, message) in cases {
+        let out = simclr(&["conform", scenarios.to_str().unwrap(), results.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{what}: {stderr}");
+        assert!(stderr.contains(message), "{what}: {stderr}");
+    }
+}

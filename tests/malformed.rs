@@ -41,7 +41,10 @@ fn cases() -> Vec<(&'static str, String, usize, &'static str)> {
         ("callback returning a non-HRESULT", call("api = \"DoStackSnapshot\"\ncallback = { return = \"maybe\" }\n"), l + 4, "callback.return"),
         ("expectation that is not an HRESULT", call("api = \"DoStackSnapshot\"\nexpect = \"fine\"\n"), l + 4, "expect"),
         ("argument that does not apply", call("api = \"DoStackSnapshot\"\nip = 5\n"), l + 4, "ip"),
+        ("negative ip offset", call("api = \"GetFunctionFromIP\"\nip = { fn = \"M\", offset = -5 }\n"), l + 4, "ip"),
+        ("negative seed offset", call("api = \"DoStackSnapshot\"\nseed = { rip = { fn = \"M\", offset = -1 } }\n"), l + 4, "seed.rip"),
         ("missing required argument", call("api = \"GetFunctionFromIP\"\n"), l + 3, "ip"),
+        ("nested event", call("api = \"DoStackSnapshot\"\n[calls.nested]\nevent = \"gc\"\n"), l + 5, "event"),
         ("nested call outside DoStackSnapshot", call("api = \"EnumThreads\"\n[calls.nested]\napi = \"EnumThreads\"\n"), l + 1, "nested"),
         ("P/Invoke on a native thread", after("[[threads]]\nname = \"s\"\nkind = \"native\"\n[[calls]]\ncaller = \"s\"\nfrom = \"pinvoke\"\napi = \"EnumThreads\"\n"), l + 6, "from"),
         ("wrong value type", after("[[threads]]\nname = \"u\"\nframes = \"M\"\n"), l + 3, "frames"),
@@ -188,4 +191,91 @@ fn explore_rejects_an_unknown_built_in_body_with_its_line() {
         )),
         "{stderr}"
     );
+}
+
+/// Runs `simclr run FILE` and returns (exit code, stdout, stderr).
+fn run_cli(file: &std::path::Path) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_simclr"))
+        .arg("run")
+        .arg(file)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn a_huge_requested_count_allocates_only_what_can_be_written() {
+    // GetCodeInfo2's `requested` is the size of the profiler's buffer; u32::MAX entries would
+    // be 64 GiB.
+    let text = format!(
+        "{HEAD}[[calls]]\ncaller = \"t\"\napi = \"GetCodeInfo2\"\nfunction = \"M\"\nrequested = 4294967295\nexpect = \"S_OK\"\n"
+    );
+    let report = Scenario::parse("huge.toml", &text).unwrap().run();
+    assert!(report.expectations.failed.is_empty(), "{report:?}");
+    assert_eq!(report.expectations.checked, 1);
+    let result = report.calls[0].result.as_deref().unwrap_or_default();
+    assert!(result.starts_with("1 region(s): [0x"), "{result}");
+}
+
+#[test]
+fn files_that_are_not_regular_or_too_big_are_refused_without_reading() {
+    let dir = scratch_dir("hostile");
+    let big = dir.join("big.toml");
+    let mut text = String::from("platform = \"unix\"\n");
+    while text.len() as u64 <= sim_clr::scenario::MAX_FILE_BYTES {
+        text.push_str("# padding padding padding padding padding padding padding padding\n");
+    }
+    std::fs::write(&big, &text).unwrap();
+    let (code, stdout, stderr) = run_cli(&big);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("larger than the limit"), "{stderr}");
+    assert!(stdout.is_empty());
+    // A directory, and on Unix a FIFO nobody writes to (opening it would block forever).
+    let (code, _, stderr) = run_cli(&dir);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("not a regular file"), "{stderr}");
+    #[cfg(unix)]
+    {
+        let fifo = dir.join("fifo.toml");
+        let made = Command::new("mkfifo").arg(&fifo).status();
+        if made.is_ok_and(|s| s.success()) {
+            let (code, _, stderr) = run_cli(&fifo);
+            assert_eq!(code, Some(2), "{stderr}");
+            assert!(stderr.contains("not a regular file"), "{stderr}");
+        } else {
+            eprintln!("skipped the FIFO case: mkfifo is not available");
+        }
+    }
+}
+
+#[test]
+fn a_nested_call_the_walk_never_reaches_is_a_failed_expectation() {
+    let nested = |at: usize| {
+        format!(
+            "{HEAD}[[calls]]\ncaller = \"t\"\nfrom = \"pinvoke\"\napi = \"DoStackSnapshot\"\nnested_at = {at}\n[calls.nested]\napi = \"GetFunctionFromIP\"\nip = \"frame\"\nexpect = \"S_OK\"\n"
+        )
+    };
+    let reached = Scenario::parse("n.toml", &nested(0)).unwrap().run();
+    assert!(
+        reached.expectations.failed.is_empty(),
+        "{:?}",
+        reached.expectations
+    );
+    assert_eq!(reached.expectations.checked, 1);
+    let unreached = Scenario::parse("n.toml", &nested(7)).unwrap().run();
+    assert_eq!(unreached.expectations.checked, 1);
+    let failed = &unreached.expectations.failed;
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(failed[0].contains("at frame 7 never ran"), "{failed:?}");
 }

@@ -231,14 +231,37 @@ impl Scenario {
     }
 
     /// Reads, parses and validates a scenario file.
+    /// Only regular files of at most [`MAX_FILE_BYTES`] are read: a FIFO or a device is
+    /// refused before it is opened (opening a FIFO would block).
     pub fn load(path: &std::path::Path) -> Result<Scenario, ScenarioError> {
+        use std::io::Read;
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+        let fail = |message: String| ScenarioError {
             file: file.clone(),
             line: 0,
             field: "<file>".into(),
-            message: format!("cannot read: {e}"),
-        })?;
+            message,
+        };
+        let metadata = std::fs::metadata(path).map_err(|e| fail(format!("cannot read: {e}")))?;
+        if !metadata.is_file() {
+            return Err(fail("cannot read: not a regular file".into()));
+        }
+        let too_big = || {
+            fail(format!(
+                "the file is larger than the limit of {MAX_FILE_BYTES} bytes"
+            ))
+        };
+        if metadata.len() > MAX_FILE_BYTES {
+            return Err(too_big());
+        }
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
+            .map_err(|e| fail(format!("cannot read: {e}")))?;
+        if bytes.len() as u64 > MAX_FILE_BYTES {
+            return Err(too_big());
+        }
+        let text = String::from_utf8(bytes).map_err(|e| fail(format!("cannot read: {e}")))?;
         Scenario::parse(&file, &text)
     }
 
@@ -748,6 +771,9 @@ struct CallCtx<'a> {
     code: &'a CodeMap,
 }
 
+/// The largest scenario file [`Scenario::load`] reads, in bytes.
+pub const MAX_FILE_BYTES: u64 = 8 << 20;
+
 const KINDS: [(&str, CodeKind); 7] = [
     ("jit", CodeKind::Jit),
     ("r2r", CodeKind::ReadyToRun),
@@ -921,6 +947,13 @@ impl Builder<'_> {
         if let (Some(nested), Action::Api(ApiCall::DoStackSnapshot { nested: slot, .. })) =
             (&m.nested, &mut call.action)
         {
+            if let Some(event) = &nested.get_ref().event {
+                return Err(self.err(
+                    event.span(),
+                    "event",
+                    "a nested call is an API call made from the snapshot callback; events cannot be nested",
+                ));
+            }
             let at = m.nested_at.unwrap_or(0);
             *slot = Some((at, Box::new(self.call(nested, ctx, Some((&parent.0, parent.1)))?)));
         } else if m.nested.is_some() || m.nested_at.is_some() {
@@ -1192,10 +1225,11 @@ impl Builder<'_> {
                         "expected { fn = \"name\", offset = n }",
                     )
                 })?;
-                self.known_function(name, span.clone(), &format!("seed.{reg}"), ctx)?;
+                let field = format!("seed.{reg}");
+                self.known_function(name, span.clone(), &field, ctx)?;
                 Ok(SeedValue::Function(
                     name.to_string(),
-                    t.get("offset").and_then(Value::as_integer).unwrap_or(0) as u64,
+                    self.offset_in(t, span, &field)?,
                 ))
             }
             _ => Err(self.err(
@@ -1203,6 +1237,21 @@ impl Builder<'_> {
                 &format!("seed.{reg}"),
                 "expected a number or { fn = \"name\", offset = n }",
             )),
+        }
+    }
+
+    /// The `offset` of a `{ fn = "name", offset = n }` table: 0 when absent, never negative.
+    fn offset_in(&self, t: &toml::Table, span: Range<usize>, field: &str) -> Res<u64> {
+        match t.get("offset") {
+            None => Ok(0),
+            Some(Value::Integer(n)) => u64::try_from(*n).map_err(|_| {
+                self.err(
+                    span,
+                    field,
+                    format!("offset {n} is negative; offsets count bytes from the function's start"),
+                )
+            }),
+            Some(_) => Err(self.err(span, field, "offset must be an integer")),
         }
     }
 
@@ -1269,10 +1318,7 @@ impl Builder<'_> {
                     .and_then(Value::as_str)
                     .ok_or_else(|| self.err(v.span(), "ip", "expected { fn = \"name\", offset = n }"))?;
                 self.known_function(name, v.span(), "ip", ctx)?;
-                Ok(IpRef::Function(
-                    name.into(),
-                    t.get("offset").and_then(Value::as_integer).unwrap_or(0) as u64,
-                ))
+                Ok(IpRef::Function(name.into(), self.offset_in(t, v.span(), "ip")?))
             }
             _ => Err(self.err(
                 v.span(),

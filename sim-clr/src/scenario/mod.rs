@@ -12,6 +12,8 @@ mod model;
 mod process;
 mod report;
 
-pub use build::{Action, ApiCall, Call, CallbackBehavior, FunctionRef, IpRef, Scenario, Seed, Target};
+pub use build::{
+    Action, ApiCall, Call, CallbackBehavior, FunctionRef, IpRef, Scenario, Seed, Target, MAX_FILE_BYTES,
+};
 pub use error::ScenarioError;
 pub use report::{CallReport, EventReport, Expectations, FaultReport, FrameReport, Report, TruthEntry};
