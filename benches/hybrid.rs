@@ -1,13 +1,14 @@
 //! Hybrid walks of a 64-frame mixed stack (three native runs of 8 frames without frame
 //! pointers between managed runs), with the module list loaded and the rule cache warm:
 //! The native unwinder reads a copy of the stack taken before the timed loop.
-//! - `hybrid/unix`: native leaf run, `DoStackSnapshot` seeded at the first managed frame,
+//! - `hybrid/unix`: native leaf run, `DoStackSnapshot` given the first managed frame as seed
+//!   (which the runtime discards: the target is in preemptive mode, R12),
 //!   each native run expanded (under `SuspendRuntime`, outside the timed loop);
 //! - `hybrid/windows_native`: the all-native variant (JIT code has unwind info), IPs
 //!   resolved through the runtime;
 //! - `…_code_ranges`: the same walks resolving IPs with `CodeRanges` (the profiler's own
 //!   table of compiled code, filled from `GetCodeInfo2`) instead of a runtime call per frame;
-//! - `peer/dss_unix`: the runtime's own `DoStackSnapshot` of the same thread, seeded at the
+//! - `peer/dss_unix`: the runtime's own `DoStackSnapshot` of the same thread, given the
 //!   same frame, collecting into a preallocated buffer: the part of the hybrid walk that is
 //!   not native unwinding, measured in the same run.
 
