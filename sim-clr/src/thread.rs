@@ -173,6 +173,17 @@ pub enum OsContext {
     Stale,
 }
 
+/// What a CONTEXT of a laid-out call holds besides its registers: the control and integer
+/// parts valid, user-mode segments and the usual flags; everything else zero.
+pub(crate) fn call_context_base() -> Context {
+    let mut context = Context::zeroed();
+    context.context_flags = CONTEXT_CONTROL | CONTEXT_INTEGER;
+    context.seg_cs = 0x33;
+    context.seg_ss = 0x2b;
+    context.e_flags = 0x246;
+    context
+}
+
 /// A call laid out in memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LaidCall {
@@ -513,15 +524,11 @@ impl Thread {
     /// The registers of laid-out call `index` (what a CONTEXT for that frame holds).
     pub fn call_context(&self, index: usize) -> Context {
         let call = self.layout.calls[index];
-        let mut context = Context::zeroed();
-        context.context_flags = CONTEXT_CONTROL | CONTEXT_INTEGER;
+        let mut context = call_context_base();
         for r in Register::ALL {
             context.set(r, call.regs[r as usize]);
         }
         context.rip = call.rip;
-        context.seg_cs = 0x33;
-        context.seg_ss = 0x2b;
-        context.e_flags = 0x246;
         context
     }
     /// The thread's current CPU context (`GetThreadContext`): the leaf call's registers.

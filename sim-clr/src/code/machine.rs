@@ -68,22 +68,72 @@ pub struct FrameState {
     /// The registers whose entry value is no longer in the register but saved in a slot, by
     /// slot offset from the entry RSP (derived from `regs` and `writes`).
     pub saved: Vec<(Register, i64)>,
+    /// How a frame stopped here is unwound (derived from `regs` and `saved`).
+    pub rule: UnwindRule,
 }
 
 impl FrameState {
     /// RSP at this boundary minus the entry RSP (≤ 0).
-    #[inline]
     pub fn rsp_delta(&self) -> i64 {
-        match self.regs[Register::Rsp as usize] {
-            Value::Rsp(d) => d,
-            _ => 0,
-        }
+        rsp_delta(&self.regs)
     }
 
-    /// Unwinds a frame of this function stopped here, turning its registers `regs` into the
-    /// caller's, and returns the return address: the entry RSP is `RSP − delta`, the return
-    /// address sits there, each register the function changed is read back from the slot it
-    /// saved it in (`saved`), RSP becomes the CFA and the other registers are left as they
+    /// Unwinds a frame of this function stopped here with its [`UnwindRule`].
+    #[inline]
+    pub fn unwind(
+        &self,
+        regs: &mut [u64; 16],
+        read: &mut impl FnMut(u64) -> Result<u64, u64>,
+    ) -> Result<u64, u64> {
+        self.rule.unwind(regs, read)
+    }
+}
+
+/// RSP in `regs` minus the entry RSP.
+fn rsp_delta(regs: &[Value; 16]) -> i64 {
+    match regs[Register::Rsp as usize] {
+        Value::Rsp(d) => d,
+        _ => 0,
+    }
+}
+
+/// The most registers a frame can have saved: every one but RSP.
+const MAX_SAVED: usize = 15;
+
+/// How to unwind a frame stopped at one state, in a small `Copy` value the runtime's walk
+/// keeps next to each code address it meets: the entry RSP is `RSP + depth`, the return
+/// address sits there, and each saved register is read back from its slot.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UnwindRule {
+    /// The entry RSP minus RSP at the state (≥ 0).
+    depth: u32,
+    /// How many registers `registers` and `slots` hold.
+    saved: u8,
+    /// The saved registers, by [`Register`] number.
+    registers: [u8; MAX_SAVED],
+    /// Each saved register's slot, as an offset from the entry RSP.
+    slots: [i32; MAX_SAVED],
+}
+
+impl UnwindRule {
+    /// The rule of a state whose RSP is `rsp_delta` from the entry RSP and which saved
+    /// `saved`; `None` if an offset is out of the range code can reach (±2 GiB).
+    fn new(rsp_delta: i64, saved: &[(Register, i64)]) -> Option<UnwindRule> {
+        let mut rule = UnwindRule {
+            depth: u32::try_from(-rsp_delta).ok()?,
+            ..UnwindRule::default()
+        };
+        for (i, &(r, offset)) in saved.iter().enumerate().take(MAX_SAVED) {
+            rule.registers[i] = r as u8;
+            rule.slots[i] = i32::try_from(offset).ok()?;
+            rule.saved += 1;
+        }
+        Some(rule)
+    }
+
+    /// Unwinds a frame stopped here, turning its registers `regs` into the caller's, and
+    /// returns the return address: each register the function changed is read back from the
+    /// slot it saved it in, RSP becomes the CFA and the other registers are left as they
     /// are. `read` fails with the faulting address; `regs` is then partly unwound.
     #[inline]
     pub fn unwind(
@@ -91,10 +141,11 @@ impl FrameState {
         regs: &mut [u64; 16],
         read: &mut impl FnMut(u64) -> Result<u64, u64>,
     ) -> Result<u64, u64> {
-        let entry_rsp = regs[Register::Rsp as usize].wrapping_add_signed(-self.rsp_delta());
+        let entry_rsp = regs[Register::Rsp as usize].wrapping_add(u64::from(self.depth));
         let rip = read(entry_rsp)?;
-        for &(r, offset) in &self.saved {
-            regs[r as usize] = read(entry_rsp.wrapping_add_signed(offset))?;
+        let saved = usize::from(self.saved).min(MAX_SAVED);
+        for (&r, &slot) in self.registers[..saved].iter().zip(&self.slots[..saved]) {
+            regs[usize::from(r) % 16] = read(entry_rsp.wrapping_add_signed(i64::from(slot)))?;
         }
         regs[Register::Rsp as usize] = entry_rsp.wrapping_add(8);
         Ok(rip)
@@ -141,7 +192,7 @@ impl MachineCode {
                 .range(..ENTRY_RSP)
                 .map(|(&a, &v)| (a.wrapping_sub(ENTRY_RSP) as i64, Value::classify(v)))
                 .collect();
-            let saved = Register::ALL
+            let saved: Vec<(Register, i64)> = Register::ALL
                 .into_iter()
                 .filter(|&r| r != Register::Rsp && regs[r as usize] != Value::Entry(r))
                 .filter_map(|r| {
@@ -149,11 +200,14 @@ impl MachineCode {
                     Some((r, *offset))
                 })
                 .collect();
+            let rule = UnwindRule::new(rsp_delta(&regs), &saved)
+                .ok_or_else(|| format!("a frame offset at +{:#x} is out of range", b.ip - base))?;
             let state = FrameState {
                 offset: b.ip - base,
                 regs,
                 writes,
                 saved,
+                rule,
             };
             match states.last() {
                 Some(last) if last.regs == state.regs && last.writes == state.writes => {}

@@ -107,7 +107,7 @@ pub(crate) struct State {
     /// Callbacks queued for the profiler, raised once the lock is released.
     pub pending: Vec<Notification>,
     /// The buffers of the last `DoStackSnapshot` walk, kept for the next.
-    pub spare_walk: Option<crate::snapshot::Walk>,
+    pub spare_walk: Option<Box<crate::snapshot::Walk>>,
 }
 
 /// The simulated runtime.

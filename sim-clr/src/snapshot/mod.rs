@@ -7,120 +7,24 @@
 //! chain. It is computed with the runtime lock held (the target cannot change meanwhile) and
 //! delivered to the callback with the lock released, so the callback may call back in.
 
-use crate::code::CodeMap;
+mod sites;
+mod walk;
+
+pub(crate) use walk::Walk;
+use walk::{walk, WalkEnd};
+
 use crate::runtime::{Notification, Platform, Runtime, State};
 use crate::thread::{Lifecycle, Mode, OsContext, Thread};
 use crate::trace::FaultKind;
 use corprof::flags::{event, snapshot};
-use corprof::{
-    Context, FrameInfo, FunctionId, HResult, Register, SnapshotFrame, StackSnapshotCallback, ThreadId,
-};
+use corprof::{Context, FrameInfo, HResult, SnapshotFrame, StackSnapshotCallback, ThreadId};
 
 /// The most frames one walk reports; a bound on corrupt or cyclic stacks.
 pub const MAX_WALK_FRAMES: usize = 1 << 16;
 
-/// One frame the iterator stops at.
-#[derive(Clone, Copy, Debug)]
-struct WalkFrame {
-    func_id: FunctionId,
-    ip: u64,
-    /// The CONTEXT the frame takes its other fields from, in `Walk::bases` (a walk replaces
-    /// the whole CONTEXT only where it starts or hops, so frames share a few).
-    base: u32,
-    /// False for managed frames without metadata: the iterator stops there but the profiler
-    /// is not called (R20.2).
-    reported: bool,
-}
-
-/// How the iterator ended.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-enum WalkEnd {
-    /// The Frame chain or the stack ended normally (`SWA_DONE`).
-    #[default]
-    Done,
-    /// Unwinding left the target's stack or stopped making progress (`SWA_FAILED`, R17).
-    Failed,
-    /// Unwinding read unmapped memory (R17, R34).
-    AccessViolation(u64),
-}
-
-/// A walk's frames. The runtime keeps one spare between walks, so a walk of a stack no deeper
-/// than an earlier one allocates nothing.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Walk {
-    frames: Vec<WalkFrame>,
-    /// Each frame's general-purpose registers, kept only when the profiler asked for
-    /// contexts (`COR_PRF_SNAPSHOT_REGISTER_CONTEXT`).
-    gprs: Vec<[u64; 16]>,
-    /// The CONTEXTs frames take their other fields from.
-    bases: Vec<Context>,
-    end: WalkEnd,
-    sites: Sites,
-    /// The bytes of the CONTEXT handed to callbacks.
-    bytes: Vec<u8>,
-}
-
-/// What the iterator needs to know about a code address.
-#[derive(Clone, Copy, Debug, Default)]
-struct Site {
-    /// The address (0: an empty cache slot; the iterator never looks 0 up).
-    ip: u64,
-    /// The function containing it.
-    function: u32,
-    /// For managed code, the index of the state it unwinds with in the function's
-    /// `machine.states` ([`NO_STATE`] if none).
-    state: u32,
-}
-
-/// [`Site::state`] for native code, or managed code without a state at that address.
-const NO_STATE: u32 = u32::MAX;
-
-/// Slots in the [`Sites`] cache.
-const SITE_SLOTS: usize = 256;
-
-/// A direct-mapped cache of the sites a walk met, by address: the code map never changes
-/// after it is built, so entries stay valid for the runtime's lifetime. Return addresses
-/// repeat (recursion, common callers), and a hit skips two binary searches.
-#[derive(Clone, Debug, Default)]
-struct Sites(Vec<Site>);
-
-impl Sites {
-    /// The site at `ip`, or `None` outside every function.
-    #[inline]
-    fn get(&mut self, code: &CodeMap, ip: u64) -> Option<Site> {
-        let slot = ((ip ^ (ip >> 9)) as usize) % SITE_SLOTS;
-        match self.0.get(slot) {
-            Some(&site) if site.ip == ip && ip != 0 => Some(site),
-            _ => self.fill(code, ip, slot),
-        }
-    }
-
-    /// Looks `ip` up in the code map and caches it in `slot`.
-    #[inline(never)]
-    fn fill(&mut self, code: &CodeMap, ip: u64, slot: usize) -> Option<Site> {
-        if self.0.is_empty() {
-            self.0 = vec![Site::default(); SITE_SLOTS];
-        }
-        let index = code.lookup(ip)?;
-        let function = code.function(index);
-        let state = if function.kind.is_managed() {
-            function.machine.unwind_state(ip.wrapping_sub(function.start))
-        } else {
-            None
-        };
-        let site = Site {
-            ip,
-            function: index as u32,
-            state: state.map_or(NO_STATE, |s| s as u32),
-        };
-        self.0[slot] = site;
-        Some(site)
-    }
-}
-
 /// What is left to do after the decision table, with the state lock released.
 struct Plan {
-    walk: Walk,
+    walk: Box<Walk>,
     target: usize,
     suspended: bool,
 }
@@ -342,140 +246,6 @@ fn current_context(thread: &Thread) -> Option<Context> {
     Some(context)
 }
 
-/// The iterator (R17, R19–R23, R31–R34): from the seed, or else from the first Frame of the
-/// chain that returns into managed code; managed frames are unwound through memory; a return
-/// into native code yields a marker and a hop to the next usable Frame. `gprs` keeps each
-/// frame's registers for the callback's CONTEXT.
-fn walk(st: &mut State, t: usize, seed: Option<Context>, gprs: bool) -> Walk {
-    let mut walk = st.spare_walk.take().unwrap_or_default();
-    walk.frames.clear();
-    walk.gprs.clear();
-    walk.bases.clear();
-    walk.end = walk_into(st, t, seed, gprs, &mut walk);
-    walk
-}
-
-/// The general-purpose registers of `context`, by [`Register`] number.
-fn registers(context: &Context) -> [u64; 16] {
-    Register::ALL.map(|r| context.get(r))
-}
-
-/// The iterator's loop, recording frames into `walk`; returns how it ended.
-fn walk_into(st: &State, t: usize, seed: Option<Context>, gprs: bool, walk: &mut Walk) -> WalkEnd {
-    let thread = &st.threads[t];
-    let chain = &thread.layout.frames;
-    let mut memory = st.memory.reader();
-    let mut next_frame = 0;
-    // A Frame is usable when it returns into a managed call at or above `sp`.
-    let hop = |next_frame: &mut usize, sp: u64| -> Option<Context> {
-        while let Some(frame) = chain.get(*next_frame) {
-            *next_frame += 1;
-            if frame.address < sp {
-                continue;
-            }
-            if let Some(call) = frame.returns_to {
-                if st
-                    .code
-                    .function(thread.layout.calls[call].function)
-                    .kind
-                    .is_managed()
-                {
-                    return Some(thread.call_context(call));
-                }
-            }
-        }
-        None
-    };
-    let record = |walk: &mut Walk, func_id: FunctionId, ip: u64, regs: &[u64; 16], reported: bool| {
-        walk.frames.push(WalkFrame {
-            func_id,
-            ip,
-            base: (walk.bases.len() - 1) as u32,
-            reported,
-        });
-        if gprs {
-            walk.gprs.push(*regs);
-        }
-    };
-    let funclets = thread.layout.calls.iter().any(|c| c.funclet.is_some());
-    let Some(context) = seed.or_else(|| hop(&mut next_frame, 0)) else {
-        return WalkEnd::Done;
-    };
-    let (mut ip, mut regs) = (context.rip, registers(&context));
-    walk.bases.push(context);
-    // The site at `ip`: each frame's lookup is the previous frame's "is it managed?".
-    let mut found = walk.sites.get(&st.code, ip);
-    loop {
-        if walk.frames.len() >= MAX_WALK_FRAMES {
-            return WalkEnd::Failed;
-        }
-        let Some(mut site) = found else {
-            return WalkEnd::Failed;
-        };
-        let function = st.code.function(site.function as usize);
-        record(
-            walk,
-            function.function_id,
-            ip,
-            &regs,
-            function.kind.has_metadata(),
-        );
-        // R28: a catch/finally funclet is reported under its method; the frames between it and
-        // its parent are already unwound, and the parent is not reported again.
-        let sp = regs[Register::Rsp as usize];
-        let here = funclets
-            .then(|| {
-                thread
-                    .layout
-                    .calls
-                    .iter()
-                    .position(|c| c.rsp == sp && c.rip == ip)
-            })
-            .flatten();
-        if let Some(parent) = here.and_then(|i| thread.funclet_parent(i)) {
-            let context = thread.call_context(parent);
-            (ip, regs) = (context.rip, registers(&context));
-            walk.bases.push(context);
-            let Some(parent_site) = walk.sites.get(&st.code, ip) else {
-                return WalkEnd::Failed;
-            };
-            site = parent_site;
-        }
-        // Unwind the managed frame with its code's template at the IP, as the code manager
-        // reads the unwind info of the code it generated: the return address and the saved
-        // registers are read first — an unmapped read faults — then the new SP is checked
-        // against the target's stack (R17's speculative-walk check).
-        let machine = &st.code.function(site.function as usize).machine;
-        let Some(state) = machine.states.get(site.state as usize) else {
-            return WalkEnd::Failed;
-        };
-        ip = match state.unwind(&mut regs, &mut |a| memory.read_u64(a).map_err(|av| av.address)) {
-            Ok(ret) => ret,
-            Err(address) => return WalkEnd::AccessViolation(address),
-        };
-        let cfa = regs[Register::Rsp as usize];
-        if cfa > thread.stack_base || cfa <= thread.stack_limit {
-            return WalkEnd::Failed;
-        }
-        if ip == 0 {
-            return WalkEnd::Done;
-        }
-        found = walk.sites.get(&st.code, ip);
-        if found.is_some_and(|s| st.code.function(s.function as usize).kind.is_managed()) {
-            continue;
-        }
-        // R21: a managed frame returned into native code: one marker for the whole run. Its
-        // CONTEXT is the frame's registers over the last base.
-        record(walk, FunctionId::NULL, ip, &regs, true);
-        let Some(context) = hop(&mut next_frame, regs[Register::Rsp as usize]) else {
-            return WalkEnd::Done;
-        };
-        (ip, regs) = (context.rip, registers(&context));
-        walk.bases.push(context);
-        found = walk.sites.get(&st.code, ip);
-    }
-}
-
 /// Calls the profiler once per reported frame (R22–R26) and maps the outcome (R17).
 fn deliver(
     runtime: &Runtime,
@@ -516,7 +286,7 @@ fn deliver(
     let Walk {
         frames,
         gprs,
-        bases,
+        seed,
         bytes,
         ..
     } = walk;
@@ -526,6 +296,7 @@ fn deliver(
     // The callbacks are the profiler's code: their allocations count. Nothing else in this
     // loop allocates.
     let completed = crate::process::fiber::observed(|| {
+        // Whether `bytes` holds the seed's other fields (else a laid-out call's), once written.
         let mut written = None;
         for (i, frame) in frames.iter().enumerate() {
             if !frame.reported {
@@ -533,9 +304,15 @@ fn deliver(
             }
             let frame_info = FrameInfo::for_snapshot(frame.func_id, frame.ip);
             let context = if contexts {
-                if let Some(full) = bytes.first_chunk_mut().filter(|_| written != Some(frame.base)) {
-                    bases[frame.base as usize].write_bytes(full);
-                    written = Some(frame.base);
+                if let Some(full) = bytes
+                    .first_chunk_mut()
+                    .filter(|_| written != Some(frame.from_seed))
+                {
+                    match seed.as_ref().filter(|_| frame.from_seed) {
+                        Some(seed) => seed.write_bytes(full),
+                        None => crate::thread::call_context_base().write_bytes(full),
+                    }
+                    written = Some(frame.from_seed);
                 }
                 corprof::context::write_registers(bytes, frame.ip, &gprs[i]);
                 Some(&bytes[..context_size])
