@@ -279,3 +279,22 @@ fn a_nested_call_the_walk_never_reaches_is_a_failed_expectation() {
     assert_eq!(failed.len(), 1, "{failed:?}");
     assert!(failed[0].contains("at frame 7 never ran"), "{failed:?}");
 }
+
+#[test]
+fn bad_utf8_is_reported_at_its_line_column_and_key() {
+    let dir = scratch_dir("utf8");
+    let file = dir.join("bad.toml");
+    std::fs::write(
+        &file,
+        b"platform = \"unix\"\n[[code]]\nname = \"caf\xff\"\nkind = \"jit\"\n",
+    )
+    .unwrap();
+    let (code, stdout, stderr) = run_cli(&file);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stdout.is_empty());
+    assert!(
+        stderr.contains("bad.toml:3: field `name`: invalid UTF-8 at column 12"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "one line per error: {stderr}");
+}

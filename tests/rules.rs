@@ -752,3 +752,15 @@ fn r35_an_enter_hook_walk_begins_at_the_slow_path_frame() {
     let r = run("unix", "", "", &dss("main", "FunctionEnter", ""));
     assert_eq!(names(&r.calls[0]), ["App::Leaf", "App::Mid", "App::Main", "0"]);
 }
+
+#[test]
+fn threads_are_found_by_thread_id() {
+    let rt = scenario("unix", "", "", "").runtime();
+    let main = rt.thread("main").unwrap();
+    assert_eq!(rt.thread_by_id(main.id).map(|t| t.name), Some("main".into()));
+    assert_eq!(rt.thread_name(main.id).as_deref(), Some("main"));
+    // A never-managed thread has no ThreadID the runtime would resolve, nor has garbage.
+    let sampler = rt.thread("sampler").unwrap();
+    assert!(rt.thread_by_id(sampler.id).is_none());
+    assert!(rt.thread_name(ThreadId(0xdead_0000)).is_none());
+}

@@ -289,6 +289,18 @@ impl Runtime {
         self.lock().threads.iter().find(|t| t.name == name).cloned()
     }
 
+    /// A snapshot of the managed thread whose `ThreadID` is `id`, if there is one.
+    pub fn thread_by_id(&self, id: ThreadId) -> Option<Thread> {
+        let st = self.lock();
+        st.resolve(id).map(|i| st.threads[i].clone())
+    }
+
+    /// The name of the managed thread whose `ThreadID` is `id`, without copying the thread.
+    pub fn thread_name(&self, id: ThreadId) -> Option<String> {
+        let st = self.lock();
+        st.resolve(id).map(|i| st.threads[i].name.clone())
+    }
+
     /// All threads, in declaration order.
     pub fn threads(&self) -> Vec<Thread> {
         self.lock().threads.clone()

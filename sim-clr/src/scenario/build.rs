@@ -225,7 +225,7 @@ pub enum FrameInfoArg {
 impl Scenario {
     /// Parses and validates scenario text; `file` is used in error messages only.
     pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
-        let src = Source { file, text };
+        let src = Source::new(file, text);
         let model: FileModel = toml::from_str(text).map_err(|e| src.toml_error(&e))?;
         Builder { src: &src }.scenario(model, file)
     }
@@ -261,7 +261,21 @@ impl Scenario {
         if bytes.len() as u64 > MAX_FILE_BYTES {
             return Err(too_big());
         }
-        let text = String::from_utf8(bytes).map_err(|e| fail(format!("cannot read: {e}")))?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            // Where the bad byte is, as an editor shows it, and the key being written there.
+            let bytes = e.as_bytes();
+            let valid = e.utf8_error().valid_up_to();
+            let lossy = String::from_utf8_lossy(&bytes[..valid]);
+            let source = Source::new(&file, &lossy);
+            let line_start = lossy.rfind('\n').map_or(0, |i| i + 1);
+            let column = lossy[line_start..].chars().count() + 1;
+            ScenarioError {
+                file: file.clone(),
+                line: source.line(lossy.len()),
+                field: source.key_at(lossy.len()),
+                message: format!("invalid UTF-8 at column {column}"),
+            }
+        })?;
         Scenario::parse(&file, &text)
     }
 

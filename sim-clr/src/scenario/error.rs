@@ -32,13 +32,24 @@ impl std::error::Error for ScenarioError {}
 pub(crate) struct Source<'a> {
     pub file: &'a str,
     pub text: &'a str,
+    /// The byte offset where each line after the first starts.
+    line_starts: Vec<usize>,
 }
 
-impl Source<'_> {
-    /// The 1-based line of byte offset `at`.
+impl<'a> Source<'a> {
+    /// The source `text` of `file`, its lines indexed once.
+    pub fn new(file: &'a str, text: &'a str) -> Source<'a> {
+        let line_starts = text.match_indices('\n').map(|(i, _)| i + 1).collect();
+        Source {
+            file,
+            text,
+            line_starts,
+        }
+    }
+
+    /// The 1-based line of byte offset `at`, by binary search.
     pub fn line(&self, at: usize) -> usize {
-        let at = at.min(self.text.len());
-        self.text[..at].bytes().filter(|&b| b == b'\n').count() + 1
+        self.line_starts.partition_point(|&start| start <= at) + 1
     }
 
     /// An error at `span` about `field`.
@@ -51,19 +62,24 @@ impl Source<'_> {
         }
     }
 
-    /// The key on the line containing byte `at` (`key = …`), or the table header there.
-    fn key_at(&self, at: usize) -> String {
+    /// The key on the line containing byte `at` (`key = …`) or the table header there; on a
+    /// blank or comment line, the nearest such line above; `<file>` when there is none.
+    pub fn key_at(&self, at: usize) -> String {
         let at = at.min(self.text.len());
-        let start = self.text[..at].rfind('\n').map_or(0, |i| i + 1);
-        let line = self.text[start..].lines().next().unwrap_or("").trim();
-        let key = match line.split_once('=') {
-            Some((key, _)) => key.trim(),
-            None => line.trim_matches(|c| c == '[' || c == ']'),
-        };
-        if key.is_empty() {
-            "<document>".to_string()
-        } else {
-            key.chars().take(40).collect()
+        let end = self.text[at..].find('\n').map_or(self.text.len(), |i| at + i);
+        let key = self.text[..end]
+            .lines()
+            .rev()
+            .map(str::trim)
+            .find(|line| !line.is_empty() && !line.starts_with('#'))
+            .map(|line| match line.split_once('=') {
+                Some((key, _)) => key.trim(),
+                None => line.trim_matches(|c| c == '[' || c == ']'),
+            })
+            .filter(|key| !key.is_empty());
+        match key {
+            Some(key) => key.chars().take(40).collect(),
+            None => "<file>".to_string(),
         }
     }
 

@@ -461,10 +461,7 @@ fn function_name(rt: &Runtime, id: FunctionId) -> String {
 }
 
 fn thread_name(rt: &Runtime, id: ThreadId) -> String {
-    rt.threads()
-        .into_iter()
-        .find(|t| t.id == id && t.is_managed())
-        .map_or_else(|| id.to_string(), |t| t.name)
+    rt.thread_name(id).unwrap_or_else(|| id.to_string())
 }
 
 fn describe_info(info: &corprof::FunctionInfo) -> String {

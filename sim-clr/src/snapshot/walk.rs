@@ -141,8 +141,14 @@ fn walk_into(
         // R28: a catch/finally funclet is reported under its method; the frames between it and
         // its parent are already unwound, and the parent is not reported again.
         if funclets {
+            // Laid-out calls are in stack order, their RSPs increasing: a binary search.
             let sp = regs[Register::Rsp as usize];
-            let here = calls.iter().position(|c| c.rsp == sp && c.rip == ip);
+            let first = calls.partition_point(|c| c.rsp < sp);
+            let here = calls[first..]
+                .iter()
+                .take_while(|c| c.rsp == sp)
+                .position(|c| c.rip == ip)
+                .map(|i| first + i);
             if let Some(parent) = here.and_then(|i| thread.funclet_parent(i)) {
                 (ip, regs, from_seed) = (calls[parent].rip, calls[parent].regs, false);
                 let Some(parent_slot) = sites.get(&st.code, ip) else {
