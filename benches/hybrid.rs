@@ -79,62 +79,64 @@ fn hybrid(c: &mut Criterion) {
             limit: thread.stack_limit,
             base: thread.stack_base,
         };
-        runtime.on_thread("sampler", CallContext::Thread, |rt| {
-            let ranges = fixtures::hybrid::code_ranges(rt).expect("GetCodeInfo2");
-            let mut walker = HybridWalker::with_capacity(128);
-            // The stack copied once, as a sampler copies a suspended thread's stack and
-            // unwinds the copy: reads are plain loads, not runtime calls.
-            let low = context.rsp & !7;
-            let words: Vec<u64> = (low..bounds.base)
-                .step_by(8)
-                .map(|a| rt.read_memory(a).unwrap_or(0))
-                .collect();
-            let mut read = |a: u64| {
-                let i = a.checked_sub(low)?;
-                if i % 8 != 0 {
-                    return None;
+        runtime
+            .on_thread("sampler", CallContext::Thread, |rt| {
+                let ranges = fixtures::hybrid::code_ranges(rt).expect("GetCodeInfo2");
+                let mut walker = HybridWalker::with_capacity(128);
+                // The stack copied once, as a sampler copies a suspended thread's stack and
+                // unwinds the copy: reads are plain loads, not runtime calls.
+                let low = context.rsp & !7;
+                let words: Vec<u64> = (low..bounds.base)
+                    .step_by(8)
+                    .map(|a| rt.read_memory(a).unwrap_or(0))
+                    .collect();
+                let mut read = |a: u64| {
+                    let i = a.checked_sub(low)?;
+                    if i % 8 != 0 {
+                        return None;
+                    }
+                    words.get((i / 8) as usize).copied()
+                };
+                let stopped = Stopped {
+                    thread: thread.id,
+                    context: &context,
+                    bounds,
+                };
+                let mut by_runtime = resolve_with(rt);
+                let mut by_ranges = |ip| ranges.resolve(ip);
+                if platform == "unix" {
+                    rt.suspend_runtime();
+                    for (name, resolve) in [
+                        ("unix", &mut by_runtime as &mut dyn FnMut(u64) -> _),
+                        ("unix_code_ranges", &mut by_ranges),
+                    ] {
+                        let mut resolve = |ip| resolve(ip);
+                        let mut walk = || walker.walk(rt, &unwinder, &stopped, &mut read, &mut resolve);
+                        assert_eq!(walk(), HybridOutcome::Complete);
+                        group.bench_function(name, |b| b.iter(&mut walk));
+                        assert_eq!(walker.frames().len(), 64);
+                    }
+                    // The seed the hybrid walk passes: the first managed frame's registers.
+                    let seed = rt.thread("main").map(|t| t.call_context(8)).expect("frame 8");
+                    let mut buffer = StackBuffer::with_capacity(128);
+                    group.bench_function("peer/dss_unix", |b| {
+                        b.iter(|| snapshot(rt, thread.id, Some(&seed), true, &mut buffer))
+                    });
+                    rt.resume_runtime();
+                } else {
+                    for (name, resolve) in [
+                        ("windows_native", &mut by_runtime as &mut dyn FnMut(u64) -> _),
+                        ("windows_native_code_ranges", &mut by_ranges),
+                    ] {
+                        let mut resolve = |ip| resolve(ip);
+                        let mut walk = || walker.walk_native(&unwinder, &stopped, &mut read, &mut resolve);
+                        assert_eq!(walk(), HybridOutcome::Complete);
+                        group.bench_function(name, |b| b.iter(&mut walk));
+                        assert_eq!(walker.frames().len(), 64);
+                    }
                 }
-                words.get((i / 8) as usize).copied()
-            };
-            let stopped = Stopped {
-                thread: thread.id,
-                context: &context,
-                bounds,
-            };
-            let mut by_runtime = resolve_with(rt);
-            let mut by_ranges = |ip| ranges.resolve(ip);
-            if platform == "unix" {
-                rt.suspend_runtime();
-                for (name, resolve) in [
-                    ("unix", &mut by_runtime as &mut dyn FnMut(u64) -> _),
-                    ("unix_code_ranges", &mut by_ranges),
-                ] {
-                    let mut resolve = |ip| resolve(ip);
-                    let mut walk = || walker.walk(rt, &unwinder, &stopped, &mut read, &mut resolve);
-                    assert_eq!(walk(), HybridOutcome::Complete);
-                    group.bench_function(name, |b| b.iter(&mut walk));
-                    assert_eq!(walker.frames().len(), 64);
-                }
-                // The seed the hybrid walk passes: the first managed frame's registers.
-                let seed = rt.thread("main").map(|t| t.call_context(8)).expect("frame 8");
-                let mut buffer = StackBuffer::with_capacity(128);
-                group.bench_function("peer/dss_unix", |b| {
-                    b.iter(|| snapshot(rt, thread.id, Some(&seed), true, &mut buffer))
-                });
-                rt.resume_runtime();
-            } else {
-                for (name, resolve) in [
-                    ("windows_native", &mut by_runtime as &mut dyn FnMut(u64) -> _),
-                    ("windows_native_code_ranges", &mut by_ranges),
-                ] {
-                    let mut resolve = |ip| resolve(ip);
-                    let mut walk = || walker.walk_native(&unwinder, &stopped, &mut read, &mut resolve);
-                    assert_eq!(walk(), HybridOutcome::Complete);
-                    group.bench_function(name, |b| b.iter(&mut walk));
-                    assert_eq!(walker.frames().len(), 64);
-                }
-            }
-        });
+            })
+            .expect("the scenario declares `sampler`");
     }
     group.finish();
 }

@@ -24,38 +24,40 @@ fn walks(c: &mut Criterion) {
     let mut group = c.benchmark_group("walk");
     for depth in [64usize, 512, 10_000] {
         let runtime = deep(depth).runtime();
-        runtime.on_thread("main", CallContext::PInvoke, |rt| {
-            let thread = rt.thread("main").unwrap();
-            let leaf = thread.layout.calls[0];
-            group.throughput(Throughput::Elements(depth as u64));
-            group.bench_with_input(BenchmarkId::new("dss_sync", depth), &depth, |b, _| {
-                b.iter(|| {
-                    let mut n = 0usize;
-                    let mut cb = |f: &SnapshotFrame<'_>| {
-                        n += black_box(f.ip) as usize & 1;
-                        HResult::S_OK
-                    };
-                    let hr = rt.do_stack_snapshot(ThreadId::NULL, Some(&mut cb), 0, None, 0);
-                    assert_eq!(hr, HResult::S_OK);
-                    n
-                })
-            });
-            group.bench_with_input(BenchmarkId::new("fp_chain", depth), &depth, |b, _| {
-                b.iter(|| {
-                    rt.with_memory(|memory| {
-                        let (mut rbp, mut frames) = (leaf.regs[corprof::Register::Rbp as usize], 0usize);
-                        while let (Ok(next), Ok(ret)) = (memory.read_u64(rbp), memory.read_u64(rbp + 8)) {
-                            if next <= rbp || ret == 0 {
-                                break;
-                            }
-                            rbp = black_box(next);
-                            frames += 1;
-                        }
-                        frames
+        runtime
+            .on_thread("main", CallContext::PInvoke, |rt| {
+                let thread = rt.thread("main").unwrap();
+                let leaf = thread.layout.calls[0];
+                group.throughput(Throughput::Elements(depth as u64));
+                group.bench_with_input(BenchmarkId::new("dss_sync", depth), &depth, |b, _| {
+                    b.iter(|| {
+                        let mut n = 0usize;
+                        let mut cb = |f: &SnapshotFrame<'_>| {
+                            n += black_box(f.ip) as usize & 1;
+                            HResult::S_OK
+                        };
+                        let hr = rt.do_stack_snapshot(ThreadId::NULL, Some(&mut cb), 0, None, 0);
+                        assert_eq!(hr, HResult::S_OK);
+                        n
                     })
-                })
-            });
-        });
+                });
+                group.bench_with_input(BenchmarkId::new("fp_chain", depth), &depth, |b, _| {
+                    b.iter(|| {
+                        rt.with_memory(|memory| {
+                            let (mut rbp, mut frames) = (leaf.regs[corprof::Register::Rbp as usize], 0usize);
+                            while let (Ok(next), Ok(ret)) = (memory.read_u64(rbp), memory.read_u64(rbp + 8)) {
+                                if next <= rbp || ret == 0 {
+                                    break;
+                                }
+                                rbp = black_box(next);
+                                frames += 1;
+                            }
+                            frames
+                        })
+                    })
+                });
+            })
+            .expect("the scenario declares `main`");
     }
     group.finish();
 }

@@ -41,10 +41,12 @@ fn the_guide_example_works() {
     )
     .unwrap();
     let runtime = scenario.runtime();
-    runtime.on_thread("sampler", CallContext::Thread, |rt| {
-        let worker = rt.thread("worker").unwrap();
-        assert_eq!(count_frames(rt, worker.id), Ok(4));
-    });
+    runtime
+        .on_thread("sampler", CallContext::Thread, |rt| {
+            let worker = rt.thread("worker").unwrap();
+            assert_eq!(count_frames(rt, worker.id), Ok(4));
+        })
+        .expect("the scenario declares `sampler`");
     // On Linux the same call is refused: no cross-thread walks without SuspendRuntime.
     let text =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/profiler-guide.md")).unwrap();

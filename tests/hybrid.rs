@@ -189,19 +189,21 @@ fn get_function_from_ip_names_the_managed_frames_the_walk_reports() {
 #[test]
 fn code_ranges_resolve_what_the_runtime_resolves() {
     let runtime = walk_scenario("deep-native-run").runtime();
-    runtime.on_thread("sampler", CallContext::Thread, |rt| {
-        let ranges = fixtures::hybrid::code_ranges(rt).unwrap();
-        let mut runtime_resolve = resolve_with(rt);
-        for call in rt.thread("main").unwrap().layout.calls {
-            assert_eq!(
-                ranges.resolve(call.rip),
-                runtime_resolve(call.rip),
-                "{:#x}",
-                call.rip
-            );
-        }
-        assert_eq!(ranges.resolve(0), None);
-    });
+    runtime
+        .on_thread("sampler", CallContext::Thread, |rt| {
+            let ranges = fixtures::hybrid::code_ranges(rt).unwrap();
+            let mut runtime_resolve = resolve_with(rt);
+            for call in rt.thread("main").unwrap().layout.calls {
+                assert_eq!(
+                    ranges.resolve(call.rip),
+                    runtime_resolve(call.rip),
+                    "{:#x}",
+                    call.rip
+                );
+            }
+            assert_eq!(ranges.resolve(0), None);
+        })
+        .expect("the scenario declares `sampler`");
 }
 
 #[test]

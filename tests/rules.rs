@@ -458,7 +458,8 @@ fn r18_cleanup_resumes_the_target_and_releases_the_hijack_lock() {
             )
         );
         assert_eq!((again, frames.len()), (HResult::S_OK, 4));
-    });
+    })
+    .expect("the scenario declares `sampler`");
     let t = rt.thread("worker").unwrap();
     assert_eq!((t.os_suspend_count, t.hijack_lock_held), (0, false));
 }
@@ -656,7 +657,8 @@ fn r29_a_pending_hijack_is_removed_before_the_walk() {
         let (hr, seen) = walk(rt, before.id, 0, None);
         assert_eq!((hr, seen.len()), (HResult::S_OK, 3));
         assert!(seen.iter().all(|f| f.1 != stub));
-    });
+    })
+    .expect("the scenario declares `sampler`");
     assert_eq!(rt.read_memory(slot), Some(original));
 }
 
@@ -763,4 +765,14 @@ fn threads_are_found_by_thread_id() {
     let sampler = rt.thread("sampler").unwrap();
     assert!(rt.thread_by_id(sampler.id).is_none());
     assert!(rt.thread_name(ThreadId(0xdead_0000)).is_none());
+}
+
+#[test]
+fn on_thread_with_an_unknown_name_is_an_error_and_runs_nothing() {
+    let rt = scenario("unix", "", "", "").runtime();
+    let mut ran = false;
+    let result = rt.on_thread("smapler", CallContext::Thread, |_| ran = true);
+    assert_eq!(result, Err(sim_clr::UnknownThread("smapler".into())));
+    assert!(!ran);
+    assert_eq!(result.unwrap_err().to_string(), "no thread named `smapler`");
 }

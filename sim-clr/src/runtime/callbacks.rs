@@ -147,20 +147,36 @@ pub(crate) struct Entered {
     lifecycle: Lifecycle,
 }
 
+/// [`Runtime::on_thread`] named a thread the runtime does not have.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownThread(pub String);
+
+impl std::fmt::Display for UnknownThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "no thread named `{}`", self.0)
+    }
+}
+
+impl std::error::Error for UnknownThread {}
+
 impl Runtime {
     /// Runs `f` as thread `thread` (by scenario name) calling from `context`: the runtime
     /// pushes the frames that context implies (the profiler's entry point, the raising runtime
     /// helper and its explicit Frame), sets the GC mode, and restores everything afterwards.
-    /// Returns `None` if no thread has that name.
+    /// Fails, without running `f`, if no thread has that name.
     pub fn on_thread<R>(
         &self,
         thread: &str,
         context: CallContext,
         f: impl FnOnce(&Runtime) -> R,
-    ) -> Option<R> {
+    ) -> Result<R, UnknownThread> {
         let index = {
             let mut st = self.lock();
-            let index = st.threads.iter().position(|t| t.name == thread)?;
+            let index = st
+                .threads
+                .iter()
+                .position(|t| t.name == thread)
+                .ok_or_else(|| UnknownThread(thread.to_string()))?;
             st.callers.push(Caller {
                 thread: Some(index),
                 callback: context.callback_state(),
@@ -171,7 +187,7 @@ impl Runtime {
         let result = f(self);
         self.leave(entered);
         self.lock().callers.pop();
-        Some(result)
+        Ok(result)
     }
 
     /// The first half of [`Runtime::on_thread`]: thread `index` starts calling from `context`
@@ -263,7 +279,7 @@ impl Runtime {
             on: thread.into(),
             detail: None,
         });
-        self.on_thread(thread, CallContext::Callback(callback), |_| match callback {
+        let raised = self.on_thread(thread, CallContext::Callback(callback), |_| match callback {
             CallbackKind::ObjectAllocated => profiler.object_allocated(ObjectId(OBJECT_BASE), ClassId::NULL),
             CallbackKind::GarbageCollectionStarted => {
                 profiler.garbage_collection_started(&[true, false, false], GcReason::Induced)
@@ -271,7 +287,8 @@ impl Runtime {
             CallbackKind::ExceptionThrown => profiler.exception_thrown(ObjectId(OBJECT_BASE)),
             CallbackKind::ThreadDestroyed => profiler.thread_destroyed(id),
             CallbackKind::FunctionEnter => HResult::S_OK,
-        })
+        });
+        raised.ok()
     }
 
     /// Raises `ThreadCreated` and `ThreadAssignedToOSThread` for every live managed thread, on
@@ -291,7 +308,8 @@ impl Runtime {
         };
         let Some(profiler) = profiler else { return };
         for (name, id, os_id) in threads {
-            self.on_thread(&name, CallContext::Thread, |rt| {
+            // The names are the runtime's own: every one is found.
+            let _announced = self.on_thread(&name, CallContext::Thread, |rt| {
                 rt.lock().events.push(Event {
                     kind: "ThreadCreated".into(),
                     on: name.clone(),

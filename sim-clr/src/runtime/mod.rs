@@ -23,7 +23,7 @@ mod info;
 mod notifications;
 mod suspension;
 
-pub use callbacks::{builtin, CallContext, CallbackKind};
+pub use callbacks::{builtin, CallContext, CallbackKind, UnknownThread};
 pub(crate) use callbacks::{Entered, OBJECT_BASE};
 pub(crate) use callers::Caller;
 pub(crate) use notifications::Notification;

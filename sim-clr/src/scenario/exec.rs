@@ -85,11 +85,12 @@ impl Scenario {
                 let done = runtime.on_thread(&call.caller, call.context, |rt| {
                     self.perform(rt, api, None, &mut record)
                 });
-                debug_assert!(done.is_some(), "callers are validated");
+                debug_assert!(done.is_ok(), "callers are validated");
             }
             Action::ThreadExit => {
                 let cb = CallContext::Callback(CallbackKind::ThreadDestroyed);
-                runtime.on_thread(&call.caller, cb, |_| ());
+                let exited = runtime.on_thread(&call.caller, cb, |_| ());
+                debug_assert!(exited.is_ok(), "callers are validated");
                 if runtime.event_mask() & CallbackKind::ThreadDestroyed.required_mask() != 0 {
                     record.events.push(EventReport {
                         kind: "ThreadDestroyed".into(),
