@@ -13,11 +13,11 @@
 //! #     fn read_memory(&self, a: u64, _: &mut [u8]) -> Result<(), OsError> { Err(OsError::BadAddress(a)) }
 //! # }
 //! # let process = NoModules;
-//! use walker::images::Images;
+//! use simclr_walker::images::Images;
 //! let images = Images::load(&process)?;
 //! let unwinder = images.unwinder()?;
 //! assert!(!unwinder.covers(0x1000));
-//! # Ok::<(), walker::images::ImageError>(())
+//! # Ok::<(), simclr_walker::images::ImageError>(())
 //! ```
 
 use crate::unwind::dwarf::DwarfModule;

@@ -8,7 +8,7 @@ use fixtures::deep_stack::{DeepStack, Mix};
 use fixtures::unwind_oracle::Format;
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64};
 use framehop::Unwinder as _;
-use walker::unwind::UnwindCache;
+use simclr_walker::unwind::UnwindCache;
 
 const DEPTH: usize = 64;
 

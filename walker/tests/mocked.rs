@@ -2,7 +2,7 @@
 //! pattern for a profiler author's own unit tests.
 
 use corprof::{FrameInfo, FunctionId, HResult, MockProfilerInfo, SnapshotFrame, ThreadId};
-use walker::{snapshot, Frame, StackBuffer, WalkOutcome};
+use simclr_walker::{snapshot, Frame, StackBuffer, WalkOutcome};
 
 /// A mock whose walk reports `frames` (funcId, ip) and returns what the runtime would.
 fn mock_reporting(frames: Vec<(u64, u64)>) -> MockProfilerInfo {

@@ -4,9 +4,9 @@
 
 use fixtures::deep_stack::{DeepStack, Mix};
 use fixtures::unwind_oracle::Format;
+use simclr_walker::unwind::{FrameKind, UnwindCache};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use walker::unwind::{FrameKind, UnwindCache};
 
 /// Counts this thread's allocations (other test threads do not disturb the count).
 struct Counting;

@@ -11,8 +11,8 @@ use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module as FhModule, Unwi
 use gimli::{BaseAddresses, CieOrFde, EhFrame, LittleEndian, UnwindContext, UnwindSection};
 use iced_x86::{Decoder, DecoderOptions, Mnemonic};
 use sim_clr::synth::write_eh_frame_hdr;
-use walker::unwind::dwarf::DwarfModule;
-use walker::unwind::{FrameKind, Module, Regs, StackBounds, UnwindCache, UnwindData, Unwinder};
+use simclr_walker::unwind::dwarf::DwarfModule;
+use simclr_walker::unwind::{FrameKind, Module, Regs, StackBounds, UnwindCache, UnwindData, Unwinder};
 
 const IMAGE_BASE: u64 = UNWIND_SAMPLE_BASE;
 const STACK: StackBounds = StackBounds {

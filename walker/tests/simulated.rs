@@ -4,7 +4,7 @@
 use corprof::{FunctionId, ProfilerInfo};
 use sim_clr::scenario::Scenario;
 use sim_clr::CallContext;
-use walker::{snapshot, Frame, StackBuffer, WalkOutcome};
+use simclr_walker::{snapshot, Frame, StackBuffer, WalkOutcome};
 
 const SCENARIO: &str = r#"
 platform = "unix"

@@ -6,8 +6,8 @@ use fixtures::unwind_oracle::{one_module, regs, BASE, BOUNDS};
 use sim_clr::synth::{
     assemble, emulate, write_eh_frame, FunctionShape, PrologStep, ENTRY_RSP, RETURN_ADDRESS,
 };
-use walker::unwind::dwarf::DwarfModule;
-use walker::unwind::{CacheStats, FrameKind, Module, UnwindCache, UnwindData, Unwinder};
+use simclr_walker::unwind::dwarf::DwarfModule;
+use simclr_walker::unwind::{CacheStats, FrameKind, Module, UnwindCache, UnwindData, Unwinder};
 
 /// A function that pushes `pushes` registers, and its `.eh_frame` (at address 0).
 fn function(pushes: &[Register]) -> (sim_clr::synth::Assembled, Vec<u8>) {

@@ -6,9 +6,9 @@
 use fixtures::unwind_oracle::{one_module, regs, Format, BASE, BOUNDS};
 use proptest::prelude::*;
 use sim_clr::synth::{assemble, emulate, write_pe, EhFrameSections, PeLayout, PeVersion, TEXT_RVA};
-use walker::unwind::dwarf::DwarfModule;
-use walker::unwind::pe::PeModule;
-use walker::unwind::{FrameKind, UnwindCache, UnwindData, Unwinder};
+use simclr_walker::unwind::dwarf::DwarfModule;
+use simclr_walker::unwind::pe::PeModule;
+use simclr_walker::unwind::{FrameKind, UnwindCache, UnwindData, Unwinder};
 
 /// Applies `changes` (position scaled to the length, new byte) to `bytes`.
 fn corrupt(bytes: &mut [u8], changes: &[(usize, u8)]) {

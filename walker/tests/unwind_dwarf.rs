@@ -5,8 +5,8 @@
 use fixtures::unwind_oracle::{check, one_module, Format, BASE, BOUNDS};
 use proptest::prelude::*;
 use sim_clr::synth::{assemble, write_eh_frame, FunctionShape, ENTRY_RSP, RETURN_ADDRESS};
-use walker::unwind::dwarf::DwarfModule;
-use walker::unwind::{FrameKind, Regs, StackBounds, UnwindCache, UnwindData, UnwindError, Unwinder};
+use simclr_walker::unwind::dwarf::DwarfModule;
+use simclr_walker::unwind::{FrameKind, Regs, StackBounds, UnwindCache, UnwindData, UnwindError, Unwinder};
 
 /// Our unwinder over `eh_frame`, for addresses from `BASE` on.
 fn unwinder(eh_frame: &[u8]) -> Unwinder<'_> {

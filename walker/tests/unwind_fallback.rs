@@ -6,7 +6,7 @@ use corprof::Register;
 use fixtures::unwind_oracle::{regs, BASE, BOUNDS};
 use proptest::prelude::*;
 use sim_clr::synth::{assemble, emulate, sentinel, PrologStep, ENTRY_RSP, RETURN_ADDRESS};
-use walker::unwind::{FrameKind, UnwindCache, UnwindError, Unwinder};
+use simclr_walker::unwind::{FrameKind, UnwindCache, UnwindError, Unwinder};
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
@@ -32,7 +32,7 @@ proptest! {
 #[test]
 fn a_walk_over_garbage_ends_with_an_error_within_its_bound() {
     let unwinder = Unwinder::new(Vec::new());
-    let mut r = walker::unwind::Regs {
+    let mut r = simclr_walker::unwind::Regs {
         rip: 0x1234,
         gpr: [0; 16],
         xmm: [0; 16],

@@ -7,8 +7,8 @@ use proptest::prelude::*;
 use sim_clr::synth::{
     assemble, write_pe, Epilogue, FunctionShape, PeLayout, PeVersion, PrologStep, TEXT_RVA,
 };
-use walker::unwind::pe::PeModule;
-use walker::unwind::{FrameKind, Regs, StackBounds, UnwindCache, UnwindData, UnwindError};
+use simclr_walker::unwind::pe::PeModule;
+use simclr_walker::unwind::{FrameKind, Regs, StackBounds, UnwindCache, UnwindData, UnwindError};
 
 const IMAGE_BASE: u64 = BASE - TEXT_RVA as u64;
 const LOW: StackBounds = StackBounds {

@@ -8,7 +8,7 @@
 //! unmapped read or a cycle is a typed error.
 //!
 //! ```
-//! use walker::unwind::{dwarf::DwarfModule, Module, UnwindCache, UnwindData, Unwinder};
+//! use simclr_walker::unwind::{dwarf::DwarfModule, Module, UnwindCache, UnwindData, Unwinder};
 //! # use fixtures::deep_stack::{DeepStack, Mix};
 //! # let stack = DeepStack::build(8, Mix::Any, 1).unwrap();
 //! # let (text, cfi) = (stack.text(), &stack.cfi);
@@ -20,7 +20,7 @@
 //! let mut ips = [0u64; 128];
 //! let (n, end) = unwinder.walk(&stack.regs, stack.bounds, &mut cache, &mut |a| stack.read(a), &mut ips);
 //! assert_eq!((&ips[..n], end), (&stack.ips[..], Ok(())));
-//! # Ok::<(), walker::unwind::UnwindError>(())
+//! # Ok::<(), simclr_walker::unwind::UnwindError>(())
 //! ```
 
 mod cache;
