@@ -15,7 +15,8 @@
 //! [`com`] holds the same API at the COM ABI level (vtables, IIDs) for native profilers.
 //!
 //! With the `mock` feature, `MockProfilerInfo` and `MockProfilerCallback` (mockall) are
-//! available for unit tests that need no runtime at all.
+//! available for unit tests that need no runtime at all, and `mock::report_frames` makes a
+//! mocked `DoStackSnapshot` call the profiler's callback as the runtime does.
 
 pub mod callback;
 pub mod com;
@@ -25,6 +26,8 @@ pub mod frame_info;
 pub mod hresult;
 pub mod ids;
 pub mod info;
+#[cfg(feature = "mock")]
+pub mod mock;
 pub mod modules;
 pub mod os;
 

@@ -1,31 +1,16 @@
 //! The collector against a mockall mock of `ProfilerInfo`: no runtime needed. This is the
 //! pattern for a profiler author's own unit tests.
 
-use corprof::{FrameInfo, FunctionId, HResult, MockProfilerInfo, SnapshotFrame, ThreadId};
+use corprof::mock::report_frames;
+use corprof::{FunctionId, HResult, MockProfilerInfo, ThreadId};
 use simclr_walker::{snapshot, Frame, StackBuffer, WalkOutcome};
 
 /// A mock whose walk reports `frames` (funcId, ip) and returns what the runtime would.
 fn mock_reporting(frames: Vec<(u64, u64)>) -> MockProfilerInfo {
+    let frames: Vec<(FunctionId, u64)> = frames.into_iter().map(|(f, ip)| (FunctionId(f), ip)).collect();
     let mut info = MockProfilerInfo::new();
     info.expect_do_stack_snapshot()
-        .returning(move |_thread, callback, _flags, _seed, _size| {
-            let Some(cb) = callback else {
-                return HResult::E_UNEXPECTED;
-            };
-            for &(func, ip) in &frames {
-                let fi = FrameInfo::for_snapshot(FunctionId(func), ip);
-                if cb(&SnapshotFrame {
-                    func_id: FunctionId(func),
-                    ip,
-                    frame_info: &fi,
-                    context: None,
-                }) != HResult::S_OK
-                {
-                    return HResult::CORPROF_E_STACKSNAPSHOT_ABORTED;
-                }
-            }
-            HResult::S_OK
-        });
+        .returning(move |_thread, callback, _flags, _seed, _size| report_frames(callback, &frames));
     info
 }
 
