@@ -298,3 +298,27 @@ fn bad_utf8_is_reported_at_its_line_column_and_key() {
     );
     assert_eq!(stderr.lines().count(), 1, "one line per error: {stderr}");
 }
+
+#[test]
+fn counts_past_the_limits_are_refused_before_anything_is_built() {
+    let threads = |n: usize, frames: usize| {
+        let mut text = String::from(HEAD);
+        for i in 0..n {
+            text.push_str(&format!(
+                "[[threads]]\nname = \"x{i}\"\nframes = [{{ fn = \"M\", repeat = {frames} }}]\n"
+            ));
+        }
+        text
+    };
+    let many = sim_clr::scenario::MAX_THREADS; // with HEAD's thread: one too many
+    let err = Scenario::parse("threads.toml", &threads(many, 1)).unwrap_err();
+    assert_eq!(err.field, "threads", "{err}");
+    assert!(err.message.contains("limit of 4096"), "{err}");
+    // Each thread fits its stack; together they hold too many frames.
+    let per_thread = 8_000;
+    let n = sim_clr::scenario::MAX_FRAMES / per_thread + 1;
+    let err = Scenario::parse("frames.toml", &threads(n, per_thread)).unwrap_err();
+    assert_eq!(err.field, "frames", "{err}");
+    assert!(err.message.contains("in all"), "{err}");
+    assert!(Scenario::parse("frames.toml", &threads(n - 1, per_thread)).is_ok());
+}

@@ -206,6 +206,8 @@ pub struct CodeMap {
     functions: Vec<Function>,
     /// (start, end, index) for every code region, sorted by start.
     ranges: Vec<(u64, u64, FunctionIndex)>,
+    /// Each function's index by name.
+    names: BTreeMap<String, FunctionIndex>,
     modules: Vec<String>,
     images: Arc<Images>,
 }
@@ -276,6 +278,7 @@ impl CodeMap {
                 Default::default()
             };
             let index = map.functions.len();
+            map.names.entry(spec.name.clone()).or_insert(index);
             map.ranges.push((start, start + spec.size, index));
             if let Some((s, n)) = cold {
                 map.ranges.push((s, s + n, index));
@@ -325,7 +328,7 @@ impl CodeMap {
 
     /// The index of the function named `name`.
     pub fn by_name(&self, name: &str) -> Option<FunctionIndex> {
-        self.functions.iter().position(|f| f.name == name)
+        self.names.get(name).copied()
     }
 
     /// The function containing `ip`, by binary search over the sorted ranges.
@@ -337,10 +340,10 @@ impl CodeMap {
 
     /// The managed method whose `FunctionID` is `id`.
     pub fn by_function_id(&self, id: FunctionId) -> Option<FunctionIndex> {
-        if id.is_null() {
-            return None;
-        }
-        self.functions.iter().position(|f| f.function_id == id)
+        // Managed methods' ids are spaced by their index (see `build`).
+        let offset = id.0.checked_sub(METHOD_DESC_BASE)?;
+        let index = usize::try_from(offset / 0x40).ok()?;
+        (offset % 0x40 == 0 && self.functions.get(index)?.function_id == id).then_some(index)
     }
 
     /// True when `ip` is managed code to the execution manager (R14).

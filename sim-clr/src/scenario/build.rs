@@ -319,6 +319,32 @@ impl Builder<'_> {
     }
 
     fn scenario(&self, m: FileModel, file: &str) -> Res<Scenario> {
+        // The limits, before anything is built from the counts.
+        for (field, items, limit) in [
+            (
+                "code",
+                m.code.iter().map(|c| c.span()).nth(MAX_FUNCTIONS),
+                MAX_FUNCTIONS,
+            ),
+            (
+                "threads",
+                m.threads.iter().map(|t| t.span()).nth(MAX_THREADS),
+                MAX_THREADS,
+            ),
+            (
+                "calls",
+                m.calls.iter().map(|c| c.span()).nth(MAX_CALLS),
+                MAX_CALLS,
+            ),
+        ] {
+            if let Some(span) = items {
+                return Err(self.err(
+                    span,
+                    field,
+                    format!("more than the limit of {limit} [[{field}]] tables"),
+                ));
+            }
+        }
         let platform = self.choice(
             &m.platform,
             "platform",
@@ -353,11 +379,10 @@ impl Builder<'_> {
         })?;
         let mut threads = Vec::new();
         let mut declared_calls = Vec::new();
+        let mut thread_names = std::collections::BTreeSet::new();
+        let mut total_frames = 0;
         for (i, t) in m.threads.iter().enumerate() {
-            if m.threads[..i]
-                .iter()
-                .any(|o| o.get_ref().name.get_ref() == t.get_ref().name.get_ref())
-            {
+            if !thread_names.insert(t.get_ref().name.get_ref().as_str()) {
                 let name = &t.get_ref().name;
                 return Err(self.err(
                     name.span(),
@@ -366,6 +391,14 @@ impl Builder<'_> {
                 ));
             }
             let thread = self.thread(t.get_ref(), i, &code)?;
+            total_frames += thread.stack.len();
+            if total_frames > MAX_FRAMES {
+                return Err(self.err(
+                    t.span(),
+                    "frames",
+                    format!("the threads have more than the limit of {MAX_FRAMES} frames in all"),
+                ));
+            }
             declared_calls.push(
                 thread
                     .stack
@@ -424,13 +457,15 @@ impl Builder<'_> {
 
     fn functions(&self, code: &[Spanned<CodeModel>]) -> Res<Vec<FunctionSpec>> {
         let mut out: Vec<FunctionSpec> = Vec::new();
+        let builtins = builtins();
+        let mut names: std::collections::BTreeSet<&str> = builtins.iter().map(|f| f.name.as_str()).collect();
         for c in code {
             let c = c.get_ref();
             let name = c.name.get_ref();
             if name.trim().is_empty() {
                 return Err(self.err(c.name.span(), "name", "a function needs a name"));
             }
-            if out.iter().any(|f| &f.name == name) || builtins().iter().any(|f| &f.name == name) {
+            if !names.insert(name.as_str()) {
                 return Err(self.err(
                     c.name.span(),
                     "name",
@@ -465,7 +500,7 @@ impl Builder<'_> {
             spec.generic_definition = c.generic_definition;
             out.push(spec);
         }
-        out.extend(builtins());
+        out.extend(builtins);
         Ok(out)
     }
 
@@ -787,6 +822,15 @@ struct CallCtx<'a> {
 
 /// The largest scenario file [`Scenario::load`] reads, in bytes.
 pub const MAX_FILE_BYTES: u64 = 8 << 20;
+/// The most functions (`[[code]]` tables) a scenario declares.
+pub const MAX_FUNCTIONS: usize = 65_536;
+/// The most threads a scenario declares.
+pub const MAX_THREADS: usize = 4_096;
+/// The most calls a scenario makes.
+pub const MAX_CALLS: usize = 100_000;
+/// The most frames (calls and explicit Frames) all threads' stacks hold together; one thread's
+/// stack is also limited by its size.
+pub const MAX_FRAMES: usize = 262_144;
 
 const KINDS: [(&str, CodeKind); 7] = [
     ("jit", CodeKind::Jit),

@@ -13,7 +13,8 @@ mod process;
 mod report;
 
 pub use build::{
-    Action, ApiCall, Call, CallbackBehavior, FunctionRef, IpRef, Scenario, Seed, Target, MAX_FILE_BYTES,
+    Action, ApiCall, Call, CallbackBehavior, FunctionRef, IpRef, Scenario, Seed, Target, MAX_CALLS,
+    MAX_FILE_BYTES, MAX_FRAMES, MAX_FUNCTIONS, MAX_THREADS,
 };
 pub use error::ScenarioError;
 pub use report::{CallReport, EventReport, Expectations, FaultReport, FrameReport, Report, TruthEntry};
