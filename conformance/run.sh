@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # The real-runtime lane: runs the conformance call shapes on CoreCLR 3.1.23 with the Rust
 # profiler loaded, then compares every case with the simulator (`simclr conform`).
-# Installs what it needs (a Python venv under target/ with dotnetcore2, mono-mcs through apt)
-# and ends with "N passed, M failed"; exits non-zero on any failure.
+# Installs what it needs (a Python venv under the target folder with dotnetcore2, mono-mcs
+# through apt) and ends with "N passed, M failed"; exits non-zero on any failure.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-work="$root/target/conformance"
+# Cargo's output folder: CARGO_TARGET_DIR when it is set (a relative one is relative to the
+# workspace root, where cargo runs below), else target/.
+target="${CARGO_TARGET_DIR:-$root/target}"
+case "$target" in /*) ;; *) target="$root/$target" ;; esac
+work="$target/conformance"
 bin="$work/bin"
 results="$work/results"
 mkdir -p "$bin" "$results"
@@ -34,7 +38,7 @@ fi
 # 2. The profiler, the comparison tool and the programs.
 echo "== building"
 (cd "$root" && cargo build --quiet --release -p conformance-profiler -p simclr)
-cp "$root/target/release/libconfprof.so" "$bin/"
+cp "$target/release/libconfprof.so" "$bin/"
 for program in Sync Cross Crash; do
   mcs -optimize+ -nowarn:414 -out:"$bin/$program.exe" \
     "$root/conformance/programs/Common.cs" "$root/conformance/programs/$program.cs" >/dev/null
@@ -73,4 +77,4 @@ run crash-double 5 "" Crash.exe double
 
 # 4. The comparison.
 echo "== comparing with the simulator"
-"$root/target/release/simclr" conform "$root/conformance/scenarios" "$results"
+"$target/release/simclr" conform "$root/conformance/scenarios" "$results"

@@ -49,16 +49,26 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run one scenario file and report every call.
+    /// Run scenarios and report every call: files, folders (every `*.toml` in them) or the
+    /// names of bundled scenarios (`simclr list`).
     Run {
-        /// The scenario (TOML).
-        file: PathBuf,
-        /// Print one JSON document instead of text (schema: docs/json-output.md).
+        /// Scenario files (TOML), folders, or bundled scenario names.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Print JSON instead of text: one report, or an array of them for several
+        /// (schema: docs/json-output.md).
         #[arg(long)]
         json: bool,
     },
     /// Run every bundled scenario (the default).
     Catalog,
+    /// List the bundled scenarios, with the first line of each one's description.
+    List,
+    /// Print a bundled scenario file.
+    Show {
+        /// Its name, as `simclr list` prints it (the folder may be left out).
+        name: String,
+    },
     /// Unwind every instruction boundary of random synthesized functions with this project's
     /// unwinders and framehop, and check them against the emulator.
     UnwindFuzz {
@@ -195,7 +205,21 @@ enum Command {
     },
 }
 
+/// Ends the process quietly, as a program killed by SIGPIPE, when stdout is closed early
+/// (`simclr list | head`) instead of panicking in the middle of a `println!`.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info.payload().downcast_ref::<String>().map_or("", String::as_str);
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    quiet_on_closed_stdout();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -208,8 +232,10 @@ fn main() -> ExitCode {
         }
     };
     match cli.command.unwrap_or(Command::Catalog) {
-        Command::Run { file, json } => run(&file, json),
+        Command::Run { files, json } => run(&files, json),
         Command::Catalog => catalog(),
+        Command::List => list(),
+        Command::Show { name } => show(&name),
         Command::Explore {
             file,
             schedules,
@@ -288,20 +314,102 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(file: &std::path::Path, json: bool) -> ExitCode {
-    let scenario = match load(file) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    let report = scenario.run();
+fn run(files: &[PathBuf], json: bool) -> ExitCode {
+    let mut scenarios = Vec::new();
+    for file in files {
+        match scenarios_named(file) {
+            Ok(found) => scenarios.extend(found),
+            Err(code) => return code,
+        }
+    }
+    let reports: Vec<Report> = scenarios.iter().map(Scenario::run).collect();
     if json {
-        if let Err(code) = print_json(&report) {
+        let printed = match reports.as_slice() {
+            [one] => print_json(one),
+            all => print_json(&all),
+        };
+        if let Err(code) = printed {
             return code;
         }
     } else {
-        print!("{}", report.render());
+        for (i, report) in reports.iter().enumerate() {
+            if i > 0 {
+                println!();
+            }
+            print!("{}", report.render());
+        }
     }
-    status(&[report])
+    status(&reports)
+}
+
+/// The scenarios an argument of `simclr run` names: a file, every `*.toml` of a folder (sorted),
+/// or a bundled scenario; an error (exit 2) says why not.
+fn scenarios_named(arg: &std::path::Path) -> Result<Vec<Scenario>, ExitCode> {
+    if arg.is_dir() {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(arg)
+            .map_err(|e| {
+                eprintln!("error: {}: {e}", arg.display());
+                ExitCode::from(2)
+            })?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+            .collect();
+        files.sort();
+        if files.is_empty() {
+            eprintln!("error: {}: no scenario (*.toml) files", arg.display());
+            return Err(ExitCode::from(2));
+        }
+        return files.iter().map(|f| load(f)).collect();
+    }
+    if arg.exists() {
+        return load(arg).map(|s| vec![s]);
+    }
+    let Some((path, text)) = arg.to_str().and_then(fixtures::find_bundled) else {
+        eprintln!(
+            "error: {}: no such file, and no bundled scenario has that name (see `simclr list`)",
+            arg.display()
+        );
+        return Err(ExitCode::from(2));
+    };
+    Scenario::parse(&format!("fixtures/{path}"), text)
+        .map(|s| vec![s])
+        .map_err(|e| {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        })
+}
+
+fn list() -> ExitCode {
+    for (path, text) in fixtures::bundled() {
+        let name = path.strip_suffix(".toml").unwrap_or(&path);
+        let about = Scenario::parse(&path, text)
+            .ok()
+            .and_then(|s| s.description.lines().next().map(|line| cut(line, 80)))
+            .unwrap_or_default();
+        println!("{name:<48} {about}");
+    }
+    ExitCode::SUCCESS
+}
+
+/// `text` cut to at most `chars` characters, with `…` where it was cut.
+fn cut(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars.saturating_sub(1)) {
+        Some((at, _)) if text[at..].chars().count() > 1 => format!("{}…", &text[..at]),
+        _ => text.to_string(),
+    }
+}
+
+fn show(name: &str) -> ExitCode {
+    match fixtures::find_bundled(name) {
+        Some((_, text)) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        None => {
+            eprintln!("error: no bundled scenario is named `{name}` (or several are); see `simclr list`");
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// Reads a scenario file, or says why not (exit 2).

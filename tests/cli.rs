@@ -318,3 +318,35 @@ fn fuzz_passes_the_reference_and_writes_a_replayable_file_for_a_mutant() {
         assert_eq!(simclr(bad).status.code(), Some(2), "{bad:?}");
     }
 }
+
+#[test]
+fn bundled_scenarios_are_listed_shown_and_run_by_name() {
+    let listed = String::from_utf8(simclr(&["list"]).stdout).unwrap();
+    let bundled: Vec<(String, &str)> = fixtures::bundled().collect();
+    assert_eq!(listed.lines().count(), bundled.len(), "{listed}");
+    assert!(listed
+        .lines()
+        .any(|l| l.starts_with("pitfalls/s05-code-manager-lock ")));
+    // `show` prints the file as bundled, by its name with or without the folder.
+    let (_, text) = fixtures::find_bundled("code-info").unwrap();
+    for name in ["code-info", "scenarios/code-info", "code-info.toml"] {
+        let out = simclr(&["show", name]);
+        assert!(out.status.success(), "{name}");
+        assert_eq!(String::from_utf8(out.stdout).unwrap(), text, "{name}");
+    }
+    let out = simclr(&["show", "no-such-scenario"]);
+    assert_eq!(out.status.code(), Some(2));
+    // `run` takes bundled names, files and folders; several reports make a JSON array.
+    let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios");
+    let out = simclr(&["run", "code-info", folder.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let reports: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        reports.as_array().map(Vec::len),
+        Some(1 + fixtures::catalog().len())
+    );
+    assert_eq!(reports[0]["scenario"], "code-info");
+    let out = simclr(&["run", "no-such-scenario"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no bundled scenario has that name"));
+}
