@@ -15,6 +15,8 @@ use crate::synth::{
     assemble_at, emulate, sentinel, xmm_sentinel, Assembled, FunctionShape, Padding, PrologStep, ENTRY_RSP,
 };
 use corprof::Register;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
 
 /// Where a value in a frame comes from, relative to the function's entry state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -165,6 +167,16 @@ pub struct MachineCode {
     state_offsets: Vec<u64>,
 }
 
+/// The functions [`MachineCode::build_shared`] built, by shape, address and size (looked up,
+/// never iterated).
+static BUILT: LazyLock<Mutex<HashMap<BuiltKey, Arc<MachineCode>>>> = LazyLock::new(Default::default);
+
+/// A function's shape, address and size: what its machine code is a function of.
+type BuiltKey = (FunctionShape, u64, u64);
+
+/// The most functions [`BUILT`] keeps; it is emptied when full.
+const BUILT_MAX: usize = 1024;
+
 /// Where the default leaf IP sits, when it is a boundary of the body.
 pub const LEAF_OFFSET: u64 = 0x10;
 /// Where the body's first call returns to, when the prologue leaves room.
@@ -220,6 +232,25 @@ impl MachineCode {
             state_offsets: states.iter().map(|s| s.offset).collect(),
             states,
         })
+    }
+
+    /// [`MachineCode::build`], shared: a function of the same shape, address and size built
+    /// before (in any runtime of this process) is not built again. Building is a pure function
+    /// of the three, and the same ones recur: the runtime's own functions in every scenario, a
+    /// process rebuilt while a failure is shrunk, the same file parsed again.
+    pub fn build_shared(shape: &FunctionShape, base: u64, size: u64) -> Result<Arc<MachineCode>, String> {
+        let key = (shape.clone(), base, size);
+        let built = || BUILT.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(machine) = built().get(&key) {
+            return Ok(Arc::clone(machine));
+        }
+        let machine = Arc::new(MachineCode::build(shape, base, size)?);
+        let mut cache = built();
+        if cache.len() >= BUILT_MAX {
+            cache.clear();
+        }
+        cache.insert(key, Arc::clone(&machine));
+        Ok(machine)
     }
 
     /// Bytes of code and data.

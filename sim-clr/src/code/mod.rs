@@ -253,7 +253,7 @@ impl CodeMap {
                 .shape
                 .clone()
                 .unwrap_or_else(|| default_shape(spec.kind, spec.frame_size));
-            let machine = MachineCode::build(&shape, start, spec.size).map_err(error)?;
+            let machine = MachineCode::build_shared(&shape, start, spec.size).map_err(error)?;
             if machine.size() > spec.size {
                 return Err(error(format!(
                     "its code takes {:#x} bytes, more than its size {:#x}",
@@ -291,7 +291,7 @@ impl CodeMap {
                 size: spec.size,
                 cold,
                 frame_size: shape.frame_size(),
-                machine: Arc::new(machine),
+                machine,
                 compiled: spec.compiled,
                 generic_definition: spec.generic_definition,
                 function_id,
