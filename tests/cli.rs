@@ -162,7 +162,19 @@ fn a_failed_expectation_exits_1() {
     std::fs::write(&file, "platform = \"unix\"\n[[code]]\nname = \"M\"\nkind = \"jit\"\n[[threads]]\nname = \"t\"\nframes = [{ fn = \"M\" }]\n[[calls]]\ncaller = \"t\"\nfrom = \"pinvoke\"\napi = \"DoStackSnapshot\"\nexpect = \"E_FAIL\"\n").unwrap();
     let out = simclr(&["run", file.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("MISMATCH"));
+    assert!(String::from_utf8_lossy(&out.stdout)
+        .contains("MISMATCH call #1 (line 8): `expect` expected 0x80004005 E_FAIL, got 0x00000000 S_OK"));
+    // In JSON each mismatch is structured.
+    let out = simclr(&["run", file.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["expectations"],
+        serde_json::json!({
+            "checked": 1,
+            "failed": [{ "call": 1, "line": 8, "field": "expect", "expected": "0x80004005 E_FAIL", "got": "0x00000000 S_OK" }]
+        })
+    );
 }
 
 #[test]

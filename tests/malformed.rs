@@ -277,7 +277,8 @@ fn a_nested_call_the_walk_never_reaches_is_a_failed_expectation() {
     assert_eq!(unreached.expectations.checked, 1);
     let failed = &unreached.expectations.failed;
     assert_eq!(failed.len(), 1, "{failed:?}");
-    assert!(failed[0].contains("at frame 7 never ran"), "{failed:?}");
+    assert_eq!(failed[0].field, "nested_at");
+    assert_eq!(failed[0].expected, "a walk reaching frame 7", "{failed:?}");
 }
 
 #[test]

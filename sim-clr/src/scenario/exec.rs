@@ -51,15 +51,19 @@ impl Scenario {
             }
             check(&mut report.expectations, call, &record);
             if let Some(kind) = call.expect_fault {
-                report.expectations.checked += 1;
-                if !faults.iter().any(|f| f.kind == kind.as_str()) {
-                    report.expectations.failed.push(format!(
-                        "call #{} (line {}): expected a {} fault",
-                        i + 1,
-                        call.line,
-                        kind.as_str()
-                    ));
-                }
+                let expected = kind.as_str().to_string();
+                let got = match faults.iter().find(|f| f.kind == expected) {
+                    Some(f) => f.kind.clone(),
+                    None if faults.is_empty() => "no fault".to_string(),
+                    None => faults
+                        .iter()
+                        .map(|f| f.kind.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                };
+                report
+                    .expectations
+                    .check(i + 1, call.line, "expect_fault", expected, got);
             }
             report.faults.extend(faults);
             report.calls.push(record);
@@ -406,34 +410,35 @@ fn check(expectations: &mut Expectations, call: &Call, record: &CallReport) {
         match record.nested.first() {
             Some(inner_record) => check(expectations, inner, inner_record),
             None => {
-                expectations.checked += 1;
+                // The nested call (its own line) never ran: the walk did not reach its frame.
                 let reported = record.frames.as_ref().map_or(0, Vec::len);
-                expectations.failed.push(format!(
-                    "call #{} (line {}): its nested call (line {}) at frame {at} never ran: the walk reported {reported} frame(s)",
-                    record.index, call.line, inner.line
-                ));
+                expectations.check(
+                    record.index,
+                    inner.line,
+                    "nested_at",
+                    format!("a walk reaching frame {at}"),
+                    format!("a walk of {reported} frame(s)"),
+                );
             }
         }
     }
     if let Some(expected) = call.expect {
-        expectations.checked += 1;
-        let got = record.hresult.clone().unwrap_or_else(|| "nothing".into());
-        if record.hresult.as_deref() != Some(&format!("0x{:08X}", expected.0)) {
-            expectations.failed.push(format!(
-                "call #{} (line {}): expected {expected}, got {got}",
-                record.index, call.line
-            ));
-        }
+        let got = match (&record.hresult, &record.hresult_name) {
+            (Some(hr), Some(name)) => format!("{hr} {name}"),
+            (Some(hr), None) => hr.clone(),
+            (None, _) => "nothing (the call never returned)".into(),
+        };
+        expectations.check(record.index, call.line, "expect", expected.to_string(), got);
     }
     if let Some(expected) = call.expect_frames {
-        expectations.checked += 1;
         let got = record.frames.as_ref().map_or(0, Vec::len);
-        if got != expected {
-            expectations.failed.push(format!(
-                "call #{} (line {}): expected {expected} frames, got {got}",
-                record.index, call.line
-            ));
-        }
+        expectations.check(
+            record.index,
+            call.line,
+            "expect_frames",
+            expected.to_string(),
+            got.to_string(),
+        );
     }
 }
 

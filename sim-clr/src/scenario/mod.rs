@@ -17,4 +17,6 @@ pub use build::{
     MAX_FILE_BYTES, MAX_FRAMES, MAX_FUNCTIONS, MAX_THREADS,
 };
 pub use error::ScenarioError;
-pub use report::{CallReport, EventReport, Expectations, FaultReport, FrameReport, Report, TruthEntry};
+pub use report::{
+    CallReport, EventReport, Expectations, FaultReport, FrameReport, Mismatch, Report, TruthEntry,
+};

@@ -126,8 +126,50 @@ pub struct FaultReport {
 pub struct Expectations {
     /// How many were checked.
     pub checked: usize,
-    /// One line per mismatch.
-    pub failed: Vec<String>,
+    /// One entry per mismatch.
+    pub failed: Vec<Mismatch>,
+}
+
+/// One expectation of the file that did not hold.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Mismatch {
+    /// The call it is about (1-based, as `CallReport::index`).
+    pub call: usize,
+    /// The line of the expectation's call in the file.
+    pub line: usize,
+    /// The field that states it: `expect`, `expect_frames`, `expect_fault` or `nested_at`.
+    pub field: String,
+    /// What the file expected.
+    pub expected: String,
+    /// What happened.
+    pub got: String,
+}
+
+impl Expectations {
+    /// Counts one check of `field` for `call` at `line`, and records it as failed unless
+    /// `expected == got`.
+    pub(crate) fn check(&mut self, call: usize, line: usize, field: &str, expected: String, got: String) {
+        self.checked += 1;
+        if expected != got {
+            self.failed.push(Mismatch {
+                call,
+                line,
+                field: field.to_string(),
+                expected,
+                got,
+            });
+        }
+    }
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "call #{} (line {}): `{}` expected {}, got {}",
+            self.call, self.line, self.field, self.expected, self.got
+        )
+    }
 }
 
 impl Report {
