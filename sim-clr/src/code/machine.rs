@@ -79,16 +79,6 @@ impl FrameState {
     pub fn rsp_delta(&self) -> i64 {
         rsp_delta(&self.regs)
     }
-
-    /// Unwinds a frame of this function stopped here with its [`UnwindRule`].
-    #[inline]
-    pub fn unwind(
-        &self,
-        regs: &mut [u64; 16],
-        read: &mut impl FnMut(u64) -> Result<u64, u64>,
-    ) -> Result<u64, u64> {
-        self.rule.unwind(regs, read)
-    }
 }
 
 /// RSP in `regs` minus the entry RSP.
@@ -403,6 +393,7 @@ mod tests {
             }
             let mut regs = state.regs.map(|v| v.resolve(&entry));
             let rip = state
+                .rule
                 .unwind(&mut regs, &mut |a| memory.get(&a).copied().ok_or(a))
                 .unwrap();
             assert_eq!(rip, 0x4242, "at +{:#x}", state.offset);
