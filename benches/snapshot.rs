@@ -4,6 +4,9 @@
 //! - `walk/fp_chain`: the peer — a raw frame-pointer walk reading the same simulated memory
 //!   through one [`sim_clr::memory::Reader`] (two dependent reads per frame), the floor any
 //!   walk of that memory pays;
+//! - `threads/dss_cross/N`: a cross-thread walk (Windows: the target is suspended) of one
+//!   8-frame thread among N, and `threads/enum_threads/N`: `EnumThreads` over N threads, per
+//!   thread — both should not grow with N;
 //! - `catalog/run_all`: parsing and running every bundled scenario.
 
 use corprof::{HResult, ProfilerInfo, SnapshotFrame, ThreadId};
@@ -62,6 +65,50 @@ fn walks(c: &mut Criterion) {
     group.finish();
 }
 
+fn many_threads(count: usize) -> Scenario {
+    let mut text = String::from(
+        "platform = \"windows\"\n[[code]]\nname = \"R\"\nkind = \"jit\"\n[[code]]\nname = \"host\"\nkind = \"native\"\n\
+         [[threads]]\nname = \"sampler\"\nkind = \"native\"\nframes = [{ fn = \"host\" }]\n",
+    );
+    for i in 0..count {
+        text.push_str(&format!(
+            "[[threads]]\nname = \"t{i}\"\nframes = [{{ fn = \"R\", repeat = 8 }}, {{ fn = \"host\" }}]\n"
+        ));
+    }
+    Scenario::parse("threads.toml", &text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn threads(c: &mut Criterion) {
+    let mut group = c.benchmark_group("threads");
+    for count in [10usize, 1000, 4000] {
+        let runtime = many_threads(count);
+        let runtime = runtime.runtime();
+        let target = runtime
+            .thread(&format!("t{}", count - 1))
+            .expect("the last thread")
+            .id;
+        runtime
+            .on_thread("sampler", CallContext::Thread, |rt| {
+                group.throughput(Throughput::Elements(1));
+                group.bench_with_input(BenchmarkId::new("dss_cross", count), &count, |b, _| {
+                    b.iter(|| {
+                        let mut cb = |f: &SnapshotFrame<'_>| {
+                            black_box(f.ip);
+                            HResult::S_OK
+                        };
+                        rt.do_stack_snapshot(target, Some(&mut cb), 0, None, 0)
+                    })
+                });
+                group.throughput(Throughput::Elements(count as u64));
+                group.bench_with_input(BenchmarkId::new("enum_threads", count), &count, |b, _| {
+                    b.iter(|| rt.enum_threads().map(|ids| ids.len()))
+                });
+            })
+            .expect("the scenario declares `sampler`");
+    }
+    group.finish();
+}
+
 fn catalog(c: &mut Criterion) {
     c.bench_function("catalog/run_all", |b| {
         b.iter(|| {
@@ -71,5 +118,5 @@ fn catalog(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, walks, catalog);
+criterion_group!(benches, walks, threads, catalog);
 criterion_main!(benches);

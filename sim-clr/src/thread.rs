@@ -291,6 +291,13 @@ const STACK_TOP: u64 = 0x7ffe_0000_0000;
 const STACK_STRIDE: u64 = 0x100_0000;
 const THREAD_OBJECT_BASE: u64 = 0x5555_0000_1000;
 
+/// The index a managed thread's `ThreadID` was made from (see [`Thread::new`]), if `id` has
+/// that form.
+pub(crate) fn index_in_id(id: ThreadId) -> Option<usize> {
+    let offset = id.0.checked_sub(THREAD_OBJECT_BASE)?;
+    (offset % 0x800 == 0).then(|| usize::try_from(offset / 0x800).ok())?
+}
+
 impl Thread {
     /// A thread with default state; `index` makes its ids and stack addresses deterministic.
     pub fn new(name: &str, kind: ThreadKind, index: usize) -> Thread {

@@ -151,7 +151,12 @@ impl State {
 
     /// Resolves a non-null `ThreadID` the way CoreCLR does: by reinterpreting it (R4).
     pub fn resolve(&self, id: ThreadId) -> Option<usize> {
-        self.threads.iter().position(|t| t.is_managed() && t.id == id)
+        let is = |i: usize| self.threads.get(i).is_some_and(|t| t.is_managed() && t.id == id);
+        // Ids are made from thread indexes: a direct look, then a search.
+        match crate::thread::index_in_id(id) {
+            Some(i) if is(i) => Some(i),
+            _ => (0..self.threads.len()).find(|&i| is(i)),
+        }
     }
 
     /// Dereferences `id` as the runtime does, without validation, for API `api`: a `ThreadID`
