@@ -11,6 +11,9 @@ impl State {
     /// holding it, an asynchronous caller gets `CORPROF_E_ASYNCHRONOUS_UNSAFE`; a caller allowed
     /// to block waits — forever, if the writer is suspended.
     pub fn reader_lock(&mut self) -> Result<(), HResult> {
+        if self.writer_lock_holders == 0 {
+            return Ok(());
+        }
         let me = self.caller().thread;
         let Some(writer) = self
             .threads

@@ -108,6 +108,9 @@ pub(crate) struct State {
     pub pending: Vec<Notification>,
     /// The buffers of the last `DoStackSnapshot` walk, kept for the next.
     pub spare_walk: Option<Box<crate::snapshot::Walk>>,
+    /// How many threads have `holds_writer_lock` set (kept by [`State::set_writer_lock`]), so
+    /// a reader need not look at every thread when none does.
+    pub writer_lock_holders: usize,
 }
 
 /// The simulated runtime.
@@ -117,6 +120,19 @@ pub struct Runtime {
 }
 
 impl State {
+    /// Sets whether thread `t` holds the code manager's writer lock.
+    pub fn set_writer_lock(&mut self, t: usize, held: bool) {
+        let thread = &mut self.threads[t];
+        if thread.holds_writer_lock != held {
+            thread.holds_writer_lock = held;
+            if held {
+                self.writer_lock_holders += 1;
+            } else {
+                self.writer_lock_holders -= 1;
+            }
+        }
+    }
+
     pub fn note(&mut self, kind: &str, detail: impl Into<String>) {
         let on = self.caller_name();
         self.events.push(Event {
@@ -212,6 +228,7 @@ impl Runtime {
             memory.map(t.stack_limit, t.stack_base);
             t.materialize(&code, &mut memory);
         }
+        let writer_lock_holders = threads.iter().filter(|t| t.holds_writer_lock).count();
         Runtime {
             state: Mutex::new(State {
                 config,
@@ -225,6 +242,7 @@ impl Runtime {
                 faults_seen: 0,
                 pending: Vec::new(),
                 spare_walk: None,
+                writer_lock_holders,
             }),
             profiler: Mutex::new(None),
         }

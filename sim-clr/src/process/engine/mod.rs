@@ -970,7 +970,7 @@ impl<'p> Run<'p> {
             return Err(Wait::Lock(l));
         }
         if l == LockId::CODE_MANAGER {
-            self.rt.lock().threads[t].holds_writer_lock = true;
+            self.rt.lock().set_writer_lock(t, true);
         }
         Ok(())
     }
@@ -989,7 +989,7 @@ impl<'p> Run<'p> {
         match self.locks.release(t, l) {
             Ok(free) => {
                 if free && l == LockId::CODE_MANAGER {
-                    self.rt.lock().threads[t].holds_writer_lock = false;
+                    self.rt.lock().set_writer_lock(t, false);
                 }
                 true
             }
