@@ -159,20 +159,16 @@ impl State {
     }
 
     pub fn name_of(&self, id: ThreadId) -> String {
-        match self.threads.iter().find(|t| t.id == id && t.is_managed()) {
-            Some(t) => t.name.clone(),
-            None => id.to_string(),
-        }
+        self.resolve(id)
+            .map_or_else(|| id.to_string(), |i| self.threads[i].name.clone())
     }
 
     /// Resolves a non-null `ThreadID` the way CoreCLR does: by reinterpreting it (R4).
     pub fn resolve(&self, id: ThreadId) -> Option<usize> {
-        let is = |i: usize| self.threads.get(i).is_some_and(|t| t.is_managed() && t.id == id);
-        // Ids are made from thread indexes: a direct look, then a search.
-        match crate::thread::index_in_id(id) {
-            Some(i) if is(i) => Some(i),
-            _ => (0..self.threads.len()).find(|&i| is(i)),
-        }
+        // A ThreadID is made from its thread's index (`Thread::new`, `Thread::adopt`).
+        let i = crate::thread::index_in_id(id)?;
+        let t = self.threads.get(i)?;
+        (t.is_managed() && t.id == id).then_some(i)
     }
 
     /// Dereferences `id` as the runtime does, without validation, for API `api`: a `ThreadID`

@@ -467,7 +467,7 @@ fn function_name(rt: &Runtime, id: FunctionId) -> String {
 }
 
 fn thread_name(rt: &Runtime, id: ThreadId) -> String {
-    rt.thread_name(id).unwrap_or_else(|| id.to_string())
+    rt.lock().name_of(id)
 }
 
 fn describe_info(info: &corprof::FunctionInfo) -> String {
