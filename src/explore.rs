@@ -1,12 +1,11 @@
 //! `simclr explore` and `simclr replay`: a process scenario under many schedules, or one.
 
+use crate::progress::Progress;
 use crate::{load, print_json};
 use fixtures::sampling::Variant;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sim_clr::process::schedule::Schedule;
 use sim_clr::process::{ExploreReport, Process, RunReport, Strategy};
 use sim_clr::scenario::Scenario;
-use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -99,14 +98,14 @@ pub fn explore(file: &Path, options: &Options) -> ExitCode {
         Ok(p) => p,
         Err(code) => return code,
     };
-    let bar = progress(schedules, options.json, "schedules");
+    let bar = Progress::new(schedules, options.json, "schedules");
     let report = process.explore(strategy, schedules, seed, |done, faults| {
         if done % 64 == 0 {
             bar.set_position(done);
             bar.set_message(format!("{faults} faults"));
         }
     });
-    bar.finish_and_clear();
+    bar.finish();
     let mismatch = match &spec.expect {
         Some(expect) => report.outcomes.keys().cloned().collect::<Vec<_>>() != *expect,
         None => report.first_failure.is_some(),
@@ -126,21 +125,6 @@ pub fn explore(file: &Path, options: &Options) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
-}
-
-/// A progress bar on a terminal's stderr (hidden otherwise, or when `quiet`), counting `unit`.
-pub fn progress(total: u64, quiet: bool, unit: &str) -> ProgressBar {
-    if quiet || !std::io::stderr().is_terminal() {
-        return ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::hidden());
-    }
-    let bar = ProgressBar::new(total);
-    bar.set_style(
-        ProgressStyle::with_template(&format!(
-            "{{bar:40}} {{pos}}/{{len}} {unit}, {{per_sec}}, {{msg}}"
-        ))
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    bar
 }
 
 /// The text form of an exploration.
@@ -270,6 +254,11 @@ pub fn catalog() -> Result<bool, ExitCode> {
     let mut total = 0;
     let processes = fixtures::process_catalog().iter().map(|f| ("processes", f));
     let pitfalls = fixtures::pitfall_catalog().iter().map(|f| ("pitfalls", f));
+    let bar = Progress::new(
+        (fixtures::process_catalog().len() + fixtures::pitfall_catalog().len()) as u64,
+        false,
+        "process scenarios",
+    );
     for (folder, (file, text)) in processes.chain(pitfalls) {
         let path = format!("fixtures/{folder}/{file}");
         let scenario = Scenario::parse(&path, text).map_err(|e| {
@@ -288,15 +277,17 @@ pub fn catalog() -> Result<bool, ExitCode> {
         total += 1;
         mismatches += usize::from(!ok);
         let counts: Vec<String> = report.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        println!(
+        bar.println(&format!(
             "{} {:<34} {:>6} schedules ({}): {}",
             if ok { "ok  " } else { "FAIL" },
             report.scenario,
             report.schedules_run,
             report.strategy,
             counts.join(", ")
-        );
+        ));
+        bar.inc(1);
     }
+    bar.finish();
     println!("{total} process and pitfall scenarios explored, {mismatches} with unexpected outcomes");
     Ok(mismatches == 0)
 }

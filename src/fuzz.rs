@@ -1,8 +1,9 @@
 //! `simclr fuzz`: a sampler in random processes under random and PCT schedules; each failure
 //! is shrunk and written out as a scenario file with the schedule that replays it.
 
-use crate::explore::{progress, replay_command, variant};
+use crate::explore::{replay_command, variant};
 use crate::print_json;
+use crate::progress::Progress;
 use fixtures::fuzz::{built_in, fuzz, Failure, Options};
 use std::path::Path;
 use std::process::ExitCode;
@@ -18,7 +19,7 @@ pub fn run(processes: u64, schedules: u64, sampler: &str, seed: u64, json: bool,
         Ok(v) => v,
         Err(code) => return code,
     };
-    let bar = progress(processes, json, "processes");
+    let bar = Progress::new(processes, json, "processes");
     let options = Options {
         processes,
         schedules,
@@ -29,7 +30,7 @@ pub fn run(processes: u64, schedules: u64, sampler: &str, seed: u64, json: bool,
         bar.set_position(done);
         bar.set_message(format!("{failures} failures"));
     });
-    bar.finish_and_clear();
+    bar.finish();
     let report = match report {
         Ok(r) => r,
         Err(e) => {

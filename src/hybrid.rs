@@ -7,7 +7,7 @@
 //!   compared frame by frame with the ground truth. Each mismatch is written out as a
 //!   scenario file that reproduces it (`simclr walk FILE`).
 
-use crate::explore::progress;
+use crate::progress::Progress;
 use fixtures::hybrid::{describe, walk, Mode};
 use fixtures::random_stack::{random_stack, scenario};
 use proptest::strategy::{Strategy, ValueTree};
@@ -92,7 +92,7 @@ pub fn run(processes: usize, seed: u64, platforms: &[&'static str], json: bool, 
     }
     let mut runner = fixtures::strategies::seeded_runner(seed);
     let strategy = random_stack();
-    let bar = progress(processes as u64, json, "processes");
+    let bar = Progress::new(processes as u64, json, "processes");
     let mut summary = Summary {
         processes,
         walks: 0,
@@ -143,7 +143,7 @@ pub fn run(processes: usize, seed: u64, platforms: &[&'static str], json: bool, 
             });
         }
     }
-    bar.finish_and_clear();
+    bar.finish();
     if json {
         match serde_json::to_string_pretty(&summary) {
             Ok(text) => println!("{text}"),

@@ -1,8 +1,8 @@
 //! `simclr`: runs simulated-runtime scenarios.
 //!
 //! - `simclr` runs the bundled catalog, one line per scenario;
-//! - `simclr run FILE [--json]` runs one scenario file and shows every call, the frames each
-//!   walk reported beside the thread's ground truth, and any faults;
+//! - `simclr run FILE… [--json] [--no-color]` runs scenarios and shows every call, each walk
+//!   as two columns (the thread's ground truth, and what was reported beside it), and faults;
 //! - `simclr explore FILE` runs a process scenario under many schedules and counts outcomes;
 //! - `simclr replay FILE --schedule S` runs one schedule with its full trace;
 //! - `simclr conform SCENARIOS RESULTS` compares a real runtime's answers with the simulator's;
@@ -21,6 +21,7 @@ mod explore;
 mod fuzz;
 mod hybrid;
 mod mutants;
+mod progress;
 mod unwind_check;
 mod unwind_fuzz;
 
@@ -59,6 +60,10 @@ enum Command {
         /// (schema: docs/json-output.md).
         #[arg(long)]
         json: bool,
+        /// Never color the text (it is colored only on a terminal, and not when the
+        /// `NO_COLOR` environment variable is set).
+        #[arg(long)]
+        no_color: bool,
     },
     /// Run every bundled scenario (the default).
     Catalog,
@@ -232,7 +237,11 @@ fn main() -> ExitCode {
         }
     };
     match cli.command.unwrap_or(Command::Catalog) {
-        Command::Run { files, json } => run(&files, json),
+        Command::Run {
+            files,
+            json,
+            no_color,
+        } => run(&files, json, !no_color && colors()),
         Command::Catalog => catalog(),
         Command::List => list(),
         Command::Show { name } => show(&name),
@@ -314,7 +323,13 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(files: &[PathBuf], json: bool) -> ExitCode {
+/// True when text output may be colored: stdout is a terminal and `NO_COLOR` is not set.
+fn colors() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+fn run(files: &[PathBuf], json: bool, color: bool) -> ExitCode {
     let mut scenarios = Vec::new();
     for file in files {
         match scenarios_named(file) {
@@ -322,7 +337,16 @@ fn run(files: &[PathBuf], json: bool) -> ExitCode {
             Err(code) => return code,
         }
     }
-    let reports: Vec<Report> = scenarios.iter().map(Scenario::run).collect();
+    let bar = progress::Progress::new(scenarios.len() as u64, json, "scenarios");
+    let reports: Vec<Report> = scenarios
+        .iter()
+        .map(|s| {
+            let report = s.run();
+            bar.inc(1);
+            report
+        })
+        .collect();
+    bar.finish();
     if json {
         let printed = match reports.as_slice() {
             [one] => print_json(one),
@@ -336,7 +360,7 @@ fn run(files: &[PathBuf], json: bool) -> ExitCode {
             if i > 0 {
                 println!();
             }
-            print!("{}", report.render());
+            print!("{}", report.render_with(color));
         }
     }
     status(&reports)
@@ -432,11 +456,13 @@ fn print_json(report: &impl serde::Serialize) -> Result<(), ExitCode> {
 
 fn catalog() -> ExitCode {
     let mut reports = Vec::new();
+    let bar = progress::Progress::new(fixtures::catalog().len() as u64, false, "scenarios");
     for (file, text) in fixtures::catalog() {
         match Scenario::parse(&format!("fixtures/scenarios/{file}"), text) {
             Ok(scenario) => {
                 let report = scenario.run();
-                println!("{}", report.summary());
+                bar.println(&report.summary());
+                bar.inc(1);
                 reports.push(report);
             }
             Err(e) => {
@@ -445,6 +471,7 @@ fn catalog() -> ExitCode {
             }
         }
     }
+    bar.finish();
     let failed = reports
         .iter()
         .filter(|r| !r.expectations.failed.is_empty())

@@ -3,6 +3,7 @@
 
 use crate::explore::replay_command;
 use crate::print_json;
+use crate::progress::Progress;
 use fixtures::sampling::{hunt, mutants, Hunt};
 use std::process::ExitCode;
 
@@ -14,12 +15,15 @@ pub fn run(schedules: u64, seed: u64, json: bool) -> ExitCode {
         return ExitCode::from(2);
     }
     let mut hunts: Vec<Hunt> = Vec::new();
-    for mutant in mutants() {
+    let all = mutants();
+    let bar = Progress::new(all.len() as u64, json, "mutants");
+    for mutant in all {
         match hunt(&mutant, schedules, seed) {
             Ok(h) => {
                 if !json {
-                    println!("{}", line(&h));
+                    bar.println(&line(&h));
                 }
+                bar.inc(1);
                 hunts.push(h);
             }
             Err(e) => {
@@ -28,6 +32,7 @@ pub fn run(schedules: u64, seed: u64, json: bool) -> ExitCode {
             }
         }
     }
+    bar.finish();
     let escaped = hunts.iter().filter(|h| !h.caught).count();
     if json {
         if let Err(code) = print_json(&hunts) {

@@ -1,13 +1,16 @@
 //! `simclr unwind-check FILE…`: the native unwinder against gimli's own rows at every
 //! instruction boundary of every FDE of each ELF file (a shared library, an executable).
 
+use crate::progress::Progress;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Checks each file; exit code 1 on any refusal or disagreement, 2 if a file cannot be read.
 pub fn run(files: &[PathBuf]) -> ExitCode {
     let mut failed = false;
+    let bar = Progress::new(files.len() as u64, false, "files");
     for file in files {
+        bar.inc(1);
         let bytes = match std::fs::read(file) {
             Ok(b) => b,
             Err(e) => {
@@ -22,18 +25,19 @@ pub fn run(files: &[PathBuf]) -> ExitCode {
                 return ExitCode::from(2);
             }
         };
-        println!(
+        bar.println(&format!(
             "{}: {} boundaries, {} refusals, {} disagreements",
             file.display(),
             checked.boundaries,
             checked.refusals,
             checked.disagreements
-        );
+        ));
         for (class, c) in &checked.classes {
-            println!("  {:>7}  {class}   e.g. {}", c.count, c.example);
+            bar.println(&format!("  {:>7}  {class}   e.g. {}", c.count, c.example));
         }
         failed |= checked.refusals + checked.disagreements > 0;
     }
+    bar.finish();
     if failed {
         ExitCode::from(1)
     } else {

@@ -1,6 +1,7 @@
 //! `simclr unwind-fuzz`: random synthesized functions, every instruction boundary unwound by
 //! this project's unwinders and by framehop, checked against the emulator.
 
+use crate::progress::Progress;
 use fixtures::unwind_oracle::{check, Format, BASE};
 use proptest::strategy::{Strategy, ValueTree};
 use std::process::ExitCode;
@@ -27,7 +28,9 @@ pub fn run(functions: usize, seed: u64, formats: &[Format]) -> ExitCode {
     let mut runner = fixtures::strategies::seeded_runner(seed);
     let strategy = fixtures::strategies::function_shape();
     let mut totals: Vec<Totals> = formats.iter().map(|_| Totals::default()).collect();
+    let bar = Progress::new(functions as u64, false, "functions");
     for n in 0..functions {
+        bar.inc(1);
         let shape = match strategy.new_tree(&mut runner) {
             Ok(tree) => tree.current(),
             Err(e) => {
@@ -63,6 +66,7 @@ pub fn run(functions: usize, seed: u64, formats: &[Format]) -> ExitCode {
             }
         }
     }
+    bar.finish();
     println!(
         "{:<7} {:>9} {:>13} {:>11} {:>21} {:>23} {:>13}",
         "format",

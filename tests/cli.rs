@@ -149,10 +149,14 @@ fn text_report_shows_frames_beside_ground_truth() {
     let out = simclr(&["run", file.to_str().unwrap()]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("0x00000000 S_OK"));
-    assert!(text.contains("reported (8):"));
-    assert!(text.contains("ground truth (leaf first):"));
-    assert!(text.contains("<funcId 0: native run>"));
+    assert!(text.contains("reported (8 callbacks)"));
+    assert!(text.contains("ground truth (leaf first)"));
+    assert!(text.contains("#4 funcId 0 (native run)"));
     assert!(text.contains("<InlinedCallFrame>"));
+    // Not a terminal: no colors, with or without `--no-color`.
+    assert!(!text.contains('\u{1b}'));
+    let again = simclr(&["run", "--no-color", file.to_str().unwrap()]);
+    assert_eq!(again.stdout, text.as_bytes());
 }
 
 #[test]

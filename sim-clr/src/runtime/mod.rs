@@ -108,6 +108,9 @@ pub(crate) struct State {
     pub pending: Vec<Notification>,
     /// The buffers of the last `DoStackSnapshot` walk, kept for the next.
     pub spare_walk: Option<Box<crate::snapshot::Walk>>,
+    /// Where the last `DoStackSnapshot` that returned started walking (`None` when it walked
+    /// nothing); a scenario report marks it in the ground truth.
+    pub last_walk_start: Option<crate::snapshot::WalkStart>,
     /// How many threads have `holds_writer_lock` set (kept by [`State::set_writer_lock`]), so
     /// a reader need not look at every thread when none does.
     pub writer_lock_holders: usize,
@@ -238,6 +241,7 @@ impl Runtime {
                 faults_seen: 0,
                 pending: Vec::new(),
                 spare_walk: None,
+                last_walk_start: None,
                 writer_lock_holders,
             }),
             profiler: Mutex::new(None),

@@ -7,7 +7,8 @@ use super::build::{
 };
 use super::report::{CallReport, EventReport, Expectations, FaultReport, FrameReport, Report, TruthEntry};
 use crate::runtime::{CallContext, CallbackKind, Runtime};
-use crate::thread::StackEntry;
+use crate::snapshot::WalkStart;
+use crate::thread::{StackEntry, Thread};
 use corprof::{CodeInfo, Context, FrameInfo, FunctionId, HResult, ProfilerInfo, SnapshotFrame, ThreadId};
 
 /// The most code regions a method has (its hot and cold parts).
@@ -152,7 +153,7 @@ impl Scenario {
                     Target::Thread(name) => name.clone(),
                     Target::Raw(v) => format!("0x{v:x}"),
                 });
-                record.ground_truth = truth_thread.map(|t| {
+                record.ground_truth = truth_thread.as_ref().map(|t| {
                     rt.with_code(|code| {
                         t.stack
                             .iter()
@@ -196,6 +197,7 @@ impl Scenario {
                         func_id: format!("0x{:x}", f.func_id.0),
                         ip: format!("0x{:x}", f.ip),
                         context_size: f.context_size(),
+                        truth_span: None,
                     });
                     if let Some((at, call)) = nested {
                         if *at == index {
@@ -220,6 +222,11 @@ impl Scenario {
                         Some(&mut cb)
                     };
                 let hr = rt.do_stack_snapshot(id, callback_arg, *flags, seed.as_ref(), *context_size);
+                if let (Some(thread), Some(truth)) = (&truth_thread, &record.ground_truth) {
+                    let start = rt.lock().last_walk_start;
+                    record.walk_start = start.and_then(|s| start_entry(thread, s));
+                    align(&mut frames, truth, record.walk_start.unwrap_or(0));
+                }
                 record.frames = Some(frames);
                 record.nested = nested_records;
                 hr
@@ -361,11 +368,56 @@ fn blank(call: &Call, index: usize) -> CallReport {
         result: None,
         frames: None,
         ground_truth: None,
+        walk_start: None,
         events: Vec::new(),
         nested: Vec::new(),
         skipped: None,
         note: call.note.clone(),
         case: call.case.clone(),
+    }
+}
+
+/// The ground-truth entry where a walk started: the call its seed is in, or the Frame it
+/// started from; `None` for a seed that is no call on the thread's stack.
+fn start_entry(thread: &Thread, start: WalkStart) -> Option<usize> {
+    match start {
+        WalkStart::Frame { entry } => Some(entry),
+        WalkStart::Seed { rip, rsp } => {
+            let calls = &thread.layout.calls;
+            calls
+                .iter()
+                .find(|c| c.rip == rip && c.rsp == rsp)
+                .or_else(|| calls.iter().find(|c| c.rip == rip))
+                .map(|c| c.entry)
+        }
+    }
+}
+
+/// Sets each reported frame's `truth_span`: the ground-truth call whose IP it reports, found
+/// leaf to root from `from`, and for a `funcId == 0` marker every entry down to the next
+/// reported frame's (the native run it stands for, with any Frames inside it).
+fn align(frames: &mut [FrameReport], truth: &[TruthEntry], from: usize) {
+    let mut cursor = from;
+    let mut found: Vec<Option<usize>> = Vec::with_capacity(frames.len());
+    for f in frames.iter() {
+        let at = (cursor..truth.len()).find(|&j| truth[j].kind == "call" && truth[j].address == f.ip);
+        if let Some(j) = at {
+            cursor = j + 1;
+        }
+        found.push(at);
+    }
+    for i in 0..frames.len() {
+        let Some(first) = found[i] else { continue };
+        let last = if frames[i].function.is_some() {
+            first
+        } else {
+            found[i + 1..]
+                .iter()
+                .flatten()
+                .next()
+                .map_or(truth.len() - 1, |&next| next - 1)
+        };
+        frames[i].truth_span = Some([first, last]);
     }
 }
 

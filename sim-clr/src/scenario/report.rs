@@ -4,6 +4,7 @@
 //! The same structure is rendered as text ([`Report::render`]) and serialized as JSON (the
 //! schema is documented in `docs/json-output.md`).
 
+use crate::code::CodeKind;
 use serde::Serialize;
 use std::fmt::Write;
 
@@ -53,6 +54,10 @@ pub struct CallReport {
     /// The target thread's real stack, leaf first (`DoStackSnapshot` of a real thread only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ground_truth: Option<Vec<TruthEntry>>,
+    /// The index in `ground_truth` of the entry the runtime's walk started at: the call its
+    /// seed is in, or the explicit Frame whose return address it started from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub walk_start: Option<usize>,
     /// Callbacks the runtime raised and runtime actions, in order.
     pub events: Vec<EventReport>,
     /// Calls made from inside the snapshot callback.
@@ -80,6 +85,12 @@ pub struct FrameReport {
     pub ip: String,
     /// `contextSize` (0 when no context was passed).
     pub context_size: u32,
+    /// The first and last indices in the call's `ground_truth` this callback stands for: the
+    /// one call whose IP it reports, or for a `funcId == 0` marker the native run (and any
+    /// Frames inside it) down to the next reported frame. Absent when the IP is on no call
+    /// of the stack (a bogus seed) or there is no ground truth.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truth_span: Option<[usize; 2]>,
 }
 
 /// One element of a thread's real stack.
@@ -173,32 +184,54 @@ impl std::fmt::Display for Mismatch {
 }
 
 impl Report {
-    /// A multi-line human-readable account.
+    /// A multi-line human-readable account, without colors.
     pub fn render(&self) -> String {
+        self.render_with(false)
+    }
+
+    /// A multi-line human-readable account: each walk as two columns, the ground truth and
+    /// what was reported beside it. `color` adds ANSI colors, for a terminal.
+    pub fn render_with(&self, color: bool) -> String {
+        let paint = Paint(color);
         let mut out = String::new();
-        let _ = writeln!(out, "scenario {} ({})", self.scenario, self.platform);
+        let _ = writeln!(
+            out,
+            "{} {} ({})",
+            paint.bold("scenario"),
+            paint.bold(&self.scenario),
+            self.platform
+        );
         if !self.description.is_empty() {
             let _ = writeln!(out, "  {}", self.description.trim());
         }
         for call in &self.calls {
-            render_call(&mut out, call, 1);
+            render_call(&mut out, call, 1, paint);
         }
         if !self.faults.is_empty() {
             let _ = writeln!(out, "faults:");
             for f in &self.faults {
-                let fatal = if f.fatal { "FATAL " } else { "" };
+                let fatal = if f.fatal {
+                    paint.red("FATAL ")
+                } else {
+                    String::new()
+                };
                 let _ = writeln!(out, "  during call #{}: {fatal}{}: {}", f.call, f.kind, f.message);
             }
         }
         let e = &self.expectations;
+        let failed = format!("{} failed", e.failed.len());
         let _ = writeln!(
             out,
-            "expectations: {} checked, {} failed",
+            "expectations: {} checked, {}",
             e.checked,
-            e.failed.len()
+            if e.failed.is_empty() {
+                paint.green(&failed)
+            } else {
+                paint.red(&failed)
+            }
         );
         for f in &e.failed {
-            let _ = writeln!(out, "  MISMATCH {f}");
+            let _ = writeln!(out, "  {} {f}", paint.red("MISMATCH"));
         }
         out
     }
@@ -231,7 +264,7 @@ impl Report {
     }
 }
 
-fn render_call(out: &mut String, c: &CallReport, depth: usize) {
+fn render_call(out: &mut String, c: &CallReport, depth: usize, paint: Paint) {
     let pad = "  ".repeat(depth);
     let target = c
         .target
@@ -239,14 +272,19 @@ fn render_call(out: &mut String, c: &CallReport, depth: usize) {
         .map(|t| format!(" target={t}"))
         .unwrap_or_default();
     let hr = match (&c.hresult, &c.hresult_name) {
-        (Some(h), Some(n)) => format!("{h} {n}"),
+        (Some(h), Some(n)) if h.starts_with("0x8") => paint.red(&format!("{h} {n}")),
+        (Some(h), Some(n)) => paint.green(&format!("{h} {n}")),
         (Some(h), None) => h.clone(),
         _ => "-".into(),
     };
     let _ = writeln!(
         out,
         "{pad}#{} line {}: {} [{}] {}{target} -> {hr}",
-        c.index, c.line, c.caller, c.from, c.api
+        c.index,
+        c.line,
+        c.caller,
+        c.from,
+        paint.bold(&c.api)
     );
     if let Some(n) = &c.note {
         let _ = writeln!(out, "{pad}  note: {n}");
@@ -261,31 +299,176 @@ fn render_call(out: &mut String, c: &CallReport, depth: usize) {
         let detail = e.detail.as_ref().map(|d| format!(": {d}")).unwrap_or_default();
         let _ = writeln!(out, "{pad}  event: {} on {}{detail}", e.kind, e.on);
     }
-    if let Some(frames) = &c.frames {
-        let _ = writeln!(out, "{pad}  reported ({}):", frames.len());
-        for f in frames {
-            let name = f
-                .function
-                .clone()
-                .unwrap_or_else(|| "<funcId 0: native run>".into());
-            let _ = writeln!(out, "{pad}    {name:<44} ip={} ctx={}", f.ip, f.context_size);
-        }
-    }
-    if let Some(truth) = &c.ground_truth {
-        let _ = writeln!(out, "{pad}  ground truth (leaf first):");
-        for t in truth {
-            match &t.code {
-                Some(code) => {
-                    let _ = writeln!(out, "{pad}    {:<44} ip={} [{code}]", t.name, t.address);
-                }
-                None => {
-                    let _ = writeln!(out, "{pad}    <{}> at {}", t.name, t.address);
-                }
+    match (&c.frames, &c.ground_truth) {
+        (Some(frames), Some(truth)) => render_columns(out, &pad, frames, truth, c.walk_start, paint),
+        (Some(frames), None) => {
+            let _ = writeln!(out, "{pad}  reported ({}), no ground truth:", frames.len());
+            for (i, f) in frames.iter().enumerate() {
+                let _ = writeln!(out, "{pad}    {}", callback(i, f, paint));
             }
         }
+        _ => {}
     }
     for n in &c.nested {
         let _ = writeln!(out, "{pad}  nested in callback:");
-        render_call(out, n, depth + 2);
+        render_call(out, n, depth + 2, paint);
+    }
+}
+
+/// The widest a ground-truth name is shown; longer names are cut.
+const NAME_WIDTH: usize = 44;
+
+/// One walk as two columns: the ground truth (leaf first) on the left, each callback beside
+/// the entry it reports, a bracket around the entries a `funcId == 0` marker stands for, and
+/// `>` on the entry where the walk started.
+fn render_columns(
+    out: &mut String,
+    pad: &str,
+    frames: &[FrameReport],
+    truth: &[TruthEntry],
+    start: Option<usize>,
+    paint: Paint,
+) {
+    let width = truth
+        .iter()
+        .map(|t| truth_name(t).chars().count())
+        .max()
+        .unwrap_or(0)
+        .clamp(16, NAME_WIDTH);
+    let left = width + 2 + 14 + 1 + 7;
+    let _ = writeln!(
+        out,
+        "{pad}    {:<left$}   reported ({} callback{})",
+        "ground truth (leaf first)",
+        frames.len(),
+        if frames.len() == 1 { "" } else { "s" }
+    );
+    // What sits beside each entry: (bracket, text).
+    let mut beside: Vec<(&str, String)> = vec![("", String::new()); truth.len()];
+    let mut unplaced = Vec::new();
+    for (i, f) in frames.iter().enumerate() {
+        match f.truth_span {
+            Some([first, last]) if last < truth.len() => {
+                let text = callback(i, f, paint);
+                if first == last {
+                    beside[first] = (if f.function.is_some() { "<-" } else { "]" }, text);
+                } else {
+                    beside[first] = ("\u{2510}", text);
+                    for row in &mut beside[first + 1..last] {
+                        row.0 = "\u{2502}";
+                    }
+                    beside[last].0 = "\u{2518}";
+                }
+            }
+            _ => unplaced.push(callback(i, f, paint)),
+        }
+    }
+    let walked = |i: usize| start.is_some_and(|s| i >= s);
+    for (i, (t, (bracket, text))) in truth.iter().zip(&beside).enumerate() {
+        let mark = if start == Some(i) {
+            paint.yellow(">")
+        } else {
+            " ".into()
+        };
+        let name = cut(&truth_name(t), width);
+        let code = t.code.as_deref().and_then(CodeKind::parse);
+        let managed = code.is_some_and(CodeKind::is_managed);
+        let shown = match &t.code {
+            None => paint.cyan(&format!("{name:<width$}")),
+            Some(_) if managed => paint.green(&format!("{name:<width$}")),
+            Some(_) => format!("{name:<width$}"),
+        };
+        let kind = t.code.as_deref().unwrap_or("Frame");
+        let mut right = if text.is_empty() {
+            String::new()
+        } else {
+            format!(" {text}")
+        };
+        if right.is_empty() && bracket.is_empty() && walked(i) {
+            match code {
+                Some(k) if k.has_metadata() => right = paint.yellow(" (not reported)"),
+                Some(k) if k.is_managed() => right = " (no metadata: not reported)".into(),
+                _ => {}
+            }
+        }
+        let bracket = if *bracket == "<-" {
+            paint.green(bracket)
+        } else {
+            paint.cyan(bracket)
+        };
+        let line = format!(
+            "{pad}  {mark} {shown}  {:<14} {kind:<7}  {bracket}{right}",
+            t.address
+        );
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+    if !unplaced.is_empty() {
+        let _ = writeln!(out, "{pad}    not on the thread's stack:");
+        for text in unplaced {
+            let _ = writeln!(out, "{pad}      {text}");
+        }
+    }
+    if let Some(s) = start {
+        let how = if truth.get(s).is_some_and(|t| t.code.is_none()) {
+            "the walk started at the call this Frame returns into"
+        } else {
+            "the walk started at the seed, in this call"
+        };
+        let _ = writeln!(out, "{pad}    {} {how}", paint.yellow(">"));
+    }
+}
+
+/// How a ground-truth entry is named: its function, or `<FrameClass>`.
+fn truth_name(t: &TruthEntry) -> String {
+    match t.code {
+        Some(_) => t.name.clone(),
+        None => format!("<{}>", t.name),
+    }
+}
+
+/// One callback, numbered from 1: its method (or the native-run marker), IP and context size.
+fn callback(i: usize, f: &FrameReport, paint: Paint) -> String {
+    let name = match &f.function {
+        Some(name) => paint.green(name),
+        None => paint.cyan("funcId 0 (native run)"),
+    };
+    format!("#{} {name} ip={} ctx={}", i + 1, f.ip, f.context_size)
+}
+
+/// `text` cut to at most `chars` characters, ending in `…` where it was cut.
+fn cut(text: &str, chars: usize) -> String {
+    if text.chars().count() <= chars {
+        return text.to_string();
+    }
+    let kept: String = text.chars().take(chars.saturating_sub(1)).collect();
+    format!("{kept}\u{2026}")
+}
+
+/// ANSI colors, or none.
+#[derive(Clone, Copy)]
+struct Paint(bool);
+
+impl Paint {
+    fn with(self, code: &str, text: &str) -> String {
+        if self.0 && !text.is_empty() {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+    fn bold(self, text: &str) -> String {
+        self.with("1", text)
+    }
+    fn red(self, text: &str) -> String {
+        self.with("31", text)
+    }
+    fn green(self, text: &str) -> String {
+        self.with("32", text)
+    }
+    fn yellow(self, text: &str) -> String {
+        self.with("33", text)
+    }
+    fn cyan(self, text: &str) -> String {
+        self.with("36", text)
     }
 }

@@ -10,8 +10,8 @@
 mod sites;
 mod walk;
 
-pub(crate) use walk::Walk;
 use walk::{walk, WalkEnd};
+pub(crate) use walk::{Walk, WalkStart};
 
 use crate::runtime::{Notification, Platform, Runtime, State};
 use crate::thread::{Lifecycle, Mode, OsContext, Thread};
@@ -41,7 +41,10 @@ pub(crate) fn do_stack_snapshot(
         let mut st = runtime.lock();
         match decide(&mut st, thread, info_flags, seed) {
             Ok(plan) => plan,
-            Err(hr) => return hr,
+            Err(hr) => {
+                st.last_walk_start = None;
+                return hr;
+            }
         }
     };
     runtime.flush();
@@ -50,6 +53,7 @@ pub(crate) fn do_stack_snapshot(
     {
         // R18: resume the target if this walk suspended it, release the hijack lock.
         let mut st = runtime.lock();
+        st.last_walk_start = walk.start;
         st.spare_walk = Some(walk);
         if plan.suspended {
             st.threads[plan.target].os_suspend_count -= 1;

@@ -25,6 +25,23 @@ pub(super) struct WalkFrame {
     pub reported: bool,
 }
 
+/// Where the iterator started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WalkStart {
+    /// At a seed context (given by the profiler, or the target's own, R13.5).
+    Seed {
+        /// The seed's instruction pointer.
+        rip: u64,
+        /// The seed's stack pointer.
+        rsp: u64,
+    },
+    /// At the call an explicit Frame returns into: the Frame's position in the thread's stack.
+    Frame {
+        /// The Frame's index in [`crate::thread::Thread::stack`].
+        entry: usize,
+    },
+}
+
 /// How the iterator ended.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) enum WalkEnd {
@@ -48,6 +65,8 @@ pub(crate) struct Walk {
     /// The seed the walk started from, if any.
     pub(super) seed: Option<Context>,
     pub(super) end: WalkEnd,
+    /// Where the iterator started; `None` when there was nothing to walk.
+    pub(super) start: Option<WalkStart>,
     /// The bytes of the CONTEXT handed to callbacks.
     pub(super) bytes: Vec<u8>,
     sites: Sites,
@@ -63,7 +82,15 @@ pub(super) fn walk(st: &mut State, t: usize, seed: Option<Context>, gprs: bool) 
         frames: &mut walk.frames,
         gprs: gprs.then_some(&mut walk.gprs),
     };
-    walk.end = walk_into(st, t, seed.as_ref(), &mut record, &mut walk.sites);
+    walk.start = None;
+    walk.end = walk_into(
+        st,
+        t,
+        seed.as_ref(),
+        &mut record,
+        &mut walk.sites,
+        &mut walk.start,
+    );
     walk.seed = seed;
     walk
 }
@@ -84,13 +111,15 @@ impl Record<'_> {
     }
 }
 
-/// The iterator's loop, recording frames into `walk`; returns how it ended.
+/// The iterator's loop, recording frames into `record` and where it started into `started`;
+/// returns how it ended.
 fn walk_into(
     st: &State,
     t: usize,
     seed: Option<&Context>,
     record: &mut Record<'_>,
     sites: &mut Sites,
+    started: &mut Option<WalkStart>,
 ) -> WalkEnd {
     let thread = &st.threads[t];
     let calls = &thread.layout.calls;
@@ -114,13 +143,29 @@ fn walk_into(
         None
     };
     let funclets = calls.iter().any(|c| c.funclet.is_some());
-    let (mut ip, mut regs, mut from_seed) = match seed {
-        Some(c) => (c.rip, Register::ALL.map(|r| c.get(r)), true),
+    let (mut ip, mut regs, mut from_seed, start) = match seed {
+        Some(c) => (
+            c.rip,
+            Register::ALL.map(|r| c.get(r)),
+            true,
+            WalkStart::Seed {
+                rip: c.rip,
+                rsp: c.rsp,
+            },
+        ),
         None => match hop(&mut next_frame, 0) {
-            Some(call) => (calls[call].rip, calls[call].regs, false),
+            Some(call) => (
+                calls[call].rip,
+                calls[call].regs,
+                false,
+                WalkStart::Frame {
+                    entry: chain[next_frame - 1].entry,
+                },
+            ),
             None => return WalkEnd::Done,
         },
     };
+    *started = Some(start);
     // The site at `ip`: each frame's lookup is the previous frame's "is it managed?".
     let mut found = sites.get(&st.code, ip);
     loop {
