@@ -3,6 +3,7 @@
 //! - `simclr` runs the bundled catalog, one line per scenario;
 //! - `simclr run FILE… [--json] [--no-color]` runs scenarios and shows every call, each walk
 //!   as two columns (the thread's ground truth, and what was reported beside it), and faults;
+//! - `simclr explain FILE [--call N] -o walk.svg` draws one walk as an SVG picture;
 //! - `simclr explore FILE` runs a process scenario under many schedules and counts outcomes;
 //! - `simclr replay FILE --schedule S` runs one schedule with its full trace;
 //! - `simclr conform SCENARIOS RESULTS` compares a real runtime's answers with the simulator's;
@@ -17,6 +18,7 @@
 //! bad command line.
 
 mod conform;
+mod explain;
 mod explore;
 mod fuzz;
 mod hybrid;
@@ -64,6 +66,19 @@ enum Command {
         /// `NO_COLOR` environment variable is set).
         #[arg(long)]
         no_color: bool,
+    },
+    /// Draw one walk of a scenario as an SVG picture: the target's stack memory, its frames,
+    /// the explicit Frame chain, where the walk started, and what it reported.
+    Explain {
+        /// The scenario (TOML).
+        file: PathBuf,
+        /// The call to draw, 1-based as `simclr run` numbers them (default: the first
+        /// `DoStackSnapshot` of a thread of the scenario).
+        #[arg(long)]
+        call: Option<usize>,
+        /// Where the SVG is written.
+        #[arg(short, long, default_value = "walk.svg")]
+        out: PathBuf,
     },
     /// Run every bundled scenario (the default).
     Catalog,
@@ -242,6 +257,7 @@ fn main() -> ExitCode {
             json,
             no_color,
         } => run(&files, json, !no_color && colors()),
+        Command::Explain { file, call, out } => explain::run(&file, call, &out),
         Command::Catalog => catalog(),
         Command::List => list(),
         Command::Show { name } => show(&name),

@@ -17,6 +17,14 @@ const MAX_CODE_REGIONS: u32 = 2;
 impl Scenario {
     /// Runs the scenario on a fresh runtime. The same scenario always gives the same report.
     pub fn run(&self) -> Report {
+        self.run_observing(|_, _| {})
+    }
+
+    /// Runs the scenario as [`Scenario::run`] does, calling `before(n, runtime)` just before
+    /// each API call `n` (1-based) is made, on its thread, in its calling context (with the
+    /// frames a P/Invoke or a callback pushed): a way to look at the process as the call
+    /// finds it.
+    pub fn run_observing(&self, mut before: impl FnMut(usize, &Runtime)) -> Report {
         let runtime = self.runtime();
         let mut report = Report {
             scenario: self.name.clone(),
@@ -32,7 +40,7 @@ impl Scenario {
                 r.skipped = Some("the process was terminated (or hung) by an earlier fatal fault".into());
                 r
             } else {
-                self.execute(&runtime, call, i + 1)
+                self.execute(&runtime, call, i + 1, &mut before)
             };
             let faults: Vec<FaultReport> = runtime
                 .take_faults()
@@ -72,7 +80,13 @@ impl Scenario {
         report
     }
 
-    fn execute(&self, runtime: &Runtime, call: &Call, index: usize) -> CallReport {
+    fn execute(
+        &self,
+        runtime: &Runtime,
+        call: &Call,
+        index: usize,
+        before: &mut impl FnMut(usize, &Runtime),
+    ) -> CallReport {
         let mut record = blank(call, index);
         if let CallContext::Callback(cb) = call.context {
             let mask = runtime.event_mask();
@@ -88,6 +102,7 @@ impl Scenario {
         match &call.action {
             Action::Api(api) => {
                 let done = runtime.on_thread(&call.caller, call.context, |rt| {
+                    before(index, rt);
                     self.perform(rt, api, None, &mut record)
                 });
                 debug_assert!(done.is_ok(), "callers are validated");
