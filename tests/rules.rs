@@ -284,6 +284,31 @@ fn r11_cross_thread_without_suspend_runtime() {
     assert_eq!(dead.calls[1].hresult, None, "a fatal error never returns");
 }
 
+/// A sampler that never takes the runtime's events (each seeded walk of a preemptive thread
+/// notes a discarded seed) keeps at most `MAX_EVENTS` of them; the take says how many it lost.
+#[test]
+fn r12_discarded_seeds_noted_in_bounded_memory() {
+    let s = scenario("unix", "", "", "");
+    let walks = sim_clr::MAX_EVENTS + 100;
+    let events = with_runtime(&s, "main", CallContext::PInvoke, |rt| {
+        let seed = Context::zeroed();
+        for _ in 0..walks {
+            assert_eq!(walk(rt, ThreadId::NULL, 0, Some(&seed)).0, HResult::S_OK);
+        }
+        rt.take_events()
+    });
+    assert_eq!(events.len(), sim_clr::MAX_EVENTS + 1);
+    assert!(events[..sim_clr::MAX_EVENTS]
+        .iter()
+        .all(|e| e.kind == "SeedDiscarded"));
+    let last = events.last().unwrap();
+    assert_eq!(last.kind, "EventsDropped");
+    assert!(
+        last.detail.as_deref().unwrap().starts_with("100 later events"),
+        "{last:?}"
+    );
+}
+
 #[test]
 fn r12_a_preemptive_targets_seed_is_discarded_unchecked() {
     let r = run(

@@ -20,5 +20,5 @@ pub mod synth;
 pub mod thread;
 pub mod trace;
 
-pub use runtime::{CallContext, CallbackKind, Platform, Runtime, RuntimeConfig, UnknownThread};
+pub use runtime::{CallContext, CallbackKind, Platform, Runtime, RuntimeConfig, UnknownThread, MAX_EVENTS};
 pub use snapshot::MAX_WALK_FRAMES;

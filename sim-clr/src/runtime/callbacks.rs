@@ -274,7 +274,7 @@ impl Runtime {
         if !enabled || callback == CallbackKind::FunctionEnter {
             return None;
         }
-        self.lock().events.push(Event {
+        self.lock().record(Event {
             kind: callback.as_str().into(),
             on: thread.into(),
             detail: None,
@@ -310,7 +310,7 @@ impl Runtime {
         for (name, id, os_id) in threads {
             // The names are the runtime's own: every one is found.
             let _announced = self.on_thread(&name, CallContext::Thread, |rt| {
-                rt.lock().events.push(Event {
+                rt.lock().record(Event {
                     kind: "ThreadCreated".into(),
                     on: name.clone(),
                     detail: None,

@@ -89,6 +89,9 @@ impl Default for RuntimeConfig {
     }
 }
 
+/// The most events [`Runtime::take_events`] keeps between two takes.
+pub const MAX_EVENTS: usize = 4096;
+
 /// Everything behind the runtime's lock.
 #[derive(Clone, Debug)]
 pub(crate) struct State {
@@ -100,7 +103,10 @@ pub(crate) struct State {
     pub callers: Vec<Caller>,
     /// Runtime suspensions (the profiler's and the GC's).
     pub suspension: Suspension,
+    /// Events not yet taken, at most [`MAX_EVENTS`] (see [`State::record`]).
     pub events: Vec<Event>,
+    /// Events dropped since the last take because `events` was full.
+    pub events_dropped: usize,
     pub faults: Vec<Fault>,
     /// How many of `faults` [`Runtime::take_faults`] already returned.
     pub faults_seen: usize,
@@ -137,12 +143,27 @@ impl State {
     }
 
     pub fn note(&mut self, kind: &str, detail: impl Into<String>) {
+        if self.events.len() >= MAX_EVENTS {
+            self.events_dropped += 1;
+            return;
+        }
         let on = self.caller_name();
-        self.events.push(Event {
+        self.record(Event {
             kind: kind.to_string(),
             on,
             detail: Some(detail.into()),
         });
+    }
+
+    /// Keeps `event` for [`Runtime::take_events`], or counts it as dropped when
+    /// [`MAX_EVENTS`] are waiting: a sampler that never takes them (each seeded walk of a
+    /// preemptive thread notes a discarded seed) runs in bounded memory.
+    pub fn record(&mut self, event: Event) {
+        if self.events.len() >= MAX_EVENTS {
+            self.events_dropped += 1;
+        } else {
+            self.events.push(event);
+        }
     }
 
     pub fn fault(&mut self, kind: FaultKind, fatal: bool, message: impl Into<String>) {
@@ -237,6 +258,7 @@ impl Runtime {
                 callers: Vec::new(),
                 suspension: Suspension::default(),
                 events: Vec::new(),
+                events_dropped: 0,
                 faults: Vec::new(),
                 faults_seen: 0,
                 pending: Vec::new(),
@@ -279,9 +301,22 @@ impl Runtime {
         true
     }
 
-    /// Takes the events recorded since the last call.
+    /// Takes the events recorded since the last call. When more than [`MAX_EVENTS`] were
+    /// waiting, the last one taken is an `EventsDropped` event saying how many were not kept.
     pub fn take_events(&self) -> Vec<Event> {
-        std::mem::take(&mut self.lock().events)
+        let mut st = self.lock();
+        let mut events = std::mem::take(&mut st.events);
+        let dropped = std::mem::take(&mut st.events_dropped);
+        if dropped > 0 {
+            events.push(Event {
+                kind: "EventsDropped".into(),
+                on: st.caller_name(),
+                detail: Some(format!(
+                    "{dropped} later events were not kept: at most {MAX_EVENTS} wait to be taken"
+                )),
+            });
+        }
+        events
     }
 
     /// Takes the faults recorded since the last call (a fatal one stays in effect).

@@ -32,7 +32,7 @@ impl State {
             Notification::ResumeFinished => ("RuntimeResumeFinished", None),
         };
         let on = self.caller_name();
-        self.events.push(Event {
+        self.record(Event {
             kind: kind.into(),
             on,
             detail,
