@@ -17,18 +17,22 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// Draws `call` of `scenario` into a temporary file and returns the SVG.
-fn explain(scenario: &str, call: &str) -> String {
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{scenario}-{call}.svg"));
-    let file = fixture(scenario);
-    let run = simclr(&[
+/// `simclr explain FILE --call CALL -o OUT`.
+fn run_explain(file: &Path, call: &str, out: &Path) -> std::process::Output {
+    simclr(&[
         "explain",
         file.to_str().unwrap(),
         "--call",
         call,
         "-o",
         out.to_str().unwrap(),
-    ]);
+    ])
+}
+
+/// Draws `call` of `scenario` into a temporary file and returns the SVG.
+fn explain(scenario: &str, call: &str) -> String {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{scenario}-{call}.svg"));
+    let run = run_explain(&fixture(scenario), call, &out);
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     std::fs::read_to_string(out).unwrap()
 }
@@ -134,14 +138,7 @@ fn calls_that_walk_no_thread_are_errors() {
     let file = fixture("code-info.toml");
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("none.svg");
     for call in ["1", "999", "0"] {
-        let run = simclr(&[
-            "explain",
-            file.to_str().unwrap(),
-            "--call",
-            call,
-            "-o",
-            out.to_str().unwrap(),
-        ]);
+        let run = run_explain(&file, call, &out);
         assert_eq!(run.status.code(), Some(2), "call {call}");
         assert!(String::from_utf8_lossy(&run.stderr).starts_with("error: "));
     }
