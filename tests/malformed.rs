@@ -44,6 +44,9 @@ fn cases() -> Vec<(&'static str, String, usize, &'static str)> {
         ("negative ip offset", call("api = \"GetFunctionFromIP\"\nip = { fn = \"M\", offset = -5 }\n"), l + 4, "ip"),
         ("negative seed offset", call("api = \"DoStackSnapshot\"\nseed = { rip = { fn = \"M\", offset = -1 } }\n"), l + 4, "seed.rip"),
         ("missing required argument", call("api = \"GetFunctionFromIP\"\n"), l + 3, "ip"),
+        ("nested_at that is no index", call("api = \"DoStackSnapshot\"\nnested_at = \"all\"\n[calls.nested]\napi = \"EnumThreads\"\n"), l + 4, "nested_at"),
+        ("nested_at out of order", call("api = \"DoStackSnapshot\"\nnested_at = [2, 1]\n[calls.nested]\napi = \"EnumThreads\"\n"), l + 4, "nested_at"),
+        ("negative nested_at", call("api = \"DoStackSnapshot\"\nnested_at = -1\n[calls.nested]\napi = \"EnumThreads\"\n"), l + 4, "nested_at"),
         ("nested event", call("api = \"DoStackSnapshot\"\n[calls.nested]\nevent = \"gc\"\n"), l + 5, "event"),
         ("nested call outside DoStackSnapshot", call("api = \"EnumThreads\"\n[calls.nested]\napi = \"EnumThreads\"\n"), l + 1, "nested"),
         ("P/Invoke on a native thread", after("[[threads]]\nname = \"s\"\nkind = \"native\"\n[[calls]]\ncaller = \"s\"\nfrom = \"pinvoke\"\napi = \"EnumThreads\"\n"), l + 6, "from"),
@@ -279,6 +282,33 @@ fn a_nested_call_the_walk_never_reaches_is_a_failed_expectation() {
     assert_eq!(failed.len(), 1, "{failed:?}");
     assert_eq!(failed[0].field, "nested_at");
     assert_eq!(failed[0].expected, "a walk reaching frame 7", "{failed:?}");
+}
+
+/// One walk, one nested call at several callbacks or at every one: each run is checked, and a
+/// listed callback the walk never reaches fails `nested_at`.
+#[test]
+fn a_nested_call_runs_at_every_listed_callback() {
+    let nested = |at: &str| {
+        format!(
+            "{HEAD}[[calls]]\ncaller = \"t\"\nfrom = \"pinvoke\"\napi = \"DoStackSnapshot\"\nnested_at = {at}\n[calls.nested]\napi = \"GetFunctionFromIP\"\nip = \"frame\"\nexpect = \"S_OK\"\n"
+        )
+    };
+    let every = Scenario::parse("n.toml", &nested("\"every\"")).unwrap().run();
+    let walked = every.calls[0].frames.as_ref().unwrap().len();
+    assert!(walked >= 2, "{walked} frames");
+    assert_eq!(every.calls[0].nested.len(), walked, "one run per callback");
+    // The last callback is the funcId 0 marker: its IP is native, so GetFunctionFromIP fails
+    // there, and that run's expectation with it.
+    assert_eq!(every.expectations.checked, walked);
+    let failed = &every.expectations.failed;
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0].field, "expect");
+    let listed = Scenario::parse("n.toml", &nested("[0, 7]")).unwrap().run();
+    assert_eq!(listed.calls[0].nested.len(), 1);
+    let failed = &listed.expectations.failed;
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0].field, "nested_at");
+    assert_eq!(failed[0].expected, "a walk reaching frame 0, 7");
 }
 
 #[test]

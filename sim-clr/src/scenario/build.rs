@@ -73,6 +73,25 @@ pub enum Action {
     Gc,
 }
 
+/// The callbacks at which a `DoStackSnapshot`'s nested call is made (`nested_at`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NestedAt {
+    /// At these callbacks (0-based, ascending): `nested_at = N` or `nested_at = [N, M, …]`.
+    Frames(Vec<usize>),
+    /// At every callback: `nested_at = "every"`.
+    Every,
+}
+
+impl NestedAt {
+    /// Whether the nested call is made at callback `index`.
+    pub fn includes(&self, index: usize) -> bool {
+        match self {
+            NestedAt::Frames(at) => at.binary_search(&index).is_ok(),
+            NestedAt::Every => true,
+        }
+    }
+}
+
 /// A profiler API call with its arguments.
 #[derive(Clone, Debug)]
 pub enum ApiCall {
@@ -88,8 +107,8 @@ pub enum ApiCall {
         context_size: u32,
         /// What the callback does.
         callback: CallbackBehavior,
-        /// A call made from inside the callback at the given frame index.
-        nested: Option<(usize, Box<Call>)>,
+        /// A call made from inside the callback at the given frames.
+        nested: Option<(NestedAt, Box<Call>)>,
     },
     /// `GetFunctionFromIP` (version 1), `GetFunctionFromIP2` or `GetFunctionFromIP3`.
     GetFunctionFromIp {
@@ -304,6 +323,32 @@ fn names<T>(options: &[(&str, T)]) -> String {
 }
 
 impl Builder<'_> {
+    /// `nested_at`: a callback index, an ascending array of them, or `"every"`.
+    fn nested_at(&self, value: &Spanned<Value>) -> Res<NestedAt> {
+        let bad = || {
+            self.err(
+                value.span(),
+                "nested_at",
+                "expected a callback index (0-based), an array of ascending indices, or \"every\"",
+            )
+        };
+        let index = |v: &Value| match v {
+            Value::Integer(n) => usize::try_from(*n).ok(),
+            _ => None,
+        };
+        match value.get_ref() {
+            Value::String(s) if s == "every" => Ok(NestedAt::Every),
+            Value::Array(items) => {
+                let at: Vec<usize> = items.iter().map(index).collect::<Option<_>>().ok_or_else(bad)?;
+                if at.is_empty() || !at.windows(2).all(|w| w[0] < w[1]) {
+                    return Err(bad());
+                }
+                Ok(NestedAt::Frames(at))
+            }
+            v => index(v).map(|n| NestedAt::Frames(vec![n])).ok_or_else(bad),
+        }
+    }
+
     fn err(&self, span: Range<usize>, field: &str, message: impl Into<String>) -> ScenarioError {
         self.src.error(span, field, message)
     }
@@ -1012,7 +1057,10 @@ impl Builder<'_> {
                     "a nested call is an API call made from the snapshot callback; events cannot be nested",
                 ));
             }
-            let at = m.nested_at.unwrap_or(0);
+            let at = match &m.nested_at {
+                None => NestedAt::Frames(vec![0]),
+                Some(v) => self.nested_at(v)?,
+            };
             *slot = Some((at, Box::new(self.call(nested, ctx, Some((&parent.0, parent.1)))?)));
         } else if m.nested.is_some() || m.nested_at.is_some() {
             return Err(self.err(

@@ -2,8 +2,8 @@
 //! its simulated thread, and a [`Report`] of what happened.
 
 use super::build::{
-    Action, ApiCall, Call, CallbackBehavior, FrameInfoArg, FunctionRef, IpRef, Scenario, Seed, SeedValue,
-    Target,
+    Action, ApiCall, Call, CallbackBehavior, FrameInfoArg, FunctionRef, IpRef, NestedAt, Scenario, Seed,
+    SeedValue, Target,
 };
 use super::report::{CallReport, EventReport, Expectations, FaultReport, FrameReport, Report, TruthEntry};
 use crate::runtime::{CallContext, CallbackKind, Runtime};
@@ -215,7 +215,7 @@ impl Scenario {
                         truth_span: None,
                     });
                     if let Some((at, call)) = nested {
-                        if *at == index {
+                        if at.includes(index) {
                             let mut inner = blank(call, record.index);
                             if let Action::Api(api) = &call.action {
                                 self.perform(rt, api, Some(f), &mut inner);
@@ -466,27 +466,36 @@ fn settle(record: &mut CallReport, result: Result<String, HResult>) -> HResult {
     }
 }
 
-/// Checks a call's `expect` and `expect_frames`, and those of its nested call.
-/// A nested call that never ran (the walk did not reach its frame) is a failed expectation.
+/// Checks a call's `expect` and `expect_frames`, and those of each run of its nested call.
+/// A nested call that did not run at every frame it names (the walk did not reach them), or
+/// never ran at all, is a failed expectation.
 fn check(expectations: &mut Expectations, call: &Call, record: &CallReport) {
     if let Action::Api(ApiCall::DoStackSnapshot {
         nested: Some((at, inner)),
         ..
     }) = &call.action
     {
-        match record.nested.first() {
-            Some(inner_record) => check(expectations, inner, inner_record),
-            None => {
-                // The nested call (its own line) never ran: the walk did not reach its frame.
-                let reported = record.frames.as_ref().map_or(0, Vec::len);
-                expectations.check(
-                    record.index,
-                    inner.line,
-                    "nested_at",
-                    format!("a walk reaching frame {at}"),
-                    format!("a walk of {reported} frame(s)"),
-                );
+        for inner_record in &record.nested {
+            check(expectations, inner, inner_record);
+        }
+        let reported = record.frames.as_ref().map_or(0, Vec::len);
+        let expected = match at {
+            NestedAt::Frames(at) if at.len() != record.nested.len() => {
+                let at: Vec<String> = at.iter().map(usize::to_string).collect();
+                Some(format!("a walk reaching frame {}", at.join(", ")))
             }
+            NestedAt::Every if record.nested.is_empty() => Some("a walk reaching a frame".to_string()),
+            _ => None,
+        };
+        if let Some(expected) = expected {
+            // The nested call (its own line) did not run where the file says.
+            expectations.check(
+                record.index,
+                inner.line,
+                "nested_at",
+                expected,
+                format!("a walk of {reported} frame(s)"),
+            );
         }
     }
     if let Some(expected) = call.expect {

@@ -13,7 +13,7 @@ mod process;
 mod report;
 
 pub use build::{
-    Action, ApiCall, Call, CallbackBehavior, FunctionRef, IpRef, Scenario, Seed, Target, MAX_CALLS,
+    Action, ApiCall, Call, CallbackBehavior, FunctionRef, IpRef, NestedAt, Scenario, Seed, Target, MAX_CALLS,
     MAX_FILE_BYTES, MAX_FRAMES, MAX_FUNCTIONS, MAX_THREADS,
 };
 pub use error::ScenarioError;

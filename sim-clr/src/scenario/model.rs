@@ -141,7 +141,7 @@ pub(crate) struct CallModel {
     pub context_size: Option<Spanned<u32>>,
     pub callback: Option<Spanned<Value>>,
     pub nested: Option<Box<Spanned<CallModel>>>,
-    pub nested_at: Option<usize>,
+    pub nested_at: Option<Spanned<Value>>,
     pub ip: Option<Spanned<Value>>,
     pub function: Option<Spanned<Value>>,
     pub requested: Option<Spanned<u32>>,
