@@ -717,6 +717,50 @@ fn r31_the_seed_is_copied_whole_and_never_written() {
     );
 }
 
+/// A seed taken from a callback of an earlier walk (`seed = { call, callback }`): a managed
+/// frame's CONTEXT seeds a walk from that frame; the `funcId == 0` marker's CONTEXT (the
+/// native caller's registers) is refused as UNMANAGED_CTX (R14), as on the real runtime.
+/// A callback the earlier walk never made skips the call, and its expectation says why.
+#[test]
+fn r14_a_seed_from_an_earlier_walks_callback() {
+    let from = "ObjectAllocated";
+    let first = dss("main", from, "flags = [\"REGISTER_CONTEXT\"]");
+    let seeded = |k: usize| dss("main", from, &format!("seed = {{ call = 1, callback = {k} }}"));
+    let r = run(
+        "unix",
+        "",
+        "",
+        &(first.clone() + &seeded(1) + &seeded(3) + &seeded(9) + "expect = \"S_OK\"\n"),
+    );
+    assert_eq!(names(&r.calls[0]), ["App::Leaf", "App::Mid", "App::Main", "0"]);
+    assert_eq!(hr(&r.calls[1]), "S_OK");
+    assert_eq!(names(&r.calls[1]), ["App::Mid", "App::Main", "0"]);
+    assert_eq!(hr(&r.calls[2]), "CORPROF_E_STACKSNAPSHOT_UNMANAGED_CTX");
+    assert_eq!(
+        r.calls[3].skipped.as_deref(),
+        Some("no seed: call #1 made 4 callback(s), not callback 9")
+    );
+    let failed = &r.expectations.failed;
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(
+        failed[0].got.starts_with("nothing (skipped: no seed"),
+        "{failed:?}"
+    );
+    // Only an earlier walk with contexts can be named.
+    for (calls, why) in [
+        (seeded(0), "is not an earlier DoStackSnapshot"),
+        (dss("main", from, "") + &seeded(0), "its callbacks get no CONTEXT"),
+        (
+            first + &dss("main", from, "seed = { call = 1 }"),
+            "`call` and `callback`",
+        ),
+    ] {
+        let text = format!("platform = \"unix\"\n[runtime]\n{MASK}\n{WORLD}\n{calls}");
+        let e = Scenario::parse("inline.toml", &text).unwrap_err().to_string();
+        assert!(e.contains(why), "{e}");
+    }
+}
+
 #[test]
 fn r32_an_unseeded_walk_starts_at_the_most_recent_frame() {
     let t = "[[threads]]\nname = \"t\"\nmode = \"cooperative\"\nframes = [{ fn = \"native!run\" }, { fn = \"App::Leaf\" }, { fn = \"App::Mid\" }, { fn = \"native!run\" }, { frame = \"InlinedCallFrame\" }, { fn = \"App::Main\" }, { fn = \"host!main\" }]";

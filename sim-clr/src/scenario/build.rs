@@ -185,10 +185,28 @@ pub enum Seed {
     /// A CONTEXT: zeroed, or copied from a thread's declared call `frame`, then with some
     /// registers overridden (`rip` is included as `None`).
     Context {
-        /// The (thread, declared call index) whose registers to start from.
-        base: Option<(String, usize)>,
+        /// What the CONTEXT starts from before the overrides.
+        base: SeedBase,
         /// Register overrides; `None` stands for RIP.
         overrides: Vec<(Option<Register>, SeedValue)>,
+    },
+}
+
+/// What a seed CONTEXT starts from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SeedBase {
+    /// All zeros.
+    Zero,
+    /// The registers of a thread's declared call (`thread`, 0 = the leaf declared call), as
+    /// laid out when the call is made.
+    Frame(String, usize),
+    /// The CONTEXT callback `callback` (0-based) of an earlier `DoStackSnapshot` call `call`
+    /// (1-based, as reports number calls) received.
+    Callback {
+        /// The earlier call.
+        call: usize,
+        /// Its callback.
+        callback: usize,
     },
 }
 
@@ -453,16 +471,17 @@ impl Builder<'_> {
             );
             threads.push(thread);
         }
-        let ctx = CallCtx {
-            threads: &threads,
-            declared_calls: &declared_calls,
-            code: &code,
-        };
-        let calls = m
-            .calls
-            .iter()
-            .map(|c| self.call(c, &ctx, None))
-            .collect::<Res<Vec<_>>>()?;
+        let mut calls = Vec::with_capacity(m.calls.len());
+        for c in &m.calls {
+            let ctx = CallCtx {
+                threads: &threads,
+                declared_calls: &declared_calls,
+                code: &code,
+                earlier: &calls,
+            };
+            let call = self.call(c, &ctx, None)?;
+            calls.push(call);
+        }
         let stem = std::path::Path::new(file)
             .file_stem()
             .map_or(file.to_string(), |s| s.to_string_lossy().into_owned());
@@ -863,6 +882,8 @@ struct CallCtx<'a> {
     threads: &'a [Thread],
     declared_calls: &'a [usize],
     code: &'a CodeMap,
+    /// The top-level calls before this one.
+    earlier: &'a [Call],
 }
 
 /// The largest scenario file [`Scenario::load`] reads, in bytes.
@@ -1246,15 +1267,25 @@ impl Builder<'_> {
         match v.get_ref() {
             Value::String(s) if s == "none" => Ok(Seed::None),
             Value::String(s) if s == "zero" => Ok(Seed::Context {
-                base: None,
+                base: SeedBase::Zero,
                 overrides: Vec::new(),
             }),
             Value::Table(table) => {
                 let mut base_thread = None;
                 let mut frame = None;
+                let mut earlier = None;
+                let mut callback = None;
                 let mut overrides = Vec::new();
+                let index = |value: &Value, field: &str, what: &str| {
+                    value
+                        .as_integer()
+                        .and_then(|n| usize::try_from(n).ok())
+                        .ok_or_else(|| self.err(span.clone(), field, format!("expected {what}")))
+                };
                 for (key, value) in table {
                     match key.as_str() {
+                        "call" => earlier = Some(index(value, "seed.call", "an earlier call's number (1-based)")?),
+                        "callback" => callback = Some(index(value, "seed.callback", "a callback index (0-based)")?),
                         "thread" => {
                             base_thread = Some(
                                 value
@@ -1282,7 +1313,7 @@ impl Builder<'_> {
                                     self.err(
                                         span.clone(),
                                         &format!("seed.{reg}"),
-                                        "not `thread`, `frame` or a register name (rip, rsp, rbp, rax, …)",
+                                        "not `thread`, `frame`, `call`, `callback` or a register name (rip, rsp, rbp, rax, …)",
                                     )
                                 })?)
                             };
@@ -1290,9 +1321,26 @@ impl Builder<'_> {
                         }
                     }
                 }
-                let base = match (base_thread, frame) {
-                    (None, None) => None,
-                    (Some(t), Some(k)) => {
+                let base = match (base_thread, frame, earlier, callback) {
+                    (None, None, None, None) => SeedBase::Zero,
+                    (None, None, Some(call), Some(callback)) => {
+                        let walked = call
+                            .checked_sub(1)
+                            .and_then(|i| ctx.earlier.get(i))
+                            .is_some_and(|c| {
+                                matches!(&c.action, Action::Api(ApiCall::DoStackSnapshot { flags, .. })
+                                    if flags & snapshot::REGISTER_CONTEXT != 0)
+                            });
+                        if !walked {
+                            return Err(self.err(
+                                span,
+                                "seed.call",
+                                format!("call #{call} is not an earlier DoStackSnapshot with flags = [\"REGISTER_CONTEXT\"]: its callbacks get no CONTEXT"),
+                            ));
+                        }
+                        SeedBase::Callback { call, callback }
+                    }
+                    (Some(t), Some(k), None, None) => {
                         let i = ctx.threads.iter().position(|x| x.name == t).ok_or_else(|| {
                             self.err(span.clone(), "seed.thread", format!("no thread named `{t}`"))
                         })?;
@@ -1306,16 +1354,22 @@ impl Builder<'_> {
                                 ),
                             ));
                         }
-                        Some((t, k))
+                        SeedBase::Frame(t, k)
                     }
-                    _ => return Err(self.err(span, "seed", "`thread` and `frame` go together")),
+                    _ => {
+                        return Err(self.err(
+                            span,
+                            "seed",
+                            "`thread` and `frame` go together, as do `call` and `callback`, and the two pairs exclude each other",
+                        ))
+                    }
                 };
                 Ok(Seed::Context { base, overrides })
             }
             _ => Err(self.err(
                 span,
                 "seed",
-                "expected \"none\", \"zero\" or a table { thread, frame, <register> = value }",
+                "expected \"none\", \"zero\" or a table { thread, frame | call, callback, <register> = value }",
             )),
         }
     }

@@ -3,7 +3,7 @@
 
 use super::build::{
     Action, ApiCall, Call, CallbackBehavior, FrameInfoArg, FunctionRef, IpRef, NestedAt, Scenario, Seed,
-    SeedValue, Target,
+    SeedBase, SeedValue, Target,
 };
 use super::report::{CallReport, EventReport, Expectations, FaultReport, FrameReport, Report, TruthEntry};
 use crate::runtime::{CallContext, CallbackKind, Runtime};
@@ -26,6 +26,7 @@ impl Scenario {
     /// finds it.
     pub fn run_observing(&self, mut before: impl FnMut(usize, &Runtime)) -> Report {
         let runtime = self.runtime();
+        let captured = Captured::for_calls(&self.calls);
         let mut report = Report {
             scenario: self.name.clone(),
             description: self.description.clone(),
@@ -40,7 +41,7 @@ impl Scenario {
                 r.skipped = Some("the process was terminated (or hung) by an earlier fatal fault".into());
                 r
             } else {
-                self.execute(&runtime, call, i + 1, &mut before)
+                self.execute(&runtime, call, i + 1, &captured, &mut before)
             };
             let faults: Vec<FaultReport> = runtime
                 .take_faults()
@@ -85,6 +86,7 @@ impl Scenario {
         runtime: &Runtime,
         call: &Call,
         index: usize,
+        captured: &Captured,
         before: &mut impl FnMut(usize, &Runtime),
     ) -> CallReport {
         let mut record = blank(call, index);
@@ -103,7 +105,7 @@ impl Scenario {
             Action::Api(api) => {
                 let done = runtime.on_thread(&call.caller, call.context, |rt| {
                     before(index, rt);
-                    self.perform(rt, api, None, &mut record)
+                    self.perform(rt, api, None, captured, &mut record)
                 });
                 debug_assert!(done.is_ok(), "callers are validated");
             }
@@ -143,6 +145,7 @@ impl Scenario {
         rt: &Runtime,
         api: &ApiCall,
         frame: Option<&SnapshotFrame<'_>>,
+        captured: &Captured,
         record: &mut CallReport,
     ) {
         let hr = match api {
@@ -202,7 +205,17 @@ impl Scenario {
                             .collect()
                     })
                 });
-                let seed = self.seed_context(rt, seed);
+                let seed = match self.seed_context(rt, seed, captured) {
+                    Ok(seed) => seed,
+                    Err(why) => {
+                        record.skipped = Some(why);
+                        return;
+                    }
+                };
+                // This walk's CONTEXTs, when a later call seeds from them (top-level calls
+                // only: nested ones share their parent's number).
+                let keep = frame.is_none() && captured.wanted(record.index);
+                let mut contexts = Vec::new();
                 let mut frames = Vec::new();
                 let mut nested_records = Vec::new();
                 let mut index = 0;
@@ -214,11 +227,17 @@ impl Scenario {
                         context_size: f.context_size(),
                         truth_span: None,
                     });
+                    if keep {
+                        contexts.push(f.context.and_then(|bytes| {
+                            let mut context = Context::zeroed();
+                            context.read_bytes(bytes).then_some(context)
+                        }));
+                    }
                     if let Some((at, call)) = nested {
                         if at.includes(index) {
                             let mut inner = blank(call, record.index);
                             if let Action::Api(api) = &call.action {
-                                self.perform(rt, api, Some(f), &mut inner);
+                                self.perform(rt, api, Some(f), captured, &mut inner);
                             }
                             nested_records.push(inner);
                         }
@@ -241,6 +260,9 @@ impl Scenario {
                     let start = rt.lock().last_walk_start;
                     record.walk_start = start.and_then(|s| start_entry(thread, s));
                     align(&mut frames, truth, record.walk_start.unwrap_or(0));
+                }
+                if keep {
+                    captured.keep(record.index, contexts);
                 }
                 record.frames = Some(frames);
                 record.nested = nested_records;
@@ -330,22 +352,29 @@ impl Scenario {
 
     /// Builds the seed CONTEXT: from a declared call of a thread (as laid out now), or zeroed,
     /// then with the scenario's register overrides.
-    fn seed_context(&self, rt: &Runtime, seed: &Seed) -> Option<Context> {
+    /// Builds the seed CONTEXT, or says why it cannot: the earlier walk it is taken from did
+    /// not reach that callback.
+    fn seed_context(
+        &self,
+        rt: &Runtime,
+        seed: &Seed,
+        captured: &Captured,
+    ) -> Result<Option<Context>, String> {
         let Seed::Context { base, overrides } = seed else {
-            return None;
+            return Ok(None);
         };
         let mut context = match base {
-            None => Context::zeroed(),
-            Some((name, k)) => {
-                let t = rt.thread(name)?;
-                let index = self.threads.iter().position(|x| &x.name == name)?;
-                let calls = t.layout.calls.len();
-                let call = (calls + k).checked_sub(self.declared_calls[index]);
-                match call.filter(|&c| c < calls) {
-                    Some(c) => t.call_context(c),
-                    None => Context::zeroed(),
-                }
+            SeedBase::Zero => Context::zeroed(),
+            SeedBase::Frame(name, k) => {
+                let laid_out = rt.thread(name).and_then(|t| {
+                    let index = self.threads.iter().position(|x| &x.name == name)?;
+                    let calls = t.layout.calls.len();
+                    let call = (calls + k).checked_sub(self.declared_calls[index]);
+                    call.filter(|&c| c < calls).map(|c| t.call_context(c))
+                });
+                laid_out.unwrap_or_else(Context::zeroed)
             }
+            SeedBase::Callback { call, callback } => captured.context(*call, *callback)?,
         };
         for (register, value) in overrides {
             let v = match value {
@@ -357,7 +386,70 @@ impl Scenario {
                 None => context.rip = v,
             }
         }
-        Some(context)
+        Ok(Some(context))
+    }
+}
+
+/// The CONTEXTs earlier walks handed their callbacks, for the later calls that take a seed
+/// from them (`seed = { call, callback }`); only walks some seed names are kept.
+struct Captured {
+    /// Call number → each callback's CONTEXT (`None` when it got none).
+    walks: std::cell::RefCell<std::collections::BTreeMap<usize, Vec<Option<Context>>>>,
+    wanted: std::collections::BTreeSet<usize>,
+}
+
+impl Captured {
+    /// Ready for the walks that `calls` (and their nested calls) take seeds from.
+    fn for_calls(calls: &[Call]) -> Captured {
+        fn seeds(call: &Call, out: &mut std::collections::BTreeSet<usize>) {
+            if let Action::Api(ApiCall::DoStackSnapshot { seed, nested, .. }) = &call.action {
+                if let Seed::Context {
+                    base: SeedBase::Callback { call, .. },
+                    ..
+                } = seed
+                {
+                    out.insert(*call);
+                }
+                if let Some((_, inner)) = nested {
+                    seeds(inner, out);
+                }
+            }
+        }
+        let mut wanted = std::collections::BTreeSet::new();
+        for call in calls {
+            seeds(call, &mut wanted);
+        }
+        Captured {
+            walks: Default::default(),
+            wanted,
+        }
+    }
+
+    /// Whether a later seed names call `index`'s walk.
+    fn wanted(&self, index: usize) -> bool {
+        self.wanted.contains(&index)
+    }
+
+    fn keep(&self, index: usize, contexts: Vec<Option<Context>>) {
+        self.walks.borrow_mut().insert(index, contexts);
+    }
+
+    /// The CONTEXT callback `callback` of call `call` received, or why there is none.
+    fn context(&self, call: usize, callback: usize) -> Result<Context, String> {
+        let walks = self.walks.borrow();
+        let Some(contexts) = walks.get(&call) else {
+            return Err(format!("no seed: call #{call} did not walk"));
+        };
+        match contexts.get(callback) {
+            Some(Some(context)) => Ok(context.clone()),
+            Some(None) => Err(format!(
+                "no seed: callback {callback} of call #{call} got no CONTEXT"
+            )),
+            None => Err(format!(
+                "no seed: call #{call} made {} callback(s), not callback {callback}",
+                contexts.len()
+            )),
+        }
     }
 }
 
@@ -502,7 +594,10 @@ fn check(expectations: &mut Expectations, call: &Call, record: &CallReport) {
         let got = match (&record.hresult, &record.hresult_name) {
             (Some(hr), Some(name)) => format!("{hr} {name}"),
             (Some(hr), None) => hr.clone(),
-            (None, _) => "nothing (the call never returned)".into(),
+            (None, _) => match &record.skipped {
+                Some(why) => format!("nothing (skipped: {why})"),
+                None => "nothing (the call never returned)".into(),
+            },
         };
         expectations.check(record.index, call.line, "expect", expected.to_string(), got);
     }

@@ -13,8 +13,8 @@ mod process;
 mod report;
 
 pub use build::{
-    Action, ApiCall, Call, CallbackBehavior, FunctionRef, IpRef, NestedAt, Scenario, Seed, Target, MAX_CALLS,
-    MAX_FILE_BYTES, MAX_FRAMES, MAX_FUNCTIONS, MAX_THREADS,
+    Action, ApiCall, Call, CallbackBehavior, FunctionRef, IpRef, NestedAt, Scenario, Seed, SeedBase, Target,
+    MAX_CALLS, MAX_FILE_BYTES, MAX_FRAMES, MAX_FUNCTIONS, MAX_THREADS,
 };
 pub use error::ScenarioError;
 pub use report::{
