@@ -1,9 +1,9 @@
 //! `simclr explain FILE [--call N] -o walk.svg`: one walk drawn as a picture. Left to right:
 //! the target's stack memory (one row per 8-byte slot, leaf at the top), the frames that own
 //! the slots, the explicit Frame chain, and the callbacks the walk reported, each beside what
-//! it stands for; an arrow marks where the walk started (its seed, or a Frame).
+//! it stands for; an outline marks where the walk started (its seed, or a Frame).
 
-use sim_clr::scenario::{CallReport, Report, Scenario};
+use sim_clr::scenario::{CallReport, FrameReport, Report, Scenario, TruthEntry};
 use sim_clr::thread::Thread;
 use std::fmt::Write;
 use std::path::Path;
@@ -21,6 +21,10 @@ const X_FRAMES: usize = 330;
 const X_CHAIN: usize = 650;
 const X_CALLBACKS: usize = 900;
 const WIDTH: usize = 1330;
+/// Width of a memory slot and of a frame box.
+const BOX: usize = 290;
+/// Width of an explicit Frame's box.
+const FRAME_BOX: usize = 160;
 
 /// What `explain` drew.
 pub struct Picture {
@@ -169,19 +173,53 @@ fn fill(kind: Option<&str>) -> &'static str {
     }
 }
 
+/// The SVG picture of `call`, with `thread` and its stack `words` as the call found them.
 fn svg(report: &Report, call: &CallReport, thread: &Thread, words: &[Option<u64>]) -> String {
     let truth = call.ground_truth.as_deref().unwrap_or_default();
-    let frames = call.frames.as_deref().unwrap_or_default();
     let low = thread.layout.calls.first().map_or(thread.stack_base, |c| c.rsp);
     let (rows, cut) = rows(thread, low);
-    let row_of = |address: u64| {
-        rows.iter()
-            .position(|r| matches!(r, Row::Slot(a) if *a >= address))
-            .unwrap_or(rows.len())
-    };
-    let y = |row: usize| TOP + 30 + row * ROW;
-    let height = y(rows.len()) + 60;
+    let grid = Grid { rows, low };
     let mut s = String::new();
+    header(&mut s, report, call, thread, y(grid.rows.len()) + 60);
+    memory(&mut s, &grid, cut, thread, truth, words);
+    let mut entry_row = frame_boxes(&mut s, &grid, thread, truth);
+    frame_chain(&mut s, &grid, thread, &mut entry_row);
+    callbacks(
+        &mut s,
+        &grid,
+        call.frames.as_deref().unwrap_or_default(),
+        truth,
+        &entry_row,
+    );
+    walk_start(&mut s, call, truth, &entry_row);
+    s.push_str("</svg>\n");
+    s
+}
+
+/// The rows drawn, and the lowest address (the first row's).
+struct Grid {
+    rows: Vec<Row>,
+    low: u64,
+}
+
+impl Grid {
+    /// The first row at or below `address` (the end when there is none).
+    fn row_of(&self, address: u64) -> usize {
+        self.rows
+            .iter()
+            .position(|r| matches!(r, Row::Slot(a) if *a >= address))
+            .unwrap_or(self.rows.len())
+    }
+}
+
+/// The top of row `row`, in pixels.
+fn y(row: usize) -> usize {
+    TOP + 30 + row * ROW
+}
+
+/// The document's start: size, arrow marker, background, title, note and column heads.
+fn header(s: &mut String, report: &Report, call: &CallReport, thread: &Thread, height: usize) {
+    let callbacks = call.frames.as_ref().map_or(0, Vec::len);
     let _ = writeln!(
         s,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="monospace" font-size="12">"#
@@ -219,7 +257,7 @@ fn svg(report: &Report, call: &CallReport, thread: &Thread, words: &[Option<u64>
         (X_MEMORY, format!("stack of {} (leaf at the top)", thread.name)),
         (X_FRAMES, "frames (ground truth)".to_string()),
         (X_CHAIN, "Frame chain".to_string()),
-        (X_CALLBACKS, format!("reported: {} callbacks", frames.len())),
+        (X_CALLBACKS, format!("reported: {} callbacks", callbacks)),
     ] {
         let _ = writeln!(
             s,
@@ -228,11 +266,21 @@ fn svg(report: &Report, call: &CallReport, thread: &Thread, words: &[Option<u64>
             escape(&head)
         );
     }
-    // Stack memory.
-    for (i, row) in rows.iter().enumerate() {
+}
+
+/// The stack memory column, return-address slots highlighted with the caller they return into.
+fn memory(
+    s: &mut String,
+    grid: &Grid,
+    cut: bool,
+    thread: &Thread,
+    truth: &[TruthEntry],
+    words: &[Option<u64>],
+) {
+    for (i, row) in grid.rows.iter().enumerate() {
         match *row {
             Row::Slot(a) => {
-                let word = words.get(((a - low) / 8) as usize).copied().flatten();
+                let word = words.get(((a - grid.low) / 8) as usize).copied().flatten();
                 let value = word.map_or("unmapped".to_string(), |v| format!("{v:016x}"));
                 // A return address: the slot below a caller's frame holding its IP.
                 let calls = &thread.layout.calls;
@@ -250,7 +298,7 @@ fn svg(report: &Report, call: &CallReport, thread: &Thread, words: &[Option<u64>
                 };
                 let _ = writeln!(
                     s,
-                    r##"<g class="slot">{title}<rect x="{X_MEMORY}" y="{}" width="290" height="{ROW}" fill="{fill}" stroke="#bbb"/><text x="{}" y="{}">{a:012x}  {value}</text></g>"##,
+                    r##"<g class="slot">{title}<rect x="{X_MEMORY}" y="{}" width="{BOX}" height="{ROW}" fill="{fill}" stroke="#bbb"/><text x="{}" y="{}">{a:012x}  {value}</text></g>"##,
                     y(i),
                     X_MEMORY + 6,
                     y(i) + 13
@@ -271,18 +319,26 @@ fn svg(report: &Report, call: &CallReport, thread: &Thread, words: &[Option<u64>
         let _ = writeln!(
             s,
             r##"<text x="{X_MEMORY}" y="{}" fill="#a00">deeper slots not drawn (more than {MAX_ROWS} rows)</text>"##,
-            y(rows.len()) + 14
+            y(grid.rows.len()) + 14
         );
     }
-    // Frames: each call owns its slots from its RSP up to its CFA.
+}
+
+/// One box per call, from its RSP to its CFA; returns each ground-truth entry's rows.
+fn frame_boxes(
+    s: &mut String,
+    grid: &Grid,
+    thread: &Thread,
+    truth: &[TruthEntry],
+) -> Vec<Option<(usize, usize)>> {
     let mut entry_row = vec![None; truth.len()];
     for c in &thread.layout.calls {
-        let (top, bottom) = (row_of(c.rsp), row_of(c.cfa).max(row_of(c.rsp) + 1));
+        let (top, bottom) = (grid.row_of(c.rsp), grid.row_of(c.cfa).max(grid.row_of(c.rsp) + 1));
         let Some(t) = truth.get(c.entry) else { continue };
         entry_row[c.entry] = Some((top, bottom));
         let _ = writeln!(
             s,
-            r##"<g class="frame"><rect x="{X_FRAMES}" y="{}" width="290" height="{}" fill="{}" stroke="#666"/><text x="{}" y="{}">{}</text><text x="{}" y="{}" fill="#555">{} ip={}</text></g>"##,
+            r##"<g class="frame"><rect x="{X_FRAMES}" y="{}" width="{BOX}" height="{}" fill="{}" stroke="#666"/><text x="{}" y="{}">{}</text><text x="{}" y="{}" fill="#555">{} ip={}</text></g>"##,
             y(top),
             (bottom - top) * ROW,
             fill(t.code.as_deref()),
@@ -295,17 +351,21 @@ fn svg(report: &Report, call: &CallReport, thread: &Thread, words: &[Option<u64>
             t.address
         );
     }
-    // The Frame chain: each Frame at its address, linked to the next, and to the call it
-    // returns into.
+    entry_row
+}
+
+/// The Frame chain: each Frame at its address (its rows recorded in `entry_row`), linked to
+/// the next, and to the call it is in.
+fn frame_chain(s: &mut String, grid: &Grid, thread: &Thread, entry_row: &mut [Option<(usize, usize)>]) {
     let mut previous: Option<usize> = None;
     for f in &thread.layout.frames {
-        let r = row_of(f.address);
+        let r = grid.row_of(f.address);
         if let Some(e) = entry_row.get_mut(f.entry) {
             *e = Some((r, r + 1));
         }
         let _ = writeln!(
             s,
-            r##"<g class="explicit-frame"><rect x="{X_CHAIN}" y="{}" width="160" height="{ROW}" fill="{}" stroke="#2a8ca8"/><text x="{}" y="{}">{}</text></g>"##,
+            r##"<g class="explicit-frame"><rect x="{X_CHAIN}" y="{}" width="{FRAME_BOX}" height="{ROW}" fill="{}" stroke="#2a8ca8"/><text x="{}" y="{}">{}</text></g>"##,
             y(r),
             fill(None),
             X_CHAIN + 6,
@@ -315,7 +375,7 @@ fn svg(report: &Report, call: &CallReport, thread: &Thread, words: &[Option<u64>
         let _ = writeln!(
             s,
             r##"<line x1="{}" y1="{}" x2="{X_CHAIN}" y2="{}" stroke="#2a8ca8" stroke-dasharray="3,2"/>"##,
-            X_FRAMES + 290,
+            X_FRAMES + BOX,
             y(r) + ROW / 2,
             y(r) + ROW / 2
         );
@@ -323,19 +383,29 @@ fn svg(report: &Report, call: &CallReport, thread: &Thread, words: &[Option<u64>
             let _ = writeln!(
                 s,
                 r##"<path class="chain" d="M{} {} C{} {} {} {} {} {}" fill="none" stroke="#2a8ca8" marker-end="url(#arrow)"/>"##,
-                X_CHAIN + 160,
+                X_CHAIN + FRAME_BOX,
                 y(p) + ROW / 2,
-                X_CHAIN + 190,
+                X_CHAIN + FRAME_BOX + 30,
                 y(p) + ROW / 2,
-                X_CHAIN + 190,
+                X_CHAIN + FRAME_BOX + 30,
                 y(r) + ROW / 2,
-                X_CHAIN + 160,
+                X_CHAIN + FRAME_BOX,
                 y(r) + ROW / 2
             );
         }
         previous = Some(r);
     }
-    // Callbacks beside what they stand for.
+}
+
+/// Each callback beside what it stands for: an arrow to its frame, or a bracket over its
+/// native run; those on no frame of the stack listed below.
+fn callbacks(
+    s: &mut String,
+    grid: &Grid,
+    frames: &[FrameReport],
+    truth: &[TruthEntry],
+    entry_row: &[Option<(usize, usize)>],
+) {
     let mut unplaced = Vec::new();
     for (i, f) in frames.iter().enumerate() {
         let name = f
@@ -377,7 +447,7 @@ fn svg(report: &Report, call: &CallReport, thread: &Thread, words: &[Option<u64>
                 r#"<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="{colour}" marker-end="url(#arrow)"/>"#,
                 X_CALLBACKS - 4,
                 y(top) + ROW / 2,
-                X_FRAMES + 292,
+                X_FRAMES + BOX + 2,
                 y(top) + ROW / 2
             );
         }
@@ -391,24 +461,26 @@ fn svg(report: &Report, call: &CallReport, thread: &Thread, words: &[Option<u64>
         let _ = writeln!(
             s,
             r##"<text class="callback unplaced" x="{X_CALLBACKS}" y="{}" fill="#a00">{label} (on no frame of this stack)</text>"##,
-            y(rows.len()) + 14 + k * ROW
+            y(grid.rows.len()) + 14 + k * ROW
         );
     }
-    // Where the walk started: its entry outlined, and said.
+}
+
+/// Where the walk started: its entry outlined, and said.
+fn walk_start(s: &mut String, call: &CallReport, truth: &[TruthEntry], entry_row: &[Option<(usize, usize)>]) {
     if let Some((top, bottom)) = call.walk_start.and_then(|e| entry_row.get(e).copied().flatten()) {
-        let how = match truth
-            .get(call.walk_start.unwrap_or(0))
-            .and_then(|t| t.code.as_ref())
-        {
-            Some(_) => "the walk starts at the seed, in this frame",
-            None => "the walk starts at the call this Frame returns into",
-        };
-        let (x, width) = match truth
-            .get(call.walk_start.unwrap_or(0))
-            .and_then(|t| t.code.as_ref())
-        {
-            Some(_) => (X_FRAMES, 290),
-            None => (X_CHAIN, 160),
+        let seeded = call
+            .walk_start
+            .and_then(|e| truth.get(e))
+            .is_some_and(|t| t.code.is_some());
+        let (how, x, width) = if seeded {
+            ("the walk starts at the seed, in this frame", X_FRAMES, BOX)
+        } else {
+            (
+                "the walk starts at the call this Frame returns into",
+                X_CHAIN,
+                FRAME_BOX,
+            )
         };
         let _ = writeln!(
             s,
@@ -421,6 +493,4 @@ fn svg(report: &Report, call: &CallReport, thread: &Thread, words: &[Option<u64>
             y(top) - 5
         );
     }
-    s.push_str("</svg>\n");
-    s
 }

@@ -30,7 +30,7 @@ mod unwind_fuzz;
 use clap::{Parser, Subcommand};
 use fixtures::unwind_oracle::Format;
 use sim_clr::process::HeapLockAllocator;
-use sim_clr::scenario::{Report, Scenario};
+use sim_clr::scenario::{cut, Report, Scenario};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -429,14 +429,6 @@ fn list() -> ExitCode {
         println!("{name:<48} {about}");
     }
     ExitCode::SUCCESS
-}
-
-/// `text` cut to at most `chars` characters, with `…` where it was cut.
-fn cut(text: &str, chars: usize) -> String {
-    match text.char_indices().nth(chars.saturating_sub(1)) {
-        Some((at, _)) if text[at..].chars().count() > 1 => format!("{}…", &text[..at]),
-        _ => text.to_string(),
-    }
 }
 
 fn show(name: &str) -> ExitCode {

@@ -143,27 +143,31 @@ impl State {
     }
 
     pub fn note(&mut self, kind: &str, detail: impl Into<String>) {
-        if self.events.len() >= MAX_EVENTS {
-            self.events_dropped += 1;
-            return;
+        // The event is built (its strings allocated) only when it is kept.
+        if !self.dropping_events() {
+            let on = self.caller_name();
+            self.events.push(Event {
+                kind: kind.to_string(),
+                on,
+                detail: Some(detail.into()),
+            });
         }
-        let on = self.caller_name();
-        self.record(Event {
-            kind: kind.to_string(),
-            on,
-            detail: Some(detail.into()),
-        });
     }
 
-    /// Keeps `event` for [`Runtime::take_events`], or counts it as dropped when
-    /// [`MAX_EVENTS`] are waiting: a sampler that never takes them (each seeded walk of a
-    /// preemptive thread notes a discarded seed) runs in bounded memory.
+    /// Keeps `event` for [`Runtime::take_events`], unless [`MAX_EVENTS`] are waiting.
     pub fn record(&mut self, event: Event) {
-        if self.events.len() >= MAX_EVENTS {
-            self.events_dropped += 1;
-        } else {
+        if !self.dropping_events() {
             self.events.push(event);
         }
+    }
+
+    /// True (counting one more dropped event) when [`MAX_EVENTS`] are waiting: a sampler
+    /// that never takes them (each seeded walk of a preemptive thread notes a discarded
+    /// seed) runs in bounded memory.
+    fn dropping_events(&mut self) -> bool {
+        let full = self.events.len() >= MAX_EVENTS;
+        self.events_dropped += usize::from(full);
+        full
     }
 
     pub fn fault(&mut self, kind: FaultKind, fatal: bool, message: impl Into<String>) {

@@ -182,8 +182,8 @@ pub enum SeedValue {
 pub enum Seed {
     /// NULL.
     None,
-    /// A CONTEXT: zeroed, or copied from a thread's declared call `frame`, then with some
-    /// registers overridden (`rip` is included as `None`).
+    /// A CONTEXT from its [`SeedBase`], then with some registers overridden (`rip` is
+    /// included as `None`).
     Context {
         /// What the CONTEXT starts from before the overrides.
         base: SeedBase,
@@ -1297,13 +1297,7 @@ impl Builder<'_> {
                             )
                         }
                         "frame" => {
-                            frame = Some(value.as_integer().filter(|n| *n >= 0).ok_or_else(|| {
-                                self.err(
-                                    span.clone(),
-                                    "seed.frame",
-                                    "expected a call index (0 = the leaf declared call)",
-                                )
-                            })? as usize)
+                            frame = Some(index(value, "seed.frame", "a call index (0 = the leaf declared call)")?)
                         }
                         reg => {
                             let register = if reg == "rip" {

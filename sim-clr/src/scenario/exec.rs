@@ -228,10 +228,7 @@ impl Scenario {
                         truth_span: None,
                     });
                     if keep {
-                        contexts.push(f.context.and_then(|bytes| {
-                            let mut context = Context::zeroed();
-                            context.read_bytes(bytes).then_some(context)
-                        }));
+                        contexts.push(f.context.and_then(Context::from_bytes));
                     }
                     if let Some((at, call)) = nested {
                         if at.includes(index) {
@@ -350,10 +347,9 @@ impl Scenario {
         record.hresult_name = hr.name().map(str::to_string);
     }
 
-    /// Builds the seed CONTEXT: from a declared call of a thread (as laid out now), or zeroed,
-    /// then with the scenario's register overrides.
-    /// Builds the seed CONTEXT, or says why it cannot: the earlier walk it is taken from did
-    /// not reach that callback.
+    /// Builds the seed CONTEXT: zeroed, from a declared call of a thread (as laid out now), or
+    /// from an earlier walk's callback, then with the scenario's register overrides; an error
+    /// says why it cannot (the earlier walk did not reach that callback).
     fn seed_context(
         &self,
         rt: &Runtime,
@@ -366,13 +362,17 @@ impl Scenario {
         let mut context = match base {
             SeedBase::Zero => Context::zeroed(),
             SeedBase::Frame(name, k) => {
-                let laid_out = rt.thread(name).and_then(|t| {
-                    let index = self.threads.iter().position(|x| &x.name == name)?;
-                    let calls = t.layout.calls.len();
-                    let call = (calls + k).checked_sub(self.declared_calls[index]);
-                    call.filter(|&c| c < calls).map(|c| t.call_context(c))
-                });
-                laid_out.unwrap_or_else(Context::zeroed)
+                let (Some(t), Some(index)) =
+                    (rt.thread(name), self.threads.iter().position(|x| &x.name == name))
+                else {
+                    return Ok(None);
+                };
+                let calls = t.layout.calls.len();
+                let call = (calls + k).checked_sub(self.declared_calls[index]);
+                match call.filter(|&c| c < calls) {
+                    Some(c) => t.call_context(c),
+                    None => Context::zeroed(),
+                }
             }
             SeedBase::Callback { call, callback } => captured.context(*call, *callback)?,
         };

@@ -18,5 +18,5 @@ pub use build::{
 };
 pub use error::ScenarioError;
 pub use report::{
-    CallReport, EventReport, Expectations, FaultReport, FrameReport, Mismatch, Report, TruthEntry,
+    cut, CallReport, EventReport, Expectations, FaultReport, FrameReport, Mismatch, Report, TruthEntry,
 };

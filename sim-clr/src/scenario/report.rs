@@ -435,8 +435,8 @@ fn callback(i: usize, f: &FrameReport, paint: Paint) -> String {
     format!("#{} {name} ip={} ctx={}", i + 1, f.ip, f.context_size)
 }
 
-/// `text` cut to at most `chars` characters, ending in `…` where it was cut.
-fn cut(text: &str, chars: usize) -> String {
+/// `text` cut to at most `chars` characters for display, ending in `…` where it was cut.
+pub fn cut(text: &str, chars: usize) -> String {
     if text.chars().count() <= chars {
         return text.to_string();
     }

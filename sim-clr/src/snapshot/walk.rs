@@ -81,16 +81,10 @@ pub(super) fn walk(st: &mut State, t: usize, seed: Option<Context>, gprs: bool) 
     let mut record = Record {
         frames: &mut walk.frames,
         gprs: gprs.then_some(&mut walk.gprs),
+        start: None,
     };
-    walk.start = None;
-    walk.end = walk_into(
-        st,
-        t,
-        seed.as_ref(),
-        &mut record,
-        &mut walk.sites,
-        &mut walk.start,
-    );
+    walk.end = walk_into(st, t, seed.as_ref(), &mut record, &mut walk.sites);
+    walk.start = record.start;
     walk.seed = seed;
     walk
 }
@@ -100,6 +94,8 @@ struct Record<'a> {
     frames: &'a mut Vec<WalkFrame>,
     /// Each frame's registers, when kept.
     gprs: Option<&'a mut Vec<[u64; 16]>>,
+    /// Where the iterator started; `None` when there was nothing to walk.
+    start: Option<WalkStart>,
 }
 
 impl Record<'_> {
@@ -111,15 +107,14 @@ impl Record<'_> {
     }
 }
 
-/// The iterator's loop, recording frames into `record` and where it started into `started`;
-/// returns how it ended.
+/// The iterator's loop, recording where it started and its frames into `record`; returns how
+/// it ended.
 fn walk_into(
     st: &State,
     t: usize,
     seed: Option<&Context>,
     record: &mut Record<'_>,
     sites: &mut Sites,
-    started: &mut Option<WalkStart>,
 ) -> WalkEnd {
     let thread = &st.threads[t];
     let calls = &thread.layout.calls;
@@ -165,7 +160,7 @@ fn walk_into(
             None => return WalkEnd::Done,
         },
     };
-    *started = Some(start);
+    record.start = Some(start);
     // The site at `ip`: each frame's lookup is the previous frame's "is it managed?".
     let mut found = sites.get(&st.code, ip);
     loop {
