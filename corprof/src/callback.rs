@@ -7,7 +7,7 @@
 
 use crate::flags::{GcReason, SuspendReason};
 use crate::hresult::HResult;
-use crate::ids::{ClassId, ObjectId, ThreadId};
+use crate::ids::{ClassId, ModuleId, ObjectId, ThreadId};
 
 /// Runtime→profiler notifications relevant to stack walking.
 #[cfg_attr(feature = "mock", mockall::automock)]
@@ -68,6 +68,19 @@ pub trait ProfilerCallback: Send + Sync {
     /// `RuntimeThreadResumed`: the counterpart of `runtime_thread_suspended` (R18).
     fn runtime_thread_resumed(&self, _thread: ThreadId) -> HResult {
         HResult::S_OK
+    }
+
+    /// `ModuleLoadFinished` (`COR_PRF_MONITOR_MODULE_LOADS`): `module` is loaded and its
+    /// metadata readable. Raised with the callback state set, so SYNC APIs
+    /// (`GetModuleMetaData`) may be called here.
+    fn module_load_finished(&self, _module: ModuleId, _status: HResult) -> HResult {
+        HResult::S_OK
+    }
+
+    /// True when the profiler implements `ICorProfilerCallback3`, which
+    /// `RequestProfilerDetach` requires.
+    fn implements_callback3(&self) -> bool {
+        false
     }
 
     /// `ExceptionThrown` (`COR_PRF_MONITOR_EXCEPTIONS`).

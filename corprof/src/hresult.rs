@@ -45,12 +45,24 @@ hresults! {
     S_FALSE = 0x0000_0001;
     /// Not implemented; cross-thread `DoStackSnapshot` on Unix without `SuspendRuntime` (R11).
     E_NOTIMPL = 0x8000_4001;
+    /// The interface is not supported (`QueryInterface`).
+    E_NOINTERFACE = 0x8000_4002;
+    /// A required pointer argument is NULL.
+    E_POINTER = 0x8000_4003;
     /// Unspecified failure; e.g. a walk that produced no frame (R17).
     E_FAIL = 0x8000_4005;
     /// An argument is invalid; e.g. unknown `infoFlags` bits (R5).
     E_INVALIDARG = 0x8007_0057;
     /// Catastrophic failure; an access violation caught inside the walk (R17, Windows).
     E_UNEXPECTED = 0x8000_FFFF;
+    /// `IClassFactory` cannot supply the requested class (`DllGetClassObject`).
+    CLASS_E_CLASSNOTAVAILABLE = 0x8004_0111;
+    /// `HRESULT_FROM_WIN32(ERROR_INSUFFICIENT_BUFFER)`: a name was cut to fit the buffer.
+    ERROR_INSUFFICIENT_BUFFER = 0x8007_007A;
+    /// Metadata success code: a name was cut to fit the buffer.
+    CLDB_S_TRUNCATION = 0x0013_1106;
+    /// Metadata: no record has that token.
+    CLDB_E_RECORD_NOTFOUND = 0x8013_1130;
     /// The function has no native code yet.
     CORPROF_E_FUNCTION_NOT_COMPILED = 0x8013_1350;
     /// The requested data is not yet available (e.g. MethodTable not restored).
@@ -75,6 +87,10 @@ hresults! {
     CORPROF_E_PROFILER_DETACHING = 0x8013_1367;
     /// Not available to a profiler that attached after startup.
     CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER = 0x8013_136F;
+    /// `RequestProfilerDetach`: the profiler does not implement `ICorProfilerCallback3`.
+    CORPROF_E_CALLBACK3_REQUIRED = 0x8013_136E;
+    /// `RequestProfilerDetach`: the event mask holds flags that can never be cleared.
+    CORPROF_E_IMMUTABLE_FLAGS_SET = 0x8013_1372;
     /// The runtime has not started (`SuspendRuntime`, R41).
     CORPROF_E_RUNTIME_UNINITIALIZED = 0x8013_1371;
     /// The event mask lacks a flag the call needs (R3).
@@ -137,9 +153,15 @@ mod tests {
             ("S_OK", 0x0000_0000),
             ("S_FALSE", 0x0000_0001),
             ("E_NOTIMPL", 0x8000_4001),
+            ("E_NOINTERFACE", 0x8000_4002),
+            ("E_POINTER", 0x8000_4003),
             ("E_FAIL", 0x8000_4005),
             ("E_INVALIDARG", 0x8007_0057),
             ("E_UNEXPECTED", 0x8000_FFFF),
+            ("CLASS_E_CLASSNOTAVAILABLE", 0x8004_0111),
+            ("ERROR_INSUFFICIENT_BUFFER", 0x8007_007A),
+            ("CLDB_S_TRUNCATION", 0x0013_1106),
+            ("CLDB_E_RECORD_NOTFOUND", 0x8013_1130),
             ("CORPROF_E_FUNCTION_NOT_COMPILED", 0x8013_1350),
             ("CORPROF_E_DATAINCOMPLETE", 0x8013_1351),
             ("CORPROF_E_NOT_MANAGED_THREAD", 0x8013_1355),
@@ -152,6 +174,8 @@ mod tests {
             ("CORPROF_E_ASYNCHRONOUS_UNSAFE", 0x8013_1364),
             ("CORPROF_E_PROFILER_DETACHING", 0x8013_1367),
             ("CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER", 0x8013_136F),
+            ("CORPROF_E_CALLBACK3_REQUIRED", 0x8013_136E),
+            ("CORPROF_E_IMMUTABLE_FLAGS_SET", 0x8013_1372),
             ("CORPROF_E_RUNTIME_UNINITIALIZED", 0x8013_1371),
             ("CORPROF_E_INCONSISTENT_WITH_FLAGS", 0x8013_1374),
             ("CORPROF_E_SUSPENSION_IN_PROGRESS", 0x8013_1388),

@@ -49,6 +49,10 @@ ids! {
     ReJitId;
     /// `ObjectID`: a managed object's address.
     ObjectId;
+    /// `AssemblyID`: a loaded assembly.
+    AssemblyId;
+    /// `AppDomainID`: an application domain (.NET Core has one).
+    AppDomainId;
 }
 
 /// `mdMethodDef` and other metadata tokens (`0x06xxxxxx` for methods).

@@ -8,7 +8,9 @@
 use crate::context::Context;
 use crate::frame_info::FrameInfo;
 use crate::hresult::HResult;
-use crate::ids::{ClassId, FunctionId, MdToken, ModuleId, ReJitId, ThreadId};
+use crate::ids::{AppDomainId, AssemblyId, ClassId, FunctionId, MdToken, ModuleId, ReJitId, ThreadId};
+use crate::metadata::{AppDomainInfo, AssemblyInfo, ClassInfo, MetaDataImport, ModuleInfo};
+use std::sync::Arc;
 
 /// One `StackSnapshotCallback` invocation: a managed frame, or (`func_id == 0`) a run of
 /// native frames (R20–R25).
@@ -139,4 +141,41 @@ pub trait ProfilerInfo: Send + Sync {
     /// entrypoint: a managed caller must be inside a callback. The `ThreadID` is
     /// dereferenced, like `DoStackSnapshot`'s: it must name a `Thread` that exists.
     fn get_thread_info(&self, thread: ThreadId) -> Result<u32, HResult>;
+
+    /// `ICorProfilerInfo2::GetClassIDInfo2` (and `GetClassIDInfo`, its first two fields): the
+    /// module and `mdTypeDef` of `class`, its parent and type arguments. `E_INVALIDARG` for a
+    /// null id.
+    fn get_class_id_info2(&self, class: ClassId) -> Result<ClassInfo, HResult>;
+
+    /// `ICorProfilerInfo3::GetModuleInfo2` (and `GetModuleInfo`, without the flags): where
+    /// `module` is loaded, its file name and assembly. `E_INVALIDARG` for a null or unknown
+    /// id.
+    fn get_module_info2(&self, module: ModuleId) -> Result<ModuleInfo, HResult>;
+
+    /// `ICorProfilerInfo::GetModuleMetaData` for `IMetaDataImport`: the module's metadata.
+    fn get_module_metadata(&self, module: ModuleId) -> Result<Arc<dyn MetaDataImport>, HResult>;
+
+    /// `ICorProfilerInfo::GetTokenAndMetaDataFromFunction`: the method's `mdMethodDef` and its
+    /// module's metadata. A SYNC entrypoint: a managed caller must be inside a callback.
+    fn get_token_and_metadata_from_function(
+        &self,
+        function: FunctionId,
+    ) -> Result<(Arc<dyn MetaDataImport>, MdToken), HResult>;
+
+    /// `ICorProfilerInfo::GetAppDomainInfo`.
+    fn get_app_domain_info(&self, app_domain: AppDomainId) -> Result<AppDomainInfo, HResult>;
+
+    /// `ICorProfilerInfo::GetAssemblyInfo`.
+    fn get_assembly_info(&self, assembly: AssemblyId) -> Result<AssemblyInfo, HResult>;
+
+    /// `ICorProfilerInfo5::SetEventMask2`: the low word is `SetEventMask`'s; the high word
+    /// holds `COR_PRF_HIGH_MONITOR` flags.
+    fn set_event_mask2(&self, low: u32, high: u32) -> HResult;
+
+    /// `ICorProfilerInfo5::GetEventMask2`: (low, high).
+    fn get_event_mask2(&self) -> Result<(u32, u32), HResult>;
+
+    /// `ICorProfilerInfo3::RequestProfilerDetach`: starts detaching; from then on every
+    /// call fails with `CORPROF_E_PROFILER_DETACHING` (R1).
+    fn request_profiler_detach(&self, expected_completion_ms: u32) -> HResult;
 }

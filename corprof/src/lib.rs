@@ -26,6 +26,7 @@ pub mod frame_info;
 pub mod hresult;
 pub mod ids;
 pub mod info;
+pub mod metadata;
 #[cfg(feature = "mock")]
 pub mod mock;
 pub mod modules;
@@ -35,8 +36,9 @@ pub use callback::ProfilerCallback;
 pub use context::{Context, Register};
 pub use frame_info::FrameInfo;
 pub use hresult::HResult;
-pub use ids::{ClassId, FunctionId, MdToken, ModuleId, ObjectId, ReJitId, ThreadId};
+pub use ids::{AppDomainId, AssemblyId, ClassId, FunctionId, MdToken, ModuleId, ObjectId, ReJitId, ThreadId};
 pub use info::{CodeInfo, FunctionInfo, ProfilerInfo, SnapshotFrame, StackSnapshotCallback};
+pub use metadata::MetaDataImport;
 
 #[cfg(feature = "mock")]
 pub use callback::MockProfilerCallback;

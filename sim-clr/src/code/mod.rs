@@ -10,12 +10,14 @@
 
 pub mod images;
 pub mod machine;
+pub mod metadata;
 
 use crate::runtime::Platform;
 use crate::synth::FunctionShape;
 use corprof::{ClassId, FunctionId, MdToken, ModuleId};
 use images::Images;
 use machine::{default_shape, MachineCode};
+use metadata::{Metadata, MetadataBuilder};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -179,8 +181,6 @@ const COLD_OFFSET: u64 = 0x0800_0000;
 const IMAGE_BASE: u64 = 0x7f10_0000_0000;
 const IMAGE_STRIDE: u64 = 0x0100_0000;
 const METHOD_DESC_BASE: u64 = 0x7f00_0800_0000;
-const CLASS_BASE: u64 = 0x7f00_0900_0000;
-const MODULE_BASE: u64 = 0x7f00_0a00_0000;
 
 /// Why a code map cannot be built.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -209,6 +209,7 @@ pub struct CodeMap {
     /// Each function's index by name.
     names: BTreeMap<String, FunctionIndex>,
     modules: Vec<String>,
+    metadata: Metadata,
     images: Arc<Images>,
 }
 
@@ -219,8 +220,7 @@ impl CodeMap {
     pub fn build(specs: &[FunctionSpec], platform: Platform) -> Result<CodeMap, CodeError> {
         let mut map = CodeMap::default();
         let mut cursors: Vec<(String, u64)> = Vec::new();
-        let mut classes: Vec<String> = Vec::new();
-        let mut tokens: BTreeMap<String, u32> = BTreeMap::new();
+        let mut metadata = MetadataBuilder::default();
         for spec in specs {
             let module = spec
                 .module
@@ -263,16 +263,13 @@ impl CodeMap {
             }
             let managed = spec.kind.is_managed();
             let (function_id, class_id, module_id, token) = if managed {
-                let class = spec.name.rsplit_once("::").map_or("<Module>", |(c, _)| c);
-                let class_index = index_of(&mut classes, class);
-                let count = tokens.entry(module.clone()).or_insert(0);
-                *count += 1;
-                let token = 0x0600_0000 + *count;
+                let base = IMAGE_BASE + IMAGE_STRIDE * module_index as u64;
+                let ids = metadata.method(&module, module_index, base, &spec.name);
                 (
                     FunctionId(METHOD_DESC_BASE + 0x40 * map.functions.len() as u64),
-                    ClassId(CLASS_BASE + 0x100 * class_index as u64),
-                    ModuleId(MODULE_BASE + 0x1000 * module_index as u64),
-                    token,
+                    ids.class_id,
+                    ids.module_id,
+                    ids.token,
                 )
             } else {
                 Default::default()
@@ -301,10 +298,16 @@ impl CodeMap {
             });
         }
         map.ranges.sort_unstable();
+        map.metadata = metadata.finish();
         map.images = Arc::new(
             Images::build(platform, &map.functions).map_err(|message| CodeError { function: 0, message })?,
         );
         Ok(map)
+    }
+
+    /// The managed modules and classes, with their metadata.
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
     }
 
     /// The loaded modules with unwind info a profiler can find.

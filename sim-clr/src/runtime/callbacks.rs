@@ -24,16 +24,20 @@ pub enum CallbackKind {
     /// through the slow path, whose helper pushes a Frame so a walk has a marker to begin
     /// from (R35). Hooks run without the callback state (calls from them are asynchronous).
     FunctionEnter,
+    /// `ModuleLoadFinished`: preemptive mode, in a scope that may trigger a GC, on the thread
+    /// that loaded the module (the first managed thread).
+    ModuleLoadFinished,
 }
 
 impl CallbackKind {
     /// Every kind.
-    pub const ALL: [CallbackKind; 5] = [
+    pub const ALL: [CallbackKind; 6] = [
         CallbackKind::ObjectAllocated,
         CallbackKind::GarbageCollectionStarted,
         CallbackKind::ExceptionThrown,
         CallbackKind::ThreadDestroyed,
         CallbackKind::FunctionEnter,
+        CallbackKind::ModuleLoadFinished,
     ];
 
     /// The callback's name.
@@ -44,6 +48,7 @@ impl CallbackKind {
             CallbackKind::ExceptionThrown => "ExceptionThrown",
             CallbackKind::ThreadDestroyed => "ThreadDestroyed",
             CallbackKind::FunctionEnter => "FunctionEnter",
+            CallbackKind::ModuleLoadFinished => "ModuleLoadFinished",
         }
     }
 
@@ -60,6 +65,7 @@ impl CallbackKind {
             CallbackKind::ExceptionThrown => event::MONITOR_EXCEPTIONS,
             CallbackKind::ThreadDestroyed => event::MONITOR_THREADS,
             CallbackKind::FunctionEnter => event::MONITOR_ENTERLEAVE,
+            CallbackKind::ModuleLoadFinished => event::MONITOR_MODULE_LOADS,
         }
     }
 
@@ -69,14 +75,14 @@ impl CallbackKind {
     pub fn triggers_scope(self) -> bool {
         matches!(
             self,
-            CallbackKind::ExceptionThrown | CallbackKind::ThreadDestroyed
+            CallbackKind::ExceptionThrown | CallbackKind::ThreadDestroyed | CallbackKind::ModuleLoadFinished
         )
     }
 
     /// The GC mode the thread is in while the callback runs.
     pub fn mode(self) -> Mode {
         match self {
-            CallbackKind::ThreadDestroyed => Mode::Preemptive,
+            CallbackKind::ThreadDestroyed | CallbackKind::ModuleLoadFinished => Mode::Preemptive,
             _ => Mode::Cooperative,
         }
     }
@@ -89,6 +95,7 @@ impl CallbackKind {
             CallbackKind::ExceptionThrown => "libcoreclr.so!IL_Throw",
             CallbackKind::ThreadDestroyed => "libcoreclr.so!Thread::OnThreadTerminate",
             CallbackKind::FunctionEnter => "libcoreclr.so!ProfileEnterNaked",
+            CallbackKind::ModuleLoadFinished => "libcoreclr.so!Module::NotifyProfilerLoadFinished",
         }
     }
 
@@ -265,10 +272,11 @@ impl Runtime {
     /// enter hook — hooks are not `ICorProfilerCallback` methods). After `ThreadDestroyed`
     /// the thread is dead.
     pub fn raise(&self, thread: &str, callback: CallbackKind) -> Option<HResult> {
-        let (id, enabled) = {
+        let (id, enabled, first_module) = {
             let st = self.lock();
             let t = st.threads.iter().find(|t| t.name == thread && t.is_managed())?;
-            (t.id, st.monitors(callback.required_mask()))
+            let first_module = st.code.metadata().modules().first().map(|m| m.id);
+            (t.id, st.monitors(callback.required_mask()), first_module)
         };
         let profiler = self.profiler.lock().unwrap_or_else(|e| e.into_inner()).clone()?;
         if !enabled || callback == CallbackKind::FunctionEnter {
@@ -286,9 +294,49 @@ impl Runtime {
             }
             CallbackKind::ExceptionThrown => profiler.exception_thrown(ObjectId(OBJECT_BASE)),
             CallbackKind::ThreadDestroyed => profiler.thread_destroyed(id),
+            CallbackKind::ModuleLoadFinished => match first_module {
+                Some(module) => profiler.module_load_finished(module, HResult::S_OK),
+                None => HResult::S_OK,
+            },
             CallbackKind::FunctionEnter => HResult::S_OK,
         });
         raised.ok()
+    }
+
+    /// Raises `ModuleLoadFinished` for every managed module, in declaration order, on the
+    /// first live managed thread, as the runtime does while it loads them (needs
+    /// `COR_PRF_MONITOR_MODULE_LOADS`). The callback state is set, so the profiler may call
+    /// SYNC APIs such as `GetModuleMetaData` there.
+    pub fn announce_modules(&self) {
+        let Some(profiler) = self.profiler.lock().unwrap_or_else(|e| e.into_inner()).clone() else {
+            return;
+        };
+        let (thread, modules) = {
+            let st = self.lock();
+            let thread = st
+                .threads
+                .iter()
+                .find(|t| t.is_managed() && t.lifecycle == Lifecycle::Alive && !t.gc_special)
+                .map(|t| t.name.clone());
+            let modules: Vec<_> = st.code.metadata().modules().iter().map(|m| m.id).collect();
+            if !st.monitors(event::MONITOR_MODULE_LOADS) {
+                return;
+            }
+            (thread, modules)
+        };
+        let Some(thread) = thread else { return };
+        let context = CallContext::Callback(CallbackKind::ModuleLoadFinished);
+        for module in modules {
+            // The thread was just found alive: it exists.
+            let _raised = self.on_thread(&thread, context, |rt| {
+                rt.lock().record(Event {
+                    kind: "ModuleLoadFinished".into(),
+                    on: thread.clone(),
+                    detail: None,
+                });
+                profiler.module_load_finished(module, HResult::S_OK)
+            });
+        }
     }
 
     /// Raises `ThreadCreated` and `ThreadAssignedToOSThread` for every live managed thread, on

@@ -2,13 +2,16 @@
 //! point (`fiber::RuntimeCall`: a no-op outside a running process).
 
 use super::{suspension, Runtime, State};
+use crate::code::metadata::{APP_DOMAIN, APP_DOMAIN_NAME, PROCESS_ID};
 use crate::process::fiber;
 use crate::thread::{Lifecycle, ThreadKind};
 use corprof::flags::event;
+use corprof::metadata::{AppDomainInfo, AssemblyInfo, ClassInfo, ModuleInfo, MODULE_DISK};
 use corprof::{
-    CodeInfo, Context, FrameInfo, FunctionId, FunctionInfo, HResult, ProfilerInfo, ReJitId,
-    StackSnapshotCallback, ThreadId,
+    AppDomainId, AssemblyId, ClassId, CodeInfo, Context, FrameInfo, FunctionId, FunctionInfo, HResult,
+    MdToken, MetaDataImport, ModuleId, ProfilerInfo, ReJitId, StackSnapshotCallback, ThreadId,
 };
+use std::sync::Arc;
 
 // The trait's signatures name their lifetimes (see `corprof::ProfilerInfo`). Every method
 // starts with a scheduling point (`fiber::RuntimeCall`: a no-op outside a running process);
@@ -215,6 +218,126 @@ impl ProfilerInfo for Runtime {
         st.sync_entry(false)?;
         let t = st.dereference(thread, "GetThreadInfo")?;
         Ok(st.threads[t].os_id)
+    }
+
+    fn get_class_id_info2(&self, class: ClassId) -> Result<ClassInfo, HResult> {
+        let _call = fiber::RuntimeCall::enter();
+        let st = self.lock();
+        st.async_entry()?;
+        // A null id is refused; any other id the runtime never handed out is refused too,
+        // where the real runtime would dereference it.
+        let (def, module) = st.code.metadata().class(class).ok_or(HResult::E_INVALIDARG)?;
+        Ok(ClassInfo {
+            module_id: module.id,
+            type_def: def.type_def,
+            parent: ClassId::NULL,
+            type_args: Vec::new(),
+        })
+    }
+
+    fn get_module_info2(&self, module: ModuleId) -> Result<ModuleInfo, HResult> {
+        let _call = fiber::RuntimeCall::enter();
+        let st = self.lock();
+        st.async_entry()?;
+        let m = st.code.metadata().module(module).ok_or(HResult::E_INVALIDARG)?;
+        Ok(ModuleInfo {
+            base_address: m.base,
+            name: m.name.clone(),
+            assembly_id: m.assembly,
+            flags: MODULE_DISK,
+        })
+    }
+
+    fn get_module_metadata(&self, module: ModuleId) -> Result<Arc<dyn MetaDataImport>, HResult> {
+        let _call = fiber::RuntimeCall::enter();
+        let st = self.lock();
+        // A SYNC entrypoint: a managed thread must be inside a callback (R27).
+        st.sync_entry(false)?;
+        let m = st.code.metadata().module(module).ok_or(HResult::E_INVALIDARG)?;
+        Ok(m.import.clone())
+    }
+
+    fn get_token_and_metadata_from_function(
+        &self,
+        function: FunctionId,
+    ) -> Result<(Arc<dyn MetaDataImport>, MdToken), HResult> {
+        let _call = fiber::RuntimeCall::enter();
+        let st = self.lock();
+        st.sync_entry(false)?;
+        let f = st
+            .code
+            .function(st.code.by_function_id(function).ok_or(HResult::E_INVALIDARG)?);
+        let m = st
+            .code
+            .metadata()
+            .module(f.module_id)
+            .ok_or(HResult::E_INVALIDARG)?;
+        Ok((m.import.clone(), f.token))
+    }
+
+    fn get_app_domain_info(&self, app_domain: AppDomainId) -> Result<AppDomainInfo, HResult> {
+        let _call = fiber::RuntimeCall::enter();
+        let st = self.lock();
+        st.async_entry()?;
+        if app_domain != APP_DOMAIN {
+            return Err(HResult::E_INVALIDARG);
+        }
+        Ok(AppDomainInfo {
+            name: APP_DOMAIN_NAME.to_string(),
+            process_id: PROCESS_ID,
+        })
+    }
+
+    fn get_assembly_info(&self, assembly: AssemblyId) -> Result<AssemblyInfo, HResult> {
+        let _call = fiber::RuntimeCall::enter();
+        let st = self.lock();
+        st.async_entry()?;
+        let m = st
+            .code
+            .metadata()
+            .assembly(assembly)
+            .ok_or(HResult::E_INVALIDARG)?;
+        let name = m.name.rsplit(['/', '\\']).next().unwrap_or(&m.name);
+        let name = name
+            .strip_suffix(".dll")
+            .or_else(|| name.strip_suffix(".exe"))
+            .unwrap_or(name);
+        Ok(AssemblyInfo {
+            name: name.to_string(),
+            app_domain_id: APP_DOMAIN,
+            module_id: m.id,
+        })
+    }
+
+    fn set_event_mask2(&self, low: u32, high: u32) -> HResult {
+        let hr = self.set_event_mask(low);
+        if hr == HResult::S_OK {
+            self.lock().config.event_mask_high = high;
+        }
+        hr
+    }
+
+    fn get_event_mask2(&self) -> Result<(u32, u32), HResult> {
+        let low = self.get_event_mask()?;
+        Ok((low, self.lock().config.event_mask_high))
+    }
+
+    fn request_profiler_detach(&self, _expected_completion_ms: u32) -> HResult {
+        let _call = fiber::RuntimeCall::enter();
+        let profiler = self.profiler.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut st = self.lock();
+        if let Err(hr) = st.sync_entry(false) {
+            return hr;
+        }
+        if !profiler.is_some_and(|p| p.implements_callback3()) {
+            return HResult::CORPROF_E_CALLBACK3_REQUIRED;
+        }
+        if st.config.event_mask & event::MONITOR_IMMUTABLE != 0 {
+            return HResult::CORPROF_E_IMMUTABLE_FLAGS_SET;
+        }
+        // From here on every entrypoint refuses the profiler (R1).
+        st.config.detaching = true;
+        HResult::S_OK
     }
 }
 

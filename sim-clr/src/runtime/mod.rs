@@ -71,6 +71,8 @@ pub struct RuntimeConfig {
     pub suspend_in_progress: bool,
     /// The profiler's event mask (R3).
     pub event_mask: u32,
+    /// The high word of the event mask (`SetEventMask2`).
+    pub event_mask_high: u32,
     /// `sizeof(CONTEXT)` the runtime reports to callbacks (1232; 3104 on newer Unix PALs, R44).
     pub context_size: u32,
 }
@@ -84,6 +86,7 @@ impl Default for RuntimeConfig {
             detaching: false,
             suspend_in_progress: false,
             event_mask: event::ENABLE_STACK_SNAPSHOT,
+            event_mask_high: 0,
             context_size: Context::SIZE as u32,
         }
     }
