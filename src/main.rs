@@ -17,6 +17,8 @@
 //! Exit codes: 0 success; 1 a scenario's own expectations failed; 2 a malformed scenario or
 //! bad command line.
 
+#![forbid(unsafe_code)]
+
 mod conform;
 mod explain;
 mod explore;

@@ -101,6 +101,55 @@ pub const IID_ICORPROFILERINFO10: Guid = Guid::new(
     0x40C9,
     [0xAA, 0x5F, 0x3A, 0xBE, 0x02, 0x6B, 0xD7, 0x20],
 );
+/// `IID_ICorProfilerCallback3`.
+pub const IID_ICORPROFILERCALLBACK3: Guid = Guid::new(
+    0x4FD2_ED52,
+    0x7731,
+    0x4B8D,
+    [0x94, 0x69, 0x03, 0xD2, 0xCC, 0x30, 0x86, 0xC5],
+);
+/// `IID_ICorProfilerInfo3`.
+pub const IID_ICORPROFILERINFO3: Guid = Guid::new(
+    0xB555_ED4F,
+    0x452A,
+    0x4E54,
+    [0x8B, 0x39, 0xB5, 0x36, 0x0B, 0xAD, 0x32, 0xA0],
+);
+/// `IID_ICorProfilerInfo5`.
+pub const IID_ICORPROFILERINFO5: Guid = Guid::new(
+    0x0760_2928,
+    0xCE38,
+    0x4B83,
+    [0x81, 0xE7, 0x74, 0xAD, 0xAF, 0x78, 0x12, 0x14],
+);
+/// `IID_ICorProfilerInfo6`.
+pub const IID_ICORPROFILERINFO6: Guid = Guid::new(
+    0xF30A_070D,
+    0xBFFB,
+    0x46A7,
+    [0xB1, 0xD8, 0x87, 0x81, 0xEF, 0x7B, 0x69, 0x8A],
+);
+/// `IID_ICorProfilerInfo7`.
+pub const IID_ICORPROFILERINFO7: Guid = Guid::new(
+    0x9AEE_CC0D,
+    0x63E0,
+    0x4187,
+    [0x8C, 0x00, 0xE3, 0x12, 0xF5, 0x03, 0xF6, 0x63],
+);
+/// `IID_ICorProfilerInfo9`.
+pub const IID_ICORPROFILERINFO9: Guid = Guid::new(
+    0x0081_70DB,
+    0xF8CC,
+    0x4796,
+    [0x9A, 0x51, 0xDC, 0x8A, 0xA0, 0xB4, 0x70, 0x12],
+);
+/// `IID_ICorProfilerThreadEnum`.
+pub const IID_ICORPROFILERTHREADENUM: Guid = Guid::new(
+    0x5711_94F7,
+    0x25ED,
+    0x419F,
+    [0xAA, 0x8B, 0x70, 0x16, 0xB3, 0x15, 0x97, 0x01],
+);
 /// `IID_IMetaDataImport`.
 pub const IID_IMETADATAIMPORT: Guid = Guid::new(
     0x7DAC_8207,
@@ -163,6 +212,20 @@ macro_rules! vtable {
                     },)*
                 }
             }
+
+            /// A vtable whose every method (except `IUnknown`'s) returns `E_NOTIMPL`, for an
+            /// object that implements some and refuses the rest.
+            pub fn not_implemented(unknown: IUnknownVtbl) -> $name {
+                $name {
+                    base: <$base>::not_implemented(unknown),
+                    $($method: {
+                        unsafe extern "system" fn refuse(_this: *mut c_void $(, _: $ty)*) -> HRESULT {
+                            E_NOTIMPL
+                        }
+                        refuse
+                    },)*
+                }
+            }
         }
     };
 }
@@ -172,7 +235,15 @@ impl IUnknownVtbl {
     pub fn with_stubs(unknown: IUnknownVtbl) -> IUnknownVtbl {
         unknown
     }
+
+    /// `IUnknown` has no defaults: the object supplies its own.
+    pub fn not_implemented(unknown: IUnknownVtbl) -> IUnknownVtbl {
+        unknown
+    }
 }
+
+/// `E_NOTIMPL` at the ABI.
+const E_NOTIMPL: HRESULT = 0x8000_4001_u32 as i32;
 
 vtable! {
     /// `IClassFactory`.
@@ -547,6 +618,7 @@ mod tests {
             AddRef: rc,
             Release: rc,
         });
+        // SAFETY: the stub ignores its arguments.
         unsafe {
             assert_eq!((v.base.ObjectAllocated)(std::ptr::null_mut(), 1, 2), 0);
             assert_eq!((v.GarbageCollectionFinished)(std::ptr::null_mut()), 0);

@@ -43,8 +43,9 @@ impl SnapshotFrame<'_> {
 /// with `CORPROF_E_STACKSNAPSHOT_ABORTED` (R26). `clientData` is whatever the closure captures.
 pub type StackSnapshotCallback<'a> = dyn FnMut(&SnapshotFrame<'_>) -> HResult + 'a;
 
-/// `COR_PRF_CODE_INFO`: one region of a method's native code.
+/// `COR_PRF_CODE_INFO`: one region of a method's native code, laid out as at the ABI on x64.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[repr(C)]
 pub struct CodeInfo {
     /// First byte of the region.
     pub start_address: u64,

@@ -18,7 +18,11 @@
 //! available for unit tests that need no runtime at all, and `mock::report_frames` makes a
 //! mocked `DoStackSnapshot` call the profiler's callback as the runtime does.
 
+// Only the COM ABI module (`com`) declares `unsafe` functions: the vtable slots.
+#![deny(unsafe_code)]
+
 pub mod callback;
+#[allow(unsafe_code)]
 pub mod com;
 pub mod context;
 pub mod flags;

@@ -10,6 +10,9 @@
 //! Scenarios ([`scenario`]) describe a runtime and a sequence of calls in TOML; running one
 //! gives a [`scenario::Report`] that compares every walk with the thread's ground truth.
 
+// Only the fibers' counting allocator (`process::fiber`) needs `unsafe` (`GlobalAlloc`).
+#![deny(unsafe_code)]
+
 pub mod code;
 pub mod memory;
 pub mod process;

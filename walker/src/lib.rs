@@ -17,6 +17,8 @@
 //! [`sampler`] is a whole sampler built on them: its thread, its registry of threads fed by
 //! the runtime's callbacks, suspension or signals, the watchdog.
 
+#![forbid(unsafe_code)]
+
 pub mod hybrid;
 pub mod images;
 pub mod sampler;

@@ -110,6 +110,7 @@ impl Info {
         context_size: u32,
     ) -> HRESULT {
         let ctx = context.map_or(std::ptr::null_mut(), |c| c.as_mut_ptr());
+        // SAFETY: the runtime's ICorProfilerInfo10 slot, called with its declared arguments and valid out-pointers.
         unsafe {
             match callback {
                 Some(mut f) => {
@@ -140,6 +141,7 @@ impl Info {
     /// `GetCurrentThreadID`.
     pub fn get_current_thread_id(self) -> (HRESULT, UintPtr) {
         let mut id = 0;
+        // SAFETY: the runtime's ICorProfilerInfo10 slot, called with its declared arguments and valid out-pointers.
         let hr = unsafe { (self.v1().GetCurrentThreadID)(self.this(), &mut id) };
         (hr, id)
     }
@@ -147,6 +149,7 @@ impl Info {
     /// `GetFunctionFromIP`.
     pub fn get_function_from_ip(self, ip: UintPtr) -> (HRESULT, UintPtr) {
         let mut f = 0;
+        // SAFETY: the runtime's ICorProfilerInfo10 slot, called with its declared arguments and valid out-pointers.
         let hr = unsafe { (self.v1().GetFunctionFromIP)(self.this(), ip as *mut u8, &mut f) };
         (hr, f)
     }
@@ -154,12 +157,14 @@ impl Info {
     /// `GetFunctionFromIP2`.
     pub fn get_function_from_ip2(self, ip: UintPtr) -> HRESULT {
         let (mut f, mut rejit) = (0, 0);
+        // SAFETY: the runtime's ICorProfilerInfo10 slot, called with its declared arguments and valid out-pointers.
         unsafe { (self.v4().GetFunctionFromIP2)(self.this(), ip as *mut u8, &mut f, &mut rejit) }
     }
 
     /// `GetFunctionInfo`: (hr, class, module, token).
     pub fn get_function_info(self, function: UintPtr) -> (HRESULT, UintPtr, UintPtr, u32) {
         let (mut class, mut module, mut token) = (0, 0, 0);
+        // SAFETY: the runtime's ICorProfilerInfo10 slot, called with its declared arguments and valid out-pointers.
         let hr = unsafe {
             (self.v1().GetFunctionInfo)(self.this(), function, &mut class, &mut module, &mut token)
         };
@@ -169,6 +174,7 @@ impl Info {
     /// `GetClassIDInfo`: (hr, module, typedef).
     pub fn get_class_id_info(self, class: UintPtr) -> (HRESULT, UintPtr, u32) {
         let (mut module, mut token) = (0, 0);
+        // SAFETY: the runtime's ICorProfilerInfo10 slot, called with its declared arguments and valid out-pointers.
         let hr = unsafe { (self.v1().GetClassIDInfo)(self.this(), class, &mut module, &mut token) };
         (hr, module, token)
     }
@@ -176,6 +182,7 @@ impl Info {
     /// `GetModuleMetaData(module, ofRead, IID_IMetaDataImport)`.
     pub fn get_module_metadata(self, module: UintPtr) -> (HRESULT, *mut c_void) {
         let mut import = std::ptr::null_mut();
+        // SAFETY: the runtime's ICorProfilerInfo10 slot, called with its declared arguments and valid out-pointers.
         let hr = unsafe {
             (self.v1().GetModuleMetaData)(self.this(), module, 0, &IID_IMETADATAIMPORT, &mut import)
         };
@@ -184,16 +191,19 @@ impl Info {
 
     /// `InitializeCurrentThread`.
     pub fn initialize_current_thread(self) -> HRESULT {
+        // SAFETY: the runtime's ICorProfilerInfo10 slot, called with its declared arguments and valid out-pointers.
         unsafe { (self.v4().InitializeCurrentThread)(self.this()) }
     }
 
     /// `SuspendRuntime`.
     pub fn suspend_runtime(self) -> HRESULT {
+        // SAFETY: the runtime's ICorProfilerInfo10 slot, called with its declared arguments and valid out-pointers.
         unsafe { (self.v10().SuspendRuntime)(self.this()) }
     }
 
     /// `ResumeRuntime`.
     pub fn resume_runtime(self) -> HRESULT {
+        // SAFETY: the runtime's ICorProfilerInfo10 slot, called with its declared arguments and valid out-pointers.
         unsafe { (self.v10().ResumeRuntime)(self.this()) }
     }
 }

@@ -37,6 +37,7 @@ fn type_name(import: *mut c_void, type_def: u32) -> Option<String> {
     let mut buf = [0u16; 512];
     let mut len = 0;
     let (mut flags, mut extends) = (0, 0);
+    // SAFETY: the importer's slot, called with its declared arguments and buffers of the sizes passed.
     let hr = unsafe {
         (vtbl(import).GetTypeDefProps)(
             import,
@@ -67,6 +68,7 @@ pub fn function_name(function: UintPtr) -> String {
     let mut buf = [0u16; 512];
     let (mut class_token, mut len, mut attrs, mut sig_len, mut rva, mut impl_flags) = (0, 0, 0, 0, 0, 0);
     let mut sig = std::ptr::null();
+    // SAFETY: the importer's slot, called with its declared arguments and buffers of the sizes passed.
     let hr = unsafe {
         (vtbl(import).GetMethodProps)(
             import,

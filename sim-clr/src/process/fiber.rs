@@ -242,6 +242,7 @@ fn note_allocation() {
 // SAFETY: every method forwards to the wrapped allocator with the caller's arguments unchanged
 // and returns its result; noting the allocation touches only two const-initialized `Cell`
 // thread-locals, which neither allocate nor unwind.
+#[allow(unsafe_code)] // GlobalAlloc is an unsafe trait; each call forwards to the inner allocator.
 unsafe impl<A: GlobalAlloc> GlobalAlloc for HeapLockAllocator<A> {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         note_allocation();

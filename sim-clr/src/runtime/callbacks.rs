@@ -2,7 +2,7 @@
 //! profiler's entry point, the raising runtime helper and its Frame, the GC mode — and raising
 //! callbacks into an attached profiler.
 
-use super::{Caller, Runtime};
+use super::{callers, Caller, Runtime};
 use crate::code::{CodeMap, FunctionIndex};
 use crate::thread::{FrameKind, Lifecycle, Mode, StackEntry};
 use crate::trace::Event;
@@ -195,6 +195,15 @@ impl Runtime {
         self.leave(entered);
         self.lock().callers.pop();
         Ok(result)
+    }
+
+    /// Runs `f`, on the calling OS thread, as a thread the runtime does not know: a native
+    /// thread that never ran managed code (a profiler's own sampler thread, say). Calls made
+    /// from it are judged as such (no `ThreadID`, asynchronous entrypoints allowed, R1, R27),
+    /// whatever simulated thread other OS threads are running as meanwhile.
+    pub fn on_unknown_thread<R>(&self, f: impl FnOnce(&Runtime) -> R) -> R {
+        let _unknown = callers::UnknownThread::enter();
+        f(self)
     }
 
     /// The first half of [`Runtime::on_thread`]: thread `index` starts calling from `context`

@@ -3,6 +3,29 @@
 
 use super::{CallbackKind, State};
 use corprof::HResult;
+use std::cell::Cell;
+
+thread_local! {
+    /// How many [`UnknownThread`] scopes the current OS thread is in.
+    static UNKNOWN: Cell<usize> = const { Cell::new(0) };
+}
+
+/// While alive, the current OS thread calls the runtime as a thread it does not know,
+/// whatever the callers stack says (see `Runtime::on_unknown_thread`).
+pub(crate) struct UnknownThread(());
+
+impl UnknownThread {
+    pub fn enter() -> UnknownThread {
+        UNKNOWN.with(|u| u.set(u.get() + 1));
+        UnknownThread(())
+    }
+}
+
+impl Drop for UnknownThread {
+    fn drop(&mut self) {
+        UNKNOWN.with(|u| u.set(u.get() - 1));
+    }
+}
 
 /// A thread currently calling into the runtime.
 #[derive(Clone, Copy, Debug)]
@@ -16,10 +39,14 @@ pub(crate) struct Caller {
 
 impl State {
     pub fn caller(&self) -> Caller {
-        self.callers.last().copied().unwrap_or(Caller {
+        let unknown = Caller {
             thread: None,
             callback: None,
-        })
+        };
+        if UNKNOWN.with(|u| u.get()) > 0 {
+            return unknown;
+        }
+        self.callers.last().copied().unwrap_or(unknown)
     }
 
     /// The caller's runtime `Thread`, if it has one.

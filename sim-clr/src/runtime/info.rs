@@ -141,7 +141,9 @@ impl ProfilerInfo for Runtime {
         if let Err(hr) = st.async_entry() {
             return hr;
         }
-        if mask & event::MONITOR_IMMUTABLE != st.config.event_mask & event::MONITOR_IMMUTABLE {
+        if !st.initializing
+            && mask & event::MONITOR_IMMUTABLE != st.config.event_mask & event::MONITOR_IMMUTABLE
+        {
             return HResult::E_FAIL;
         }
         st.config.event_mask = mask;

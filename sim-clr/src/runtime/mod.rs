@@ -117,6 +117,9 @@ pub(crate) struct State {
     pub pending: Vec<Notification>,
     /// The buffers of the last `DoStackSnapshot` walk, kept for the next.
     pub spare_walk: Option<Box<crate::snapshot::Walk>>,
+    /// The profiler's `Initialize` is running: the event mask's immutable flags may still be
+    /// set.
+    pub initializing: bool,
     /// Where the last `DoStackSnapshot` that returned started walking (`None` when it walked
     /// nothing); a scenario report marks it in the ground truth.
     pub last_walk_start: Option<crate::snapshot::WalkStart>,
@@ -270,6 +273,7 @@ impl Runtime {
                 faults_seen: 0,
                 pending: Vec::new(),
                 spare_walk: None,
+                initializing: false,
                 last_walk_start: None,
                 writer_lock_holders,
             }),
@@ -289,6 +293,20 @@ impl Runtime {
     /// Attaches a profiler to receive the runtime's callbacks.
     pub fn set_profiler(&self, profiler: Arc<dyn ProfilerCallback>) {
         *self.profiler.lock().unwrap_or_else(|e| e.into_inner()) = Some(profiler);
+    }
+
+    /// Runs `f` as the profiler's `Initialize`: while it runs, `SetEventMask` may set or
+    /// clear the flags that are immutable afterwards.
+    pub fn initializing<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.lock().initializing = true;
+        let result = f();
+        self.lock().initializing = false;
+        result
+    }
+
+    /// Detaches the profiler: no callback is raised from here on.
+    pub fn clear_profiler(&self) {
+        *self.profiler.lock().unwrap_or_else(|e| e.into_inner()) = None;
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {

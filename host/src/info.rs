@@ -1,0 +1,780 @@
+//! The `ICorProfilerInfo` … `ICorProfilerInfo10` COM object backed by the simulated runtime:
+//! what the hosted library's `Initialize` receives.
+//!
+//! Every method the runtime models answers through [`corprof::ProfilerInfo`]; the others
+//! return `E_NOTIMPL`. Out-parameters follow the runtime: most are optional and skipped when
+//! NULL; `GetEventMask`, `GetEventMask2`, `GetModuleMetaData` and `EnumThreads` refuse a
+//! NULL one with `E_INVALIDARG`, `QueryInterface` with `E_POINTER`. A call from an OS thread
+//! the runtime is not running library code on is made as an unknown native thread (see
+//! [`crate::callback`]).
+//!
+//! The object belongs to the host: `AddRef`/`Release` count but never free it, and a
+//! `Release` past the count is noted as misuse.
+
+use crate::callback::on_runtime_thread;
+use crate::import::ImportObject;
+use crate::out::{hr, put, put_name, status};
+use crate::thread_enum;
+use corprof::com::*;
+use corprof::{
+    AppDomainId, AssemblyId, ClassId, CodeInfo, Context, FrameInfo, FunctionId, HResult, MetaDataImport,
+    ModuleId, ProfilerInfo, SnapshotFrame, ThreadId,
+};
+use sim_clr::Runtime;
+use std::cell::RefCell;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// The runtime's `ICorProfilerInfo10` object.
+#[repr(C)]
+pub struct InfoObject {
+    vtbl: &'static ICorProfilerInfo10Vtbl,
+    refs: AtomicU32,
+    rt: Arc<Runtime>,
+    /// One `IMetaDataImport` object per module asked for, alive as long as this object. Boxed:
+    /// their addresses are handed out, so they must not move when the list grows.
+    #[allow(clippy::vec_box)]
+    imports: Mutex<Vec<Box<ImportObject>>>,
+    /// Misuse of the COM surface the host survived.
+    pub misuse: Arc<Mutex<Vec<String>>>,
+}
+
+impl InfoObject {
+    /// A new object over `rt`.
+    pub fn new(rt: Arc<Runtime>) -> Box<InfoObject> {
+        Box::new(InfoObject {
+            vtbl: vtable(),
+            refs: AtomicU32::new(0),
+            rt,
+            imports: Mutex::new(Vec::new()),
+            misuse: Arc::default(),
+        })
+    }
+
+    /// The object as an `IUnknown*`, with one more reference counted.
+    pub fn hand_out(&self) -> *mut c_void {
+        self.refs.fetch_add(1, Ordering::SeqCst);
+        self as *const InfoObject as *mut c_void
+    }
+
+    /// The `IMetaDataImport` object for `import`, created on first use.
+    fn import_object(&self, import: Arc<dyn MetaDataImport>) -> *mut c_void {
+        let mut imports = self.imports.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(o) = imports.iter().find(|o| o.serves(&import)) {
+            return o.hand_out();
+        }
+        imports.push(ImportObject::new(import, self.misuse.clone()));
+        imports.last().map_or(std::ptr::null_mut(), |o| o.hand_out())
+    }
+
+    fn note(&self, what: &str) {
+        self.misuse
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(what.to_string());
+    }
+}
+
+/// Runs `f` on the object behind `this`, as the runtime's current caller when the OS thread
+/// runs library code for the runtime, else as an unknown native thread.
+///
+/// # Safety
+/// `this` is a pointer [`InfoObject::hand_out`] returned, and the host is alive.
+unsafe fn with<R>(this: *mut c_void, f: impl FnOnce(&InfoObject) -> R) -> R {
+    // SAFETY: per the contract.
+    let o = unsafe { &*(this as *const InfoObject) };
+    if on_runtime_thread() {
+        f(o)
+    } else {
+        o.rt.on_unknown_thread(|_| f(o))
+    }
+}
+
+const IIDS: [Guid; 11] = [
+    IID_IUNKNOWN,
+    IID_ICORPROFILERINFO,
+    IID_ICORPROFILERINFO2,
+    IID_ICORPROFILERINFO3,
+    IID_ICORPROFILERINFO4,
+    IID_ICORPROFILERINFO5,
+    IID_ICORPROFILERINFO6,
+    IID_ICORPROFILERINFO7,
+    IID_ICORPROFILERINFO8,
+    IID_ICORPROFILERINFO9,
+    IID_ICORPROFILERINFO10,
+];
+
+unsafe extern "system" fn query_interface(
+    this: *mut c_void,
+    riid: *const Guid,
+    out: *mut *mut c_void,
+) -> HRESULT {
+    if out.is_null() {
+        return hr(HResult::E_POINTER);
+    }
+    // SAFETY: `riid` is checked for NULL, `out` is valid, `this` is live.
+    unsafe {
+        if riid.is_null() || !IIDS.contains(&*riid) {
+            out.write(std::ptr::null_mut());
+            return hr(HResult::E_NOINTERFACE);
+        }
+        out.write((*(this as *const InfoObject)).hand_out());
+    }
+    hr(HResult::S_OK)
+}
+
+unsafe extern "system" fn add_ref(this: *mut c_void) -> u32 {
+    // SAFETY: COM calls it on the pointer it was handed.
+    unsafe { &*(this as *const InfoObject) }
+        .refs
+        .fetch_add(1, Ordering::SeqCst)
+        + 1
+}
+
+unsafe extern "system" fn release(this: *mut c_void) -> u32 {
+    // SAFETY: COM calls it on the pointer it was handed.
+    let o = unsafe { &*(this as *const InfoObject) };
+    match o
+        .refs
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+    {
+        Ok(n) => n - 1,
+        Err(_) => {
+            o.note("ICorProfilerInfo::Release without a matching reference");
+            0
+        }
+    }
+}
+
+fn fid(f: UintPtr) -> FunctionId {
+    FunctionId(f as u64)
+}
+
+unsafe extern "system" fn get_code_info(
+    this: *mut c_void,
+    function: UintPtr,
+    start: *mut *mut u8,
+    size: *mut u32,
+) -> HRESULT {
+    // SAFETY: `this` is live; the out-pointers are NULL or valid.
+    unsafe {
+        with(this, |o| {
+            let mut first = [CodeInfo::default()];
+            let r = o.rt.get_code_info2(fid(function), 1, Some(&mut first));
+            if r.is_ok() {
+                put(start, first[0].start_address as *mut u8);
+                put(size, first[0].size as u32);
+            }
+            status(&r)
+        })
+    }
+}
+
+unsafe extern "system" fn get_event_mask(this: *mut c_void, events: *mut u32) -> HRESULT {
+    if events.is_null() {
+        return hr(HResult::E_INVALIDARG);
+    }
+    // SAFETY: `this` is live; `events` is valid.
+    unsafe {
+        with(this, |o| {
+            let r = o.rt.get_event_mask();
+            if let Ok(mask) = r {
+                events.write(mask);
+            }
+            status(&r)
+        })
+    }
+}
+
+unsafe extern "system" fn get_function_from_ip(
+    this: *mut c_void,
+    ip: *mut u8,
+    function: *mut UintPtr,
+) -> HRESULT {
+    // SAFETY: `this` is live; `function` is NULL or valid.
+    unsafe {
+        with(this, |o| {
+            let r = o.rt.get_function_from_ip(ip as u64);
+            if let Ok(f) = r {
+                put(function, f.0 as UintPtr);
+            }
+            status(&r)
+        })
+    }
+}
+
+unsafe extern "system" fn get_thread_info(this: *mut c_void, thread: UintPtr, win32: *mut u32) -> HRESULT {
+    // SAFETY: `this` is live; `win32` is NULL or valid.
+    unsafe {
+        with(this, |o| {
+            let r = o.rt.get_thread_info(ThreadId(thread as u64));
+            if let Ok(os) = r {
+                put(win32, os);
+            }
+            status(&r)
+        })
+    }
+}
+
+unsafe extern "system" fn get_current_thread_id(this: *mut c_void, thread: *mut UintPtr) -> HRESULT {
+    // SAFETY: `this` is live; `thread` is NULL or valid.
+    unsafe {
+        with(this, |o| {
+            let r = o.rt.get_current_thread_id();
+            if let Ok(t) = r {
+                put(thread, t.0 as UintPtr);
+            }
+            status(&r)
+        })
+    }
+}
+
+unsafe extern "system" fn get_class_id_info(
+    this: *mut c_void,
+    class: UintPtr,
+    module: *mut UintPtr,
+    type_def: *mut u32,
+) -> HRESULT {
+    // SAFETY: `this` is live; the out-pointers are NULL or valid.
+    unsafe {
+        with(this, |o| {
+            let r = o.rt.get_class_id_info2(ClassId(class as u64));
+            if let Ok(c) = &r {
+                put(module, c.module_id.0 as UintPtr);
+                put(type_def, c.type_def);
+            }
+            status(&r)
+        })
+    }
+}
+
+unsafe extern "system" fn get_function_info(
+    this: *mut c_void,
+    function: UintPtr,
+    class: *mut UintPtr,
+    module: *mut UintPtr,
+    token: *mut u32,
+) -> HRESULT {
+    // SAFETY: `this` is live; the out-pointers are NULL or valid.
+    unsafe {
+        with(this, |o| {
+            let r = o.rt.get_function_info(fid(function));
+            if let Ok(f) = &r {
+                put(class, f.class_id.0 as UintPtr);
+                put(module, f.module_id.0 as UintPtr);
+                put(token, f.token);
+            }
+            status(&r)
+        })
+    }
+}
+
+unsafe extern "system" fn set_event_mask(this: *mut c_void, events: u32) -> HRESULT {
+    // SAFETY: `this` is live.
+    unsafe { with(this, |o| hr(o.rt.set_event_mask(events))) }
+}
+
+/// Hands out the `IMetaDataImport` object for `import` through `out`, for IID `riid`.
+///
+/// # Safety
+/// `riid` is NULL or valid; `out` is valid.
+unsafe fn hand_out_import(
+    o: &InfoObject,
+    import: Arc<dyn MetaDataImport>,
+    riid: *const Guid,
+    out: *mut *mut c_void,
+) -> HRESULT {
+    // SAFETY: per the contract.
+    unsafe {
+        if riid.is_null() || ![IID_IUNKNOWN, IID_IMETADATAIMPORT].contains(&*riid) {
+            out.write(std::ptr::null_mut());
+            return hr(HResult::E_NOINTERFACE);
+        }
+        out.write(o.import_object(import));
+    }
+    hr(HResult::S_OK)
+}
+
+unsafe extern "system" fn get_token_and_metadata_from_function(
+    this: *mut c_void,
+    function: UintPtr,
+    riid: *const Guid,
+    import: *mut *mut c_void,
+    token: *mut u32,
+) -> HRESULT {
+    // SAFETY: `this` is live; the out-pointers are NULL or valid.
+    unsafe {
+        with(this, |o| {
+            match o.rt.get_token_and_metadata_from_function(fid(function)) {
+                Err(e) => hr(e),
+                Ok((md, t)) => {
+                    put(token, t);
+                    if import.is_null() {
+                        hr(HResult::S_OK)
+                    } else {
+                        hand_out_import(o, md, riid, import)
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// `GetModuleInfo` and `GetModuleInfo2`.
+///
+/// # Safety
+/// `this` is live; the out-pointers are NULL or valid, `name` for `len` units.
+#[allow(clippy::too_many_arguments)]
+unsafe fn module_info(
+    this: *mut c_void,
+    module: UintPtr,
+    base: *mut *mut u8,
+    len: u32,
+    out_len: *mut u32,
+    name: *mut WCHAR,
+    assembly: *mut UintPtr,
+    flags: *mut u32,
+) -> HRESULT {
+    // SAFETY: per the contract.
+    unsafe {
+        with(this, |o| match o.rt.get_module_info2(ModuleId(module as u64)) {
+            Err(e) => hr(e),
+            Ok(m) => {
+                put(base, m.base_address as *mut u8);
+                put(assembly, m.assembly_id.0 as UintPtr);
+                put(flags, m.flags);
+                name_result(put_name(&m.name, name, len, out_len))
+            }
+        })
+    }
+}
+
+/// The runtime reports a name cut to fit with `ERROR_INSUFFICIENT_BUFFER`.
+fn name_result(fit: bool) -> HRESULT {
+    hr(if fit {
+        HResult::S_OK
+    } else {
+        HResult::ERROR_INSUFFICIENT_BUFFER
+    })
+}
+
+unsafe extern "system" fn get_module_info(
+    this: *mut c_void,
+    module: UintPtr,
+    base: *mut *mut u8,
+    len: u32,
+    out_len: *mut u32,
+    name: *mut WCHAR,
+    assembly: *mut UintPtr,
+) -> HRESULT {
+    // SAFETY: forwarded contract.
+    unsafe {
+        module_info(
+            this,
+            module,
+            base,
+            len,
+            out_len,
+            name,
+            assembly,
+            std::ptr::null_mut(),
+        )
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "system" fn get_module_info2(
+    this: *mut c_void,
+    module: UintPtr,
+    base: *mut *mut u8,
+    len: u32,
+    out_len: *mut u32,
+    name: *mut WCHAR,
+    assembly: *mut UintPtr,
+    flags: *mut u32,
+) -> HRESULT {
+    // SAFETY: forwarded contract.
+    unsafe { module_info(this, module, base, len, out_len, name, assembly, flags) }
+}
+
+unsafe extern "system" fn get_module_metadata(
+    this: *mut c_void,
+    module: UintPtr,
+    _open_flags: u32,
+    riid: *const Guid,
+    out: *mut *mut c_void,
+) -> HRESULT {
+    if out.is_null() {
+        return hr(HResult::E_INVALIDARG);
+    }
+    // SAFETY: `this` is live; `out` is valid.
+    unsafe {
+        with(this, |o| {
+            match o.rt.get_module_metadata(ModuleId(module as u64)) {
+                Err(e) => {
+                    out.write(std::ptr::null_mut());
+                    hr(e)
+                }
+                Ok(md) => hand_out_import(o, md, riid, out),
+            }
+        })
+    }
+}
+
+unsafe extern "system" fn get_app_domain_info(
+    this: *mut c_void,
+    app_domain: UintPtr,
+    len: u32,
+    out_len: *mut u32,
+    name: *mut WCHAR,
+    process: *mut UintPtr,
+) -> HRESULT {
+    // SAFETY: `this` is live; the out-pointers are NULL or valid.
+    unsafe {
+        with(this, |o| {
+            match o.rt.get_app_domain_info(AppDomainId(app_domain as u64)) {
+                Err(e) => hr(e),
+                Ok(d) => {
+                    put(process, d.process_id as UintPtr);
+                    name_result(put_name(&d.name, name, len, out_len))
+                }
+            }
+        })
+    }
+}
+
+unsafe extern "system" fn get_assembly_info(
+    this: *mut c_void,
+    assembly: UintPtr,
+    len: u32,
+    out_len: *mut u32,
+    name: *mut WCHAR,
+    app_domain: *mut UintPtr,
+    module: *mut UintPtr,
+) -> HRESULT {
+    // SAFETY: `this` is live; the out-pointers are NULL or valid.
+    unsafe {
+        with(this, |o| {
+            match o.rt.get_assembly_info(AssemblyId(assembly as u64)) {
+                Err(e) => hr(e),
+                Ok(a) => {
+                    put(app_domain, a.app_domain_id.0 as UintPtr);
+                    put(module, a.module_id.0 as UintPtr);
+                    name_result(put_name(&a.name, name, len, out_len))
+                }
+            }
+        })
+    }
+}
+
+thread_local! {
+    /// The frame records of the snapshot callbacks running on this OS thread: the
+    /// `COR_PRF_FRAME_INFO` handles that are valid right now.
+    static LIVE_FRAMES: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+unsafe extern "system" fn do_stack_snapshot(
+    this: *mut c_void,
+    thread: UintPtr,
+    callback: Option<StackSnapshotCallbackFn>,
+    flags: u32,
+    client_data: *mut c_void,
+    context: *mut u8,
+    context_size: u32,
+) -> HRESULT {
+    // The seed is read as the runtime reads it: `context_size` bytes at most, the rest zero.
+    let seed = (!context.is_null()).then(|| {
+        let mut bytes = [0u8; Context::SIZE];
+        let n = (context_size as usize).min(Context::SIZE);
+        // SAFETY: the caller's buffer holds `context_size` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(context, bytes.as_mut_ptr(), n) };
+        Context::from_bytes(&bytes).unwrap_or_default()
+    });
+    let mut deliver = |frame: &SnapshotFrame<'_>| -> HResult {
+        let Some(cb) = callback else { return HResult::S_OK };
+        let mut bytes = frame.context.map(|c| c.to_vec());
+        let (ptr, size) = match bytes.as_mut() {
+            Some(b) => (b.as_mut_ptr(), b.len() as u32),
+            None => (std::ptr::null_mut(), 0),
+        };
+        let record = frame.frame_info as *const FrameInfo as usize;
+        LIVE_FRAMES.with(|l| l.borrow_mut().push(record));
+        // SAFETY: the profiler's callback, with the arguments its signature declares; the
+        // context copy and the frame record outlive the call.
+        let result = unsafe {
+            cb(
+                frame.func_id.0 as UintPtr,
+                frame.ip as UintPtr,
+                record,
+                size,
+                ptr,
+                client_data,
+            )
+        };
+        LIVE_FRAMES.with(|l| l.borrow_mut().pop());
+        HResult(result as u32)
+    };
+    // SAFETY: `this` is live.
+    unsafe {
+        with(this, |o| {
+            let cb: Option<&mut corprof::StackSnapshotCallback<'_>> = match callback {
+                Some(_) => Some(&mut deliver),
+                None => None,
+            };
+            hr(o.rt.do_stack_snapshot(ThreadId(thread as u64), cb, flags, seed.as_ref(), context_size))
+        })
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "system" fn get_function_info2(
+    this: *mut c_void,
+    function: UintPtr,
+    frame_info: UintPtr,
+    class: *mut UintPtr,
+    module: *mut UintPtr,
+    token: *mut u32,
+    type_args_len: u32,
+    type_args_out: *mut u32,
+    type_args: *mut UintPtr,
+) -> HRESULT {
+    // A frame-info handle is a record valid only inside its snapshot callback: any other
+    // value is refused rather than read.
+    let live = frame_info == 0 || LIVE_FRAMES.with(|l| l.borrow().contains(&frame_info));
+    if !live {
+        return hr(HResult::E_INVALIDARG);
+    }
+    // SAFETY: a live record (checked above) or NULL.
+    let record = (frame_info != 0).then(|| unsafe { &*(frame_info as *const FrameInfo) });
+    // SAFETY: `this` is live; the out-pointers are NULL or valid, `type_args` for
+    // `type_args_len` ids.
+    unsafe {
+        with(this, |o| match o.rt.get_function_info2(fid(function), record) {
+            Err(e) => hr(e),
+            Ok(f) => {
+                put(class, f.class_id.0 as UintPtr);
+                put(module, f.module_id.0 as UintPtr);
+                put(token, f.token);
+                put(type_args_out, f.type_args.len() as u32);
+                put_ids(&f.type_args, type_args, type_args_len)
+            }
+        })
+    }
+}
+
+/// Copies as many of `ids` as fit in `out` (room for `len`).
+///
+/// # Safety
+/// `out` is NULL or valid for `len` writes.
+unsafe fn put_ids(ids: &[ClassId], out: *mut UintPtr, len: u32) -> HRESULT {
+    if !out.is_null() {
+        for (i, id) in ids.iter().take(len as usize).enumerate() {
+            // SAFETY: `i` < `len`.
+            unsafe { out.add(i).write(id.0 as UintPtr) };
+        }
+    }
+    hr(HResult::S_OK)
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "system" fn get_class_id_info2(
+    this: *mut c_void,
+    class: UintPtr,
+    module: *mut UintPtr,
+    type_def: *mut u32,
+    parent: *mut UintPtr,
+    len: u32,
+    out_len: *mut u32,
+    type_args: *mut UintPtr,
+) -> HRESULT {
+    // SAFETY: `this` is live; the out-pointers are NULL or valid, `type_args` for `len`.
+    unsafe {
+        with(this, |o| match o.rt.get_class_id_info2(ClassId(class as u64)) {
+            Err(e) => hr(e),
+            Ok(c) => {
+                put(module, c.module_id.0 as UintPtr);
+                put(type_def, c.type_def);
+                put(parent, c.parent.0 as UintPtr);
+                put(out_len, c.type_args.len() as u32);
+                put_ids(&c.type_args, type_args, len)
+            }
+        })
+    }
+}
+
+unsafe extern "system" fn get_code_info2(
+    this: *mut c_void,
+    function: UintPtr,
+    len: u32,
+    out_len: *mut u32,
+    infos: *mut c_void,
+) -> HRESULT {
+    // SAFETY: `this` is live; `infos` is NULL or holds `len` COR_PRF_CODE_INFO records of
+    // two pointer-sized fields each, laid out as `CodeInfo`'s two u64 on x64.
+    unsafe {
+        with(this, |o| {
+            let out = (!infos.is_null())
+                .then(|| std::slice::from_raw_parts_mut(infos as *mut CodeInfo, len as usize));
+            let r = o.rt.get_code_info2(fid(function), len, out);
+            if let Ok(n) = r {
+                put(out_len, n);
+            }
+            status(&r)
+        })
+    }
+}
+
+unsafe extern "system" fn request_profiler_detach(this: *mut c_void, expected_ms: u32) -> HRESULT {
+    // SAFETY: `this` is live.
+    unsafe { with(this, |o| hr(o.rt.request_profiler_detach(expected_ms))) }
+}
+
+unsafe extern "system" fn enum_threads(this: *mut c_void, out: *mut *mut c_void) -> HRESULT {
+    if out.is_null() {
+        return hr(HResult::E_INVALIDARG);
+    }
+    // SAFETY: `this` is live; `out` is valid.
+    unsafe {
+        with(this, |o| match o.rt.enum_threads() {
+            Err(e) => hr(e),
+            Ok(ids) => {
+                out.write(thread_enum::create(
+                    ids.iter().map(|t| t.0 as UintPtr).collect(),
+                    0,
+                ));
+                hr(HResult::S_OK)
+            }
+        })
+    }
+}
+
+unsafe extern "system" fn initialize_current_thread(this: *mut c_void) -> HRESULT {
+    // SAFETY: `this` is live.
+    unsafe { with(this, |o| hr(o.rt.initialize_current_thread())) }
+}
+
+/// `GetFunctionFromIP2` and `GetFunctionFromIP3`.
+///
+/// # Safety
+/// `this` is live; the out-pointers are NULL or valid.
+unsafe fn function_from_ip(
+    this: *mut c_void,
+    ip: *mut u8,
+    function: *mut UintPtr,
+    rejit: *mut UintPtr,
+    no_metadata_ok: bool,
+) -> HRESULT {
+    // SAFETY: per the contract.
+    unsafe {
+        with(this, |o| {
+            let r = if no_metadata_ok {
+                o.rt.get_function_from_ip3(ip as u64)
+            } else {
+                o.rt.get_function_from_ip2(ip as u64)
+            };
+            if let Ok((f, id)) = r {
+                put(function, f.0 as UintPtr);
+                put(rejit, id.0 as UintPtr);
+            }
+            status(&r)
+        })
+    }
+}
+
+unsafe extern "system" fn get_function_from_ip2(
+    this: *mut c_void,
+    ip: *mut u8,
+    function: *mut UintPtr,
+    rejit: *mut UintPtr,
+) -> HRESULT {
+    // SAFETY: forwarded contract.
+    unsafe { function_from_ip(this, ip, function, rejit, false) }
+}
+
+unsafe extern "system" fn get_function_from_ip3(
+    this: *mut c_void,
+    ip: *mut u8,
+    function: *mut UintPtr,
+    rejit: *mut UintPtr,
+) -> HRESULT {
+    // SAFETY: forwarded contract.
+    unsafe { function_from_ip(this, ip, function, rejit, true) }
+}
+
+unsafe extern "system" fn get_event_mask2(this: *mut c_void, low: *mut u32, high: *mut u32) -> HRESULT {
+    if low.is_null() || high.is_null() {
+        return hr(HResult::E_INVALIDARG);
+    }
+    // SAFETY: `this` is live; both pointers are valid.
+    unsafe {
+        with(this, |o| {
+            let r = o.rt.get_event_mask2();
+            if let Ok((l, h)) = r {
+                low.write(l);
+                high.write(h);
+            }
+            status(&r)
+        })
+    }
+}
+
+unsafe extern "system" fn set_event_mask2(this: *mut c_void, low: u32, high: u32) -> HRESULT {
+    // SAFETY: `this` is live.
+    unsafe { with(this, |o| hr(o.rt.set_event_mask2(low, high))) }
+}
+
+unsafe extern "system" fn suspend_runtime(this: *mut c_void) -> HRESULT {
+    // SAFETY: `this` is live.
+    unsafe { with(this, |o| hr(o.rt.suspend_runtime())) }
+}
+
+unsafe extern "system" fn resume_runtime(this: *mut c_void) -> HRESULT {
+    // SAFETY: `this` is live.
+    unsafe { with(this, |o| hr(o.rt.resume_runtime())) }
+}
+
+fn vtable() -> &'static ICorProfilerInfo10Vtbl {
+    static VTBL: OnceLock<ICorProfilerInfo10Vtbl> = OnceLock::new();
+    VTBL.get_or_init(|| {
+        let mut v = ICorProfilerInfo10Vtbl::not_implemented(IUnknownVtbl {
+            QueryInterface: query_interface,
+            AddRef: add_ref,
+            Release: release,
+        });
+        v.SuspendRuntime = suspend_runtime;
+        v.ResumeRuntime = resume_runtime;
+        let i8 = &mut v.base.base;
+        i8.GetFunctionFromIP3 = get_function_from_ip3;
+        let i5 = &mut i8.base.base.base;
+        i5.GetEventMask2 = get_event_mask2;
+        i5.SetEventMask2 = set_event_mask2;
+        let i4 = &mut i5.base;
+        i4.EnumThreads = enum_threads;
+        i4.InitializeCurrentThread = initialize_current_thread;
+        i4.GetFunctionFromIP2 = get_function_from_ip2;
+        let i3 = &mut i4.base;
+        i3.RequestProfilerDetach = request_profiler_detach;
+        i3.GetModuleInfo2 = get_module_info2;
+        let i2 = &mut i3.base;
+        i2.DoStackSnapshot = do_stack_snapshot;
+        i2.GetFunctionInfo2 = get_function_info2;
+        i2.GetClassIDInfo2 = get_class_id_info2;
+        i2.GetCodeInfo2 = get_code_info2;
+        let i1 = &mut i2.base;
+        i1.GetCodeInfo = get_code_info;
+        i1.GetEventMask = get_event_mask;
+        i1.GetFunctionFromIP = get_function_from_ip;
+        i1.GetThreadInfo = get_thread_info;
+        i1.GetCurrentThreadID = get_current_thread_id;
+        i1.GetClassIDInfo = get_class_id_info;
+        i1.GetFunctionInfo = get_function_info;
+        i1.SetEventMask = set_event_mask;
+        i1.GetTokenAndMetaDataFromFunction = get_token_and_metadata_from_function;
+        i1.GetModuleInfo = get_module_info;
+        i1.GetModuleMetaData = get_module_metadata;
+        i1.GetAppDomainInfo = get_app_domain_info;
+        i1.GetAssemblyInfo = get_assembly_info;
+        v
+    })
+}

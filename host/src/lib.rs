@@ -1,0 +1,231 @@
+//! Hosting a native CoreCLR profiler library — C, C++, or anything with a C ABI — in the
+//! simulated runtime, through the same COM interfaces CoreCLR uses.
+//!
+//! [`Hosted::load`] does what the runtime does at startup with `CORECLR_PROFILER_PATH`:
+//! it loads the library, calls `DllGetClassObject(clsid, IID_IClassFactory)`, creates the
+//! profiler with `IClassFactory::CreateInstance(ICorProfilerCallback2)` and calls its
+//! `Initialize` with an `IUnknown*` that answers `ICorProfilerInfo` … `ICorProfilerInfo10`
+//! from a [`sim_clr::Runtime`]. From then on the runtime's callbacks (threads, module loads,
+//! allocations, GCs, suspensions, exceptions) go through the library's vtable, and the
+//! library's calls are answered by the simulated runtime.
+//!
+//! Calls the library makes on the OS thread a callback runs on are that simulated thread's;
+//! calls from threads it starts itself are an unknown native thread's, as a sampler thread
+//! is to the real runtime. See `docs/native-profilers.md` for the whole contract.
+
+#![cfg(unix)]
+
+mod callback;
+mod import;
+mod info;
+mod library;
+mod out;
+mod thread_enum;
+
+pub use callback::as_runtime_thread;
+
+use callback::Callbacks;
+use corprof::com::*;
+use corprof::HResult;
+use info::InfoObject;
+use library::Library;
+use sim_clr::Runtime;
+use std::ffi::c_void;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Why a library could not be hosted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostError {
+    /// The library could not be loaded.
+    Load {
+        /// The library.
+        path: PathBuf,
+        /// The loader's message.
+        message: String,
+    },
+    /// The library exports no `DllGetClassObject`.
+    NoEntryPoint(PathBuf),
+    /// `DllGetClassObject` refused the CLSID (usually `CLASS_E_CLASSNOTAVAILABLE`).
+    ClassRefused(HResult),
+    /// The class factory could not create an `ICorProfilerCallback2` object.
+    CreateFailed(HResult),
+    /// The profiler's `Initialize` failed: the runtime runs without it.
+    InitializeFailed(HResult),
+}
+
+impl fmt::Display for HostError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HostError::Load { path, message } => write!(f, "cannot load {}: {message}", path.display()),
+            HostError::NoEntryPoint(path) => write!(f, "{} exports no DllGetClassObject", path.display()),
+            HostError::ClassRefused(hr) => write!(f, "DllGetClassObject refused the CLSID: {hr}"),
+            HostError::CreateFailed(hr) => {
+                write!(
+                    f,
+                    "IClassFactory::CreateInstance(ICorProfilerCallback2) failed: {hr}"
+                )
+            }
+            HostError::InitializeFailed(hr) => write!(f, "the profiler's Initialize failed: {hr}"),
+        }
+    }
+}
+
+impl std::error::Error for HostError {}
+
+/// `DllGetClassObject(rclsid, riid, ppv)`.
+type DllGetClassObjectFn = unsafe extern "system" fn(*const Guid, *const Guid, *mut *mut c_void) -> HRESULT;
+
+/// A native profiler library attached to a simulated runtime.
+pub struct Hosted {
+    rt: Arc<Runtime>,
+    info: *mut InfoObject,
+    /// The profiler's `ICorProfilerCallback2*`.
+    profiler: *mut c_void,
+    /// Whether `Initialize` succeeded, so `Shutdown` is owed.
+    initialized: bool,
+    library: Library,
+}
+
+// SAFETY: the raw pointers are COM objects, which the profiling API lets any thread call.
+unsafe impl Send for Hosted {}
+// SAFETY: as above; the host's own state is behind locks.
+unsafe impl Sync for Hosted {}
+
+/// The `IUnknown` slots of COM object `object`.
+///
+/// # Safety
+/// `object` is a live COM object.
+unsafe fn unknown(object: *mut c_void) -> &'static IUnknownVtbl {
+    // SAFETY: a COM object starts with its vtable pointer, whose first slots are IUnknown's.
+    unsafe { &**(object as *const *const IUnknownVtbl) }
+}
+
+impl Hosted {
+    /// Loads the profiler library at `path`, creates its profiler object for `clsid` and
+    /// initializes it against `rt`, then announces the runtime's modules and threads
+    /// (`ModuleLoadFinished`, `ThreadCreated`, `ThreadAssignedToOSThread`) as far as the event
+    /// mask it set asks for.
+    pub fn load(path: &Path, clsid: Guid, rt: Arc<Runtime>) -> Result<Hosted, HostError> {
+        let library = Library::open(path).map_err(|message| HostError::Load {
+            path: path.to_path_buf(),
+            message,
+        })?;
+        let entry = library
+            .symbol("DllGetClassObject")
+            .ok_or_else(|| HostError::NoEntryPoint(path.to_path_buf()))?;
+        // SAFETY: the exported DllGetClassObject has this signature (the COM contract).
+        let get_class_object: DllGetClassObjectFn = unsafe { std::mem::transmute(entry) };
+        let mut factory: *mut c_void = std::ptr::null_mut();
+        // SAFETY: valid GUIDs and out-pointer.
+        let hr = callback::as_runtime_thread(|| unsafe {
+            get_class_object(&clsid, &IID_ICLASSFACTORY, &mut factory)
+        });
+        if hr != 0 || factory.is_null() {
+            return Err(HostError::ClassRefused(HResult(hr as u32)));
+        }
+        let mut profiler: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `factory` is the live IClassFactory the library returned.
+        let hr = callback::as_runtime_thread(|| unsafe {
+            let vtbl = &**(factory as *const *const IClassFactoryVtbl);
+            let hr = (vtbl.CreateInstance)(
+                factory,
+                std::ptr::null_mut(),
+                &IID_ICORPROFILERCALLBACK2,
+                &mut profiler,
+            );
+            (vtbl.base.Release)(factory);
+            hr
+        });
+        if hr != 0 || profiler.is_null() {
+            return Err(HostError::CreateFailed(HResult(hr as u32)));
+        }
+        let mut callback3: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `profiler` is live; a successful QueryInterface is balanced by Release.
+        let implements3 = callback::as_runtime_thread(|| unsafe {
+            let hr = (unknown(profiler).QueryInterface)(profiler, &IID_ICORPROFILERCALLBACK3, &mut callback3);
+            if hr == 0 && !callback3.is_null() {
+                (unknown(callback3).Release)(callback3);
+                true
+            } else {
+                false
+            }
+        });
+        let info = Box::into_raw(InfoObject::new(rt.clone()));
+        let hosted = Hosted {
+            rt: rt.clone(),
+            info,
+            profiler,
+            initialized: false,
+            library,
+        };
+        // SAFETY: `profiler` implements ICorProfilerCallback2 and lives as long as `hosted`,
+        // which clears the runtime's profiler before releasing it.
+        rt.set_profiler(Arc::new(unsafe { Callbacks::new(profiler, implements3) }));
+        // SAFETY: `info` is live until `hosted` drops; the vtable slot has this signature.
+        let hr = rt.initializing(|| {
+            callback::as_runtime_thread(|| unsafe {
+                let vtbl = &**(profiler as *const *const ICorProfilerCallback2Vtbl);
+                (vtbl.base.Initialize)(profiler, (*info).hand_out())
+            })
+        });
+        if hr != 0 {
+            // The runtime releases a profiler whose Initialize failed, without Shutdown.
+            return Err(HostError::InitializeFailed(HResult(hr as u32)));
+        }
+        let mut hosted = hosted;
+        hosted.initialized = true;
+        rt.announce_modules();
+        rt.announce_threads();
+        Ok(hosted)
+    }
+
+    /// The runtime the library is attached to.
+    pub fn runtime(&self) -> &Arc<Runtime> {
+        &self.rt
+    }
+
+    /// The `ICorProfilerInfo*` the library was given (an `IUnknown*` answering
+    /// `ICorProfilerInfo` … `ICorProfilerInfo10`), with one more reference counted.
+    pub fn info(&self) -> *mut c_void {
+        // SAFETY: `info` is live while `self` is.
+        unsafe { (*self.info).hand_out() }
+    }
+
+    /// The address of exported symbol `name` (a P/Invoke target, say), if the library has it.
+    pub fn symbol(&self, name: &str) -> Option<*mut c_void> {
+        self.library.symbol(name)
+    }
+
+    /// Misuse of the COM surface the host survived, in order (a `Release` without a matching
+    /// reference, …).
+    pub fn misuse(&self) -> Vec<String> {
+        // SAFETY: `info` is live while `self` is.
+        unsafe { &*self.info }
+            .misuse
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+impl Drop for Hosted {
+    /// Shuts the profiler down as the runtime does at exit: `Shutdown` (if it initialized),
+    /// then the last `Release`. The runtime raises no callback into it afterwards.
+    fn drop(&mut self) {
+        self.rt.clear_profiler();
+        let (profiler, initialized) = (self.profiler, self.initialized);
+        // SAFETY: `profiler` is the live ICorProfilerCallback2 object created in `load`.
+        callback::as_runtime_thread(|| unsafe {
+            let vtbl = &**(profiler as *const *const ICorProfilerCallback2Vtbl);
+            if initialized {
+                (vtbl.base.Shutdown)(profiler);
+            }
+            (vtbl.base.base.Release)(profiler);
+        });
+        // SAFETY: created by Box::into_raw in `load`; after Shutdown the library must not
+        // use the runtime's objects any more.
+        drop(unsafe { Box::from_raw(self.info) });
+    }
+}

@@ -1,0 +1,64 @@
+//! Loading a shared library and finding a symbol in it (`dlopen`, `dlsym`).
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::path::Path;
+
+const RTLD_NOW: c_int = 2;
+
+#[link(name = "dl")]
+extern "C" {
+    fn dlopen(filename: *const c_char, flags: c_int) -> *mut c_void;
+    fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
+    fn dlerror() -> *mut c_char;
+}
+
+/// A loaded shared library. It is never unloaded: a profiler's threads and callbacks may
+/// outlive any handle to it, as they do in a real process.
+#[derive(Debug)]
+pub struct Library {
+    handle: *mut c_void,
+}
+
+// SAFETY: a `dlopen` handle may be used from any thread.
+unsafe impl Send for Library {}
+// SAFETY: `dlsym` on a handle is thread-safe.
+unsafe impl Sync for Library {}
+
+/// The last `dlerror` message.
+fn last_error() -> String {
+    // SAFETY: dlerror returns NULL or a NUL-terminated string valid until the next dl call
+    // on this thread; it is copied at once.
+    unsafe {
+        let e = dlerror();
+        if e.is_null() {
+            "unknown error".to_string()
+        } else {
+            CStr::from_ptr(e).to_string_lossy().into_owned()
+        }
+    }
+}
+
+impl Library {
+    /// Loads the library at `path`, resolving every symbol now.
+    pub fn open(path: &Path) -> Result<Library, String> {
+        let text = path
+            .to_str()
+            .ok_or_else(|| format!("{} is not UTF-8", path.display()))?;
+        let c = CString::new(text).map_err(|_| format!("{text} contains a NUL byte"))?;
+        // SAFETY: `c` is a NUL-terminated path; loading runs the library's initializers,
+        // which is what hosting it means.
+        let handle = unsafe { dlopen(c.as_ptr(), RTLD_NOW) };
+        if handle.is_null() {
+            return Err(last_error());
+        }
+        Ok(Library { handle })
+    }
+
+    /// The address of exported symbol `name`, if the library has it.
+    pub fn symbol(&self, name: &str) -> Option<*mut c_void> {
+        let c = CString::new(name).ok()?;
+        // SAFETY: the handle is live (never closed) and `c` is NUL-terminated.
+        let address = unsafe { dlsym(self.handle, c.as_ptr()) };
+        (!address.is_null()).then_some(address)
+    }
+}

@@ -1,0 +1,202 @@
+/* A small native profiler in C, as a team would write one: it walks its own thread with
+ * DoStackSnapshot in ObjectAllocated and names every managed frame through metadata
+ * (GetTokenAndMetaDataFromFunction, IMetaDataImport::GetMethodProps/GetTypeDefProps).
+ * The walk's names, one per line ("<native>" for a funcId == 0 run), are read back with
+ * walker_result(). Slots are the profiling API's vtable indices. */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef int32_t HRESULT;
+typedef uintptr_t UINT_PTR;
+typedef uint16_t WCHAR;
+typedef struct { uint32_t d1; uint16_t d2, d3; uint8_t d4[8]; } GUID;
+typedef struct { void **vtbl; } Object;
+
+#define S_OK 0
+#define E_NOINTERFACE ((HRESULT)0x80004002)
+#define CLASS_E_CLASSNOTAVAILABLE ((HRESULT)0x80040111)
+
+static const GUID CLSID_WALKER = {0x1b9e9f2c, 0x5e3d, 0x4c55, {0x9a, 0x11, 0x2f, 0x60, 0x7d, 0x31, 0x42, 0x0b}};
+static const GUID IID_IUnknown = {0, 0, 0, {0xC0, 0, 0, 0, 0, 0, 0, 0x46}};
+static const GUID IID_IClassFactory = {1, 0, 0, {0xC0, 0, 0, 0, 0, 0, 0, 0x46}};
+static const GUID IID_ICorProfilerCallback = {0x176FBED1, 0xA55C, 0x4796, {0x98, 0xCA, 0xA9, 0xDA, 0x0E, 0xF8, 0x83, 0xE7}};
+static const GUID IID_ICorProfilerCallback2 = {0x8A8CC829, 0xCCF2, 0x49FE, {0xBB, 0xAE, 0x0F, 0x02, 0x22, 0x28, 0x07, 0x1A}};
+static const GUID IID_ICorProfilerInfo3 = {0xB555ED4F, 0x452A, 0x4E54, {0x8B, 0x39, 0xB5, 0x36, 0x0B, 0xAD, 0x32, 0xA0}};
+static const GUID IID_IMetaDataImport = {0x7DAC8207, 0xD3AE, 0x4C75, {0x9B, 0x67, 0x92, 0x80, 0x1A, 0x49, 0x7D, 0x44}};
+
+enum { SLOT_QI = 0, SLOT_RELEASE = 2 };
+enum { INFO_GET_FUNCTION_INFO = 15, INFO_SET_EVENT_MASK = 16, INFO_GET_TOKEN_AND_METADATA = 19,
+       INFO_GET_MODULE_INFO = 20, INFO_DO_STACK_SNAPSHOT = 36 };
+enum { MD_GET_TYPE_DEF_PROPS = 12, MD_GET_METHOD_PROPS = 30 };
+enum { CB_INITIALIZE = 3, CB_SHUTDOWN = 4, CB_OBJECT_ALLOCATED = 50, CB_SLOTS = 80 };
+
+#define ENABLE_STACK_SNAPSHOT 0x10000000u
+#define ENABLE_OBJECT_ALLOCATED 0x800000u
+#define MONITOR_OBJECT_ALLOCATED 0x100u
+
+static Object *info;
+static char result[4096];
+static int shutdowns;
+
+static int same(const GUID *a, const GUID *b) { return memcmp(a, b, sizeof *a) == 0; }
+
+static void append(const char *text) {
+    size_t used = strlen(result), n = strlen(text);
+    if (used + n + 2 < sizeof result) {
+        memcpy(result + used, text, n);
+        result[used + n] = '\n';
+        result[used + n + 1] = 0;
+    }
+}
+
+/* UTF-16 to ASCII: the names here are ASCII. */
+static void narrow(const WCHAR *in, char *out, size_t room) {
+    size_t i = 0;
+    for (; in[i] && i + 1 < room; i++) out[i] = (char)in[i];
+    out[i] = 0;
+}
+
+static HRESULT release(Object *o) { return ((HRESULT (*)(Object *))o->vtbl[SLOT_RELEASE])(o); }
+
+static void name_function(UINT_PTR function) {
+    typedef HRESULT (*TokenAndMetadata)(Object *, UINT_PTR, const GUID *, Object **, uint32_t *);
+    typedef HRESULT (*MethodProps)(Object *, uint32_t, uint32_t *, WCHAR *, uint32_t, uint32_t *, uint32_t *,
+                                   const uint8_t **, uint32_t *, uint32_t *, uint32_t *);
+    typedef HRESULT (*TypeDefProps)(Object *, uint32_t, WCHAR *, uint32_t, uint32_t *, uint32_t *, uint32_t *);
+    Object *import = NULL;
+    uint32_t token = 0, class_token = 0, len = 0;
+    WCHAR method[256], type[256];
+    char a[256], b[256], line[600];
+    if (((TokenAndMetadata)info->vtbl[INFO_GET_TOKEN_AND_METADATA])(info, function, &IID_IMetaDataImport, &import, &token) != S_OK) {
+        append("<no metadata>");
+        return;
+    }
+    HRESULT hr = ((MethodProps)import->vtbl[MD_GET_METHOD_PROPS])(import, token, &class_token, method, 256, &len, NULL, NULL, NULL, NULL, NULL);
+    if (hr == S_OK)
+        hr = ((TypeDefProps)import->vtbl[MD_GET_TYPE_DEF_PROPS])(import, class_token, type, 256, &len, NULL, NULL);
+    release(import);
+    if (hr != S_OK) {
+        append("<unnamed>");
+        return;
+    }
+    narrow(type, a, sizeof a);
+    narrow(method, b, sizeof b);
+    strcpy(line, a);
+    strcat(line, "::");
+    strcat(line, b);
+    append(line);
+}
+
+typedef struct { UINT_PTR functions[64]; int count; } Walk;
+
+static HRESULT on_frame(UINT_PTR function, UINT_PTR ip, UINT_PTR frame_info, uint32_t context_size,
+                        uint8_t *context, void *client_data) {
+    Walk *walk = client_data;
+    (void)ip; (void)frame_info; (void)context_size; (void)context;
+    if (walk->count < 64) walk->functions[walk->count++] = function;
+    return S_OK;
+}
+
+static HRESULT object_allocated(Object *self, UINT_PTR object, UINT_PTR class_id) {
+    typedef HRESULT (*Snapshot)(Object *, UINT_PTR, void *, uint32_t, void *, uint8_t *, uint32_t);
+    typedef HRESULT (*ModuleInfo)(Object *, UINT_PTR, const uint8_t **, uint32_t, uint32_t *, WCHAR *, UINT_PTR *);
+    typedef HRESULT (*FunctionInfo)(Object *, UINT_PTR, UINT_PTR *, UINT_PTR *, uint32_t *);
+    Walk walk = {{0}, 0};
+    (void)self; (void)object; (void)class_id;
+    result[0] = 0;
+    if (((Snapshot)info->vtbl[INFO_DO_STACK_SNAPSHOT])(info, 0, (void *)on_frame, 0, &walk, NULL, 0) != S_OK) {
+        append("<walk failed>");
+        return S_OK;
+    }
+    for (int i = 0; i < walk.count; i++) {
+        if (walk.functions[i] == 0) append("<native>");
+        else name_function(walk.functions[i]);
+    }
+    /* The leaf's module, named through GetModuleInfo. */
+    if (walk.count > 0 && walk.functions[0] != 0) {
+        UINT_PTR class_ = 0, module = 0;
+        uint32_t token = 0, len = 0;
+        WCHAR name[256];
+        char text[300] = "module ";
+        ((FunctionInfo)info->vtbl[INFO_GET_FUNCTION_INFO])(info, walk.functions[0], &class_, &module, &token);
+        if (((ModuleInfo)info->vtbl[INFO_GET_MODULE_INFO])(info, module, NULL, 256, &len, name, NULL) == S_OK) {
+            narrow(name, text + 7, sizeof text - 7);
+            append(text);
+        }
+    }
+    return S_OK;
+}
+
+static HRESULT initialize(Object *self, Object *unknown) {
+    typedef HRESULT (*QueryInterface)(Object *, const GUID *, void **);
+    typedef HRESULT (*SetEventMask)(Object *, uint32_t);
+    (void)self;
+    HRESULT hr = ((QueryInterface)unknown->vtbl[SLOT_QI])(unknown, &IID_ICorProfilerInfo3, (void **)&info);
+    if (hr != S_OK) return hr;
+    return ((SetEventMask)info->vtbl[INFO_SET_EVENT_MASK])(info, ENABLE_STACK_SNAPSHOT | ENABLE_OBJECT_ALLOCATED | MONITOR_OBJECT_ALLOCATED);
+}
+
+static HRESULT shutdown(Object *self) {
+    (void)self;
+    shutdowns++;
+    if (info) release(info);
+    info = NULL;
+    return S_OK;
+}
+
+/* Every callback the profiler does not handle answers S_OK. Extra arguments are ignored, as
+ * the x64 calling conventions allow. */
+static HRESULT ignore(Object *self) { (void)self; return S_OK; }
+static uint32_t add_ref(Object *self) { (void)self; return 1; }
+static uint32_t release_static(Object *self) { (void)self; return 1; }
+
+static HRESULT profiler_qi(Object *self, const GUID *iid, void **out) {
+    if (same(iid, &IID_IUnknown) || same(iid, &IID_ICorProfilerCallback) || same(iid, &IID_ICorProfilerCallback2)) {
+        *out = self;
+        return S_OK;
+    }
+    *out = NULL;
+    return E_NOINTERFACE;
+}
+
+static void *callback_slots[CB_SLOTS];
+static Object profiler = {callback_slots};
+
+static HRESULT create_instance(Object *self, void *outer, const GUID *iid, void **out) {
+    (void)self; (void)outer;
+    for (int i = 3; i < CB_SLOTS; i++) callback_slots[i] = (void *)ignore;
+    callback_slots[0] = (void *)profiler_qi;
+    callback_slots[1] = (void *)add_ref;
+    callback_slots[2] = (void *)release_static;
+    callback_slots[CB_INITIALIZE] = (void *)initialize;
+    callback_slots[CB_SHUTDOWN] = (void *)shutdown;
+    callback_slots[CB_OBJECT_ALLOCATED] = (void *)object_allocated;
+    return profiler_qi(&profiler, iid, out);
+}
+
+static HRESULT factory_qi(Object *self, const GUID *iid, void **out) {
+    if (same(iid, &IID_IUnknown) || same(iid, &IID_IClassFactory)) {
+        *out = self;
+        return S_OK;
+    }
+    *out = NULL;
+    return E_NOINTERFACE;
+}
+
+static void *factory_slots[5] = {(void *)factory_qi, (void *)add_ref, (void *)release_static, (void *)create_instance, (void *)ignore};
+static Object factory = {factory_slots};
+
+HRESULT DllGetClassObject(const GUID *clsid, const GUID *iid, void **out) {
+    if (!same(clsid, &CLSID_WALKER)) {
+        *out = NULL;
+        return CLASS_E_CLASSNOTAVAILABLE;
+    }
+    return factory_qi(&factory, iid, out);
+}
+
+/* The names of the last walk, one per line. */
+const char *walker_result(void) { return result; }
+
+/* How many times Shutdown was called. */
+int walker_shutdowns(void) { return shutdowns; }

@@ -1,0 +1,236 @@
+//! A native profiler written in C (`tests/c/walker.c`), built with the system C compiler and
+//! hosted in the simulated runtime: it walks with `DoStackSnapshot` and names its frames
+//! through metadata, as it would inside CoreCLR. Also: misuse of the COM surface gets the
+//! documented HRESULT and never crashes the host.
+
+use corprof::com::*;
+use corprof::HResult;
+use sim_clr::scenario::Scenario;
+use sim_clr::{CallbackKind, Runtime};
+use simclr_host::{HostError, Hosted};
+use std::ffi::{c_char, c_void, CStr};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+/// The CLSID `walker.c` answers to.
+const CLSID: Guid = Guid::new(
+    0x1b9e_9f2c,
+    0x5e3d,
+    0x4c55,
+    [0x9a, 0x11, 0x2f, 0x60, 0x7d, 0x31, 0x42, 0x0b],
+);
+
+const SCENARIO: &str = r#"
+platform = "unix"
+[[code]]
+name = "Shop.Cart::Add"
+kind = "jit"
+module = "/app/Shop.dll"
+[[code]]
+name = "Program::Main"
+kind = "jit"
+module = "/app/App.dll"
+[[code]]
+name = "libc.so.6!qsort"
+kind = "native"
+[[code]]
+name = "Program::Compare"
+kind = "jit"
+module = "/app/App.dll"
+[[code]]
+name = "libcoreclr.so!UMThunkStub"
+kind = "helper"
+[[code]]
+name = "dotnet!main"
+kind = "native"
+# Main calls qsort through P/Invoke; qsort calls Compare back through a reverse P/Invoke.
+[[threads]]
+name = "main"
+frames = [
+  { fn = "Shop.Cart::Add" },
+  { fn = "Program::Compare" },
+  { frame = "UMThkCallFrame" },
+  { fn = "libcoreclr.so!UMThunkStub" },
+  { fn = "libc.so.6!qsort" },
+  { frame = "InlinedCallFrame" },
+  { fn = "Program::Main" },
+  { fn = "dotnet!main" },
+]
+"#;
+
+/// Builds `tests/c/<name>.c` into a shared library, once per test binary.
+fn build(name: &str) -> PathBuf {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("c-profilers");
+    std::fs::create_dir_all(&out).unwrap();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
+    let library = out.join(format!("lib{name}.so"));
+    let target = "x86_64-unknown-linux-gnu";
+    let compiler = cc::Build::new()
+        .target(target)
+        .host(target)
+        .opt_level(0)
+        .cargo_metadata(false)
+        .warnings(true)
+        .get_compiler();
+    let status = compiler
+        .to_command()
+        .args(["-shared", "-fPIC", "-std=c11", "-Wall", "-Werror", "-o"])
+        .arg(&library)
+        .arg(&source)
+        .status()
+        .expect("a C compiler");
+    assert!(status.success(), "compiling {}", source.display());
+    library
+}
+
+fn walker() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| build("walker"))
+}
+
+/// The library's globals are shared by every load of it: one test at a time.
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn runtime() -> Arc<Runtime> {
+    Arc::new(Scenario::parse("hosting.toml", SCENARIO).unwrap().runtime())
+}
+
+fn text_of(hosted: &Hosted, symbol: &str) -> String {
+    let f = hosted.symbol(symbol).expect("the export");
+    // SAFETY: the export is `const char *(void)`.
+    let f: extern "C" fn() -> *const c_char = unsafe { std::mem::transmute(f) };
+    // SAFETY: it returns a NUL-terminated static buffer.
+    unsafe { CStr::from_ptr(f()) }.to_string_lossy().into_owned()
+}
+
+#[test]
+fn a_c_profiler_walks_and_names_its_frames_through_metadata() {
+    let _one = serial();
+    let rt = runtime();
+    let hosted = Hosted::load(walker(), CLSID, rt.clone()).expect("hosted");
+    assert_eq!(
+        rt.raise("main", CallbackKind::ObjectAllocated),
+        Some(HResult::S_OK)
+    );
+    assert_eq!(
+        text_of(&hosted, "walker_result"),
+        "Shop.Cart::Add\nProgram::Compare\n<native>\nProgram::Main\n<native>\nmodule /app/Shop.dll\n"
+    );
+    assert!(hosted.misuse().is_empty(), "{:?}", hosted.misuse());
+    let shutdowns = |h: &Hosted| {
+        let f = h.symbol("walker_shutdowns").unwrap();
+        // SAFETY: the export is `int (void)`.
+        let f: extern "C" fn() -> i32 = unsafe { std::mem::transmute(f) };
+        f()
+    };
+    let before = shutdowns(&hosted);
+    let library = hosted.symbol("walker_shutdowns").unwrap();
+    drop(hosted);
+    // SAFETY: the library stays loaded; the export is `int (void)`.
+    let after: extern "C" fn() -> i32 = unsafe { std::mem::transmute(library) };
+    assert_eq!(
+        after(),
+        before + 1,
+        "Shutdown is called once when the host lets go"
+    );
+    // No callback reaches an unloaded profiler.
+    assert_eq!(rt.raise("main", CallbackKind::ObjectAllocated), None);
+}
+
+#[test]
+fn a_library_that_refuses_or_lacks_the_class_is_a_clear_error() {
+    let _one = serial();
+    let other = Guid::new(1, 2, 3, [4; 8]);
+    assert_eq!(
+        Hosted::load(walker(), other, runtime()).err(),
+        Some(HostError::ClassRefused(HResult::CLASS_E_CLASSNOTAVAILABLE))
+    );
+    let missing = Hosted::load(Path::new("/nonexistent/libprofiler.so"), CLSID, runtime()).err();
+    assert!(matches!(missing, Some(HostError::Load { .. })), "{missing:?}");
+    // A shared library without DllGetClassObject: the C library itself.
+    let libc = Path::new("libc.so.6");
+    let none = Hosted::load(libc, CLSID, runtime()).err();
+    assert_eq!(none, Some(HostError::NoEntryPoint(libc.to_path_buf())));
+    assert!(none.unwrap().to_string().contains("exports no DllGetClassObject"));
+}
+
+/// The `ICorProfilerInfo10` vtable of `info`.
+fn vtbl<'a>(info: *mut c_void) -> &'a ICorProfilerInfo10Vtbl {
+    // SAFETY: a COM object starts with its vtable pointer.
+    unsafe { &**(info as *const *const ICorProfilerInfo10Vtbl) }
+}
+
+fn v1(info: *mut c_void) -> &'static ICorProfilerInfoVtbl {
+    &vtbl(info).base.base.base.base.base.base.base.base.base
+}
+
+#[test]
+fn misuse_of_the_com_surface_gets_the_documented_hresult() {
+    let _one = serial();
+    let hosted = Hosted::load(walker(), CLSID, runtime()).expect("hosted");
+    let info = hosted.info();
+    let unknown = &v1(info).base;
+    let hr = |h: HResult| h.0 as HRESULT;
+    // SAFETY: `info` is live while `hosted` is; each call passes what its slot declares.
+    unsafe {
+        // NULL out-pointers.
+        assert_eq!(
+            (unknown.QueryInterface)(info, &IID_ICORPROFILERINFO, std::ptr::null_mut()),
+            hr(HResult::E_POINTER)
+        );
+        assert_eq!(
+            (v1(info).GetEventMask)(info, std::ptr::null_mut()),
+            hr(HResult::E_INVALIDARG)
+        );
+        assert_eq!(
+            (v1(info).GetCurrentThreadID)(info, std::ptr::null_mut()),
+            hr(HResult::CORPROF_E_NOT_MANAGED_THREAD)
+        );
+        assert_eq!(
+            (v1(info).GetModuleMetaData)(info, 0, 0, &IID_IMETADATAIMPORT, std::ptr::null_mut()),
+            hr(HResult::E_INVALIDARG)
+        );
+        // Unknown IIDs.
+        let mut out = std::ptr::dangling_mut::<c_void>();
+        assert_eq!(
+            (unknown.QueryInterface)(info, &IID_ICLASSFACTORY, &mut out),
+            hr(HResult::E_NOINTERFACE)
+        );
+        assert!(out.is_null());
+        // A method the simulator does not model.
+        assert_eq!((v1(info).ForceGC)(info), hr(HResult::E_NOTIMPL));
+        // Unbalanced Release: noted, never a crash or a double free.
+        for _ in 0..5 {
+            (unknown.Release)(info);
+        }
+        assert!(hosted
+            .misuse()
+            .iter()
+            .any(|m| m.contains("Release without a matching reference")));
+        // Calls after detach: the C profiler does not implement ICorProfilerCallback3.
+        let i3 = &vtbl(info).base.base.base.base.base.base.base;
+        assert_eq!(
+            (i3.RequestProfilerDetach)(info, 10),
+            hr(HResult::CORPROF_E_CALLBACK3_REQUIRED)
+        );
+    }
+    // With detaching set as a runtime would after a successful request, every call fails.
+    let detaching = Scenario::parse(
+        "detaching.toml",
+        &SCENARIO.replace(
+            "platform = \"unix\"",
+            "platform = \"unix\"\n[runtime]\ndetaching = true",
+        ),
+    )
+    .unwrap()
+    .runtime();
+    drop(hosted);
+    let hosted = Hosted::load(walker(), CLSID, Arc::new(detaching));
+    assert_eq!(
+        hosted.err(),
+        Some(HostError::InitializeFailed(HResult::CORPROF_E_PROFILER_DETACHING))
+    );
+}
