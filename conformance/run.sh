@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The real-runtime lane: runs the conformance call shapes on CoreCLR 3.1.23 with the Rust
-# profiler loaded, then compares every case with the simulator (`simclr conform`).
+# profiler loaded, then compares every case with the simulator (`simclr conform`), and the
+# same profiler library hosted inside the simulator with the real runtime.
 # Installs what it needs (a Python venv under the target folder with dotnetcore2, mono-mcs
 # through apt) and ends with "N passed, M failed"; exits non-zero on any failure.
 set -euo pipefail
@@ -75,6 +76,7 @@ run crash-nullcb-x 20 "" Crash.exe nullcb_x
 run crash-bogus 20 "" Crash.exe bogus
 run crash-double 5 "" Crash.exe double
 
-# 4. The comparison.
+# 4. The comparison: the simulator running each scenario, and the simulator hosting the same
+#    libconfprof.so, driven by each scenario's [host] steps ("hosted: N passed, M failed").
 echo "== comparing with the simulator"
-"$target/release/simclr" conform "$root/conformance/scenarios" "$results"
+"$target/release/simclr" conform "$root/conformance/scenarios" "$results" --hosted "$bin/libconfprof.so"

@@ -10,8 +10,11 @@
 
 use serde_json::Value;
 use sim_clr::scenario::{CallReport, FaultReport, Scenario};
+use sim_clr::trace::FaultKind;
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// One compared case.
 struct Row {
@@ -22,21 +25,11 @@ struct Row {
     verdict: Result<(), String>,
 }
 
-/// Faults that kill the process (SIGSEGV) and those that hang it.
-const CRASHES: [&str; 5] = [
-    "null_callback",
-    "bogus_thread_id",
-    "access_violation",
-    "walk_of_destroyed_thread",
-    "thread_use_after_free",
-];
-const HANGS: [&str; 2] = ["deadlock", "leaked_suspension_hang"];
-
 /// Compares every scenario with its results; returns (passed, failed, text table). Inputs
 /// that cannot be compared are errors, never an empty pass: a missing or empty scenarios
 /// folder, a missing results folder, results for none of the scenarios (the folders swapped,
 /// say), a results file that cannot be read, and two records of one case.
-pub fn compare(scenarios: &Path, results: &Path) -> Result<(usize, usize, String), String> {
+pub fn compare(scenarios: &Path, results: &Path, hosted: Option<&Path>) -> Result<Comparison, String> {
     let mut files: Vec<_> = std::fs::read_dir(scenarios)
         .map_err(|e| format!("{}: {e}", scenarios.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -49,14 +42,9 @@ pub fn compare(scenarios: &Path, results: &Path) -> Result<(usize, usize, String
         return Err(format!("{}: not a results folder", results.display()));
     }
     files.sort();
-    let read = |path: &Path| -> Result<Option<String>, String> {
-        match std::fs::read_to_string(path) {
-            Ok(text) => Ok(Some(text)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(format!("{}: {e}", path.display())),
-        }
-    };
     let mut rows = Vec::new();
+    let mut hosted_rows = Vec::new();
+    let mut cannot_host = Vec::new();
     let mut runs = 0;
     for file in files {
         let stem = file.file_stem().unwrap().to_string_lossy().into_owned();
@@ -76,6 +64,22 @@ pub fn compare(scenarios: &Path, results: &Path) -> Result<(usize, usize, String
         };
         runs += 1;
         rows.extend(compare_one(&scenario, exit.trim(), &log)?);
+        if let Some(library) = hosted {
+            if scenario.host.steps.is_empty() {
+                cannot_host.push(format!("{stem}: the scenario has no [host] steps"));
+                continue;
+            }
+            let out = results.join("hosted");
+            std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
+            let (hosted_exit, hosted_log) = host_run(&file, library, &out.join(format!("{stem}.jsonl")))?;
+            hosted_rows.extend(compare_hosted(
+                &scenario.name,
+                exit.trim(),
+                &log,
+                &hosted_exit,
+                &hosted_log,
+            )?);
+        }
     }
     if runs == 0 {
         return Err(format!(
@@ -84,12 +88,142 @@ pub fn compare(scenarios: &Path, results: &Path) -> Result<(usize, usize, String
             scenarios.display()
         ));
     }
+    Ok(Comparison {
+        simulated: tally(&rows, "simulated"),
+        hosted: hosted.map(|_| (tally(&hosted_rows, "hosted"), cannot_host)),
+    })
+}
+
+/// What `compare` found: (passed, failed, table) for the simulated scenarios, and, when a
+/// library was hosted, the same for it with the scenarios it could not run (and why).
+pub struct Comparison {
+    /// The scenarios run by the simulator against the real runtime.
+    pub simulated: (usize, usize, String),
+    /// The hosted library against the real runtime, and the scenarios it cannot run.
+    pub hosted: Option<((usize, usize, String), Vec<String>)>,
+}
+
+/// A file's text; `None` when it does not exist.
+fn read(path: &Path) -> Result<Option<String>, String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// How long a hosted run may take before it counts as hung.
+const HOSTED_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Runs `simclr run SCENARIO --profiler LIBRARY` as its own process (a crash of the simulated
+/// process ends it, as the real one would end), with the profiler's log at `log`; returns the
+/// exit (`ok`, `crash`, `hang`, `failed(N)`) and the log.
+fn host_run(scenario: &Path, library: &Path, log: &Path) -> Result<(String, String), String> {
+    let _ = std::fs::remove_file(log);
+    let exe = std::env::current_exe().map_err(|e| format!("simclr's own path: {e}"))?;
+    let mut child = Command::new(exe)
+        .arg("run")
+        .arg(scenario)
+        .arg("--profiler")
+        .arg(library)
+        .env("CONF_LOG", log)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("starting a hosted run: {e}"))?;
+    let started = Instant::now();
+    let exit = loop {
+        match child
+            .try_wait()
+            .map_err(|e| format!("waiting for a hosted run: {e}"))?
+        {
+            Some(status) => {
+                break match status.code() {
+                    Some(0) => "ok".to_string(),
+                    Some(c) if c == i32::from(crate::EXIT_CRASH) => "crash".to_string(),
+                    Some(c) if c == i32::from(crate::EXIT_HANG) => "hang".to_string(),
+                    Some(c) => format!("failed({c})"),
+                    None => "crash".to_string(),
+                }
+            }
+            None if started.elapsed() > HOSTED_TIMEOUT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break "hang".to_string();
+            }
+            None => std::thread::sleep(Duration::from_millis(10)),
+        }
+    };
+    Ok((exit, read(log)?.unwrap_or_default()))
+}
+
+/// Compares the hosted library's records and exit with the real runtime's, case by case.
+fn compare_hosted(
+    name: &str,
+    exit: &str,
+    log: &str,
+    hosted_exit: &str,
+    hosted_log: &str,
+) -> Result<Vec<Row>, String> {
+    let real = records(name, log)?;
+    let mut hosted = records(&format!("{name} (hosted)"), hosted_log)?;
+    let mut rows = Vec::new();
+    for (case, record) in real {
+        let real_text = describe_real(&record);
+        let (hosted_text, verdict) = match hosted.remove(&case) {
+            Some(h) => {
+                let text = describe_real(&h);
+                let verdict = if text == real_text {
+                    Ok(())
+                } else {
+                    Err("differs".into())
+                };
+                (text, verdict)
+            }
+            None => (
+                "no record".into(),
+                Err("the hosted library never recorded it".into()),
+            ),
+        };
+        rows.push(Row {
+            case,
+            api: record["api"].as_str().unwrap_or("?").into(),
+            real: real_text,
+            simulated: hosted_text,
+            verdict,
+        });
+    }
+    for (case, record) in hosted {
+        rows.push(Row {
+            case,
+            api: record["api"].as_str().unwrap_or("?").into(),
+            real: "no record".into(),
+            simulated: describe_real(&record),
+            verdict: Err("the real runtime never recorded it".into()),
+        });
+    }
+    rows.push(Row {
+        case: format!("{name} (process)"),
+        api: "-".into(),
+        real: exit.into(),
+        simulated: hosted_exit.into(),
+        verdict: if exit == hosted_exit {
+            Ok(())
+        } else {
+            Err("ends differently".into())
+        },
+    });
+    Ok(rows)
+}
+
+/// (passed, failed, the table) of compared rows; `column` names the compared side.
+fn tally(rows: &[Row], column: &str) -> (usize, usize, String) {
     let passed = rows.iter().filter(|r| r.verdict.is_ok()).count();
     let mut table = format!(
         "{:<34} {:<24} {:<44} {:<44} result\n",
-        "case", "api", "real", "simulated"
+        "case", "api", "real", column
     );
-    for r in &rows {
+    for r in rows {
         let verdict = match &r.verdict {
             Ok(()) => "ok".to_string(),
             Err(why) => format!("FAIL: {why}"),
@@ -99,26 +233,31 @@ pub fn compare(scenarios: &Path, results: &Path) -> Result<(usize, usize, String
             r.case, r.api, r.real, r.simulated
         ));
     }
-    Ok((passed, rows.len() - passed, table))
+    (passed, rows.len() - passed, table)
 }
 
-fn compare_one(scenario: &Scenario, exit: &str, log: &str) -> Result<Vec<Row>, String> {
-    let mut real: BTreeMap<String, Value> = BTreeMap::new();
+/// The records of a conformance log by case label; a malformed line or a second record of a
+/// case is an error.
+fn records(name: &str, log: &str) -> Result<BTreeMap<String, Value>, String> {
+    let mut records = BTreeMap::new();
     for (n, line) in log.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let record: Value =
-            serde_json::from_str(line).map_err(|e| format!("{}: line {}: {e}", scenario.name, n + 1))?;
+        let record: Value = serde_json::from_str(line).map_err(|e| format!("{name}: line {}: {e}", n + 1))?;
         let case = record["case"]
             .as_str()
-            .ok_or_else(|| format!("{}: line {}: no case", scenario.name, n + 1))?
+            .ok_or_else(|| format!("{name}: line {}: no case", n + 1))?
             .to_string();
-        if real.insert(case.clone(), record).is_some() {
+        if records.insert(case.clone(), record).is_some() {
             return Err(format!(
-                "{}: line {}: a second record of case `{case}`",
-                scenario.name,
+                "{name}: line {}: a second record of case `{case}`",
                 n + 1
             ));
         }
     }
+    Ok(records)
+}
+
+fn compare_one(scenario: &Scenario, exit: &str, log: &str) -> Result<Vec<Row>, String> {
+    let mut real = records(&scenario.name, log)?;
     let report = scenario.run();
     let mut calls: Vec<&CallReport> = Vec::new();
     for call in &report.calls {
@@ -147,12 +286,10 @@ fn compare_one(scenario: &Scenario, exit: &str, log: &str) -> Result<Vec<Row>, S
                 )
             }
             (None, Some(fault)) => {
-                let expected = if CRASHES.contains(&fault.kind.as_str()) {
-                    "crash"
-                } else if HANGS.contains(&fault.kind.as_str()) {
-                    "hang"
-                } else {
-                    "?"
+                let expected = match FaultKind::parse(&fault.kind) {
+                    Some(kind) if kind.hangs() => "hang",
+                    Some(_) => "crash",
+                    None => "?",
                 };
                 let verdict = if exit == expected {
                     Ok(())

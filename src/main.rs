@@ -23,6 +23,8 @@ mod conform;
 mod explain;
 mod explore;
 mod fuzz;
+#[cfg(unix)]
+mod hosted;
 mod hybrid;
 mod mutants;
 mod progress;
@@ -68,6 +70,18 @@ enum Command {
         /// `NO_COLOR` environment variable is set).
         #[arg(long)]
         no_color: bool,
+        /// Host this native profiler library (a `.so` exporting `DllGetClassObject`) in the
+        /// scenario's runtime and run the scenario's `[host]` steps instead of its calls
+        /// (one file; exit 3 when the simulated process crashes, 4 when it hangs).
+        #[arg(long, value_name = "LIB")]
+        profiler: Option<PathBuf>,
+        /// The CLSID passed to the library's `DllGetClassObject`.
+        #[arg(
+            long,
+            default_value = "{00000000-0000-0000-0000-000000000000}",
+            requires = "profiler"
+        )]
+        clsid: String,
     },
     /// Draw one walk of a scenario as an SVG picture: the target's stack memory, its frames,
     /// the explicit Frame chain, where the walk started, and what it reported.
@@ -224,8 +238,18 @@ enum Command {
         scenarios: PathBuf,
         /// Directory of real results (`NAME.jsonl`, `NAME.exit`).
         results: PathBuf,
+        /// Also host this build of the conformance profiler library in the simulator, driven
+        /// by each scenario's `[host]` steps, and compare its records with the real ones
+        /// (its logs go to RESULTS/hosted/).
+        #[arg(long, value_name = "LIB")]
+        hosted: Option<PathBuf>,
     },
 }
+
+/// Exit status of `simclr run --profiler` when the simulated process crashed.
+const EXIT_CRASH: u8 = 3;
+/// Exit status of `simclr run --profiler` when the simulated process hung.
+const EXIT_HANG: u8 = 4;
 
 /// Ends the process quietly, as a program killed by SIGPIPE, when stdout is closed early
 /// (`simclr list | head`) instead of panicking in the middle of a `println!`.
@@ -258,7 +282,22 @@ fn main() -> ExitCode {
             files,
             json,
             no_color,
-        } => run(&files, json, !no_color && colors()),
+            profiler,
+            clsid,
+        } => match (profiler, files.as_slice()) {
+            (None, _) => run(&files, json, !no_color && colors()),
+            #[cfg(unix)]
+            (Some(library), [file]) => hosted::run(file, &library, &clsid),
+            #[cfg(not(unix))]
+            (Some(_), [_]) => {
+                eprintln!("error: hosting a profiler library needs a Unix loader (dlopen)");
+                ExitCode::from(2)
+            }
+            (Some(_), _) => {
+                eprintln!("error: --profiler hosts the library in one scenario file");
+                ExitCode::from(2)
+            }
+        },
         Command::Explain { file, call, out } => explain::run(&file, call, &out),
         Command::Catalog => catalog(),
         Command::List => list(),
@@ -288,7 +327,11 @@ fn main() -> ExitCode {
             sampler,
             json,
         } => explore::replay(&file, &schedule, &sampler, json),
-        Command::Conform { scenarios, results } => conform(&scenarios, &results),
+        Command::Conform {
+            scenarios,
+            results,
+            hosted,
+        } => conform(&scenarios, &results, hosted.as_deref()),
         Command::Mutants {
             schedules,
             seed,
@@ -502,12 +545,27 @@ fn catalog() -> ExitCode {
     }
 }
 
-fn conform(scenarios: &std::path::Path, results: &std::path::Path) -> ExitCode {
-    match conform::compare(scenarios, results) {
-        Ok((passed, failed, table)) => {
+fn conform(
+    scenarios: &std::path::Path,
+    results: &std::path::Path,
+    hosted: Option<&std::path::Path>,
+) -> ExitCode {
+    match conform::compare(scenarios, results, hosted) {
+        Ok(comparison) => {
+            let (passed, failed, table) = comparison.simulated;
             print!("{table}");
             println!("{passed} passed, {failed} failed");
-            if failed == 0 {
+            let mut all_passed = failed == 0;
+            if let Some(((passed, failed, table), cannot)) = comparison.hosted {
+                println!();
+                print!("{table}");
+                for why in &cannot {
+                    println!("hosted: cannot run {why}");
+                }
+                println!("hosted: {passed} passed, {failed} failed");
+                all_passed &= failed == 0;
+            }
+            if all_passed {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)

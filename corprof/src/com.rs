@@ -46,6 +46,34 @@ impl Guid {
             data4,
         }
     }
+
+    /// Parses the registry form `{8A4B6C2D-1E3F-4A5B-9C8D-7E6F5A4B3C2D}` (braces optional,
+    /// any case).
+    pub fn parse(text: &str) -> Option<Guid> {
+        let t = text.trim();
+        let t = t.strip_prefix('{').and_then(|t| t.strip_suffix('}')).unwrap_or(t);
+        let groups: Vec<&str> = t.split('-').collect();
+        let lengths = [8, 4, 4, 4, 12];
+        if groups.len() != 5
+            || groups
+                .iter()
+                .zip(lengths)
+                .any(|(g, n)| g.len() != n || !g.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            return None;
+        }
+        let tail = format!("{}{}", groups[3], groups[4]);
+        let mut data4 = [0u8; 8];
+        for (i, byte) in data4.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&tail[2 * i..2 * i + 2], 16).ok()?;
+        }
+        Some(Guid::new(
+            u32::from_str_radix(groups[0], 16).ok()?,
+            u16::from_str_radix(groups[1], 16).ok()?,
+            u16::from_str_radix(groups[2], 16).ok()?,
+            data4,
+        ))
+    }
 }
 
 /// `IID_IUnknown`.
@@ -603,6 +631,32 @@ mod tests {
         );
         assert_eq!(slot(offset_of!(ICorProfilerInfo4Vtbl, GetFunctionFromIP2)), 76);
         assert_eq!(slot(offset_of!(ICorProfilerInfo8Vtbl, GetFunctionFromIP3)), 88);
+    }
+
+    #[test]
+    fn guids_parse_in_registry_form() {
+        assert_eq!(
+            Guid::parse("{8A4B6C2D-1E3F-4A5B-9C8D-7E6F5A4B3C2D}"),
+            Some(Guid::new(
+                0x8A4B_6C2D,
+                0x1E3F,
+                0x4A5B,
+                [0x9C, 0x8D, 0x7E, 0x6F, 0x5A, 0x4B, 0x3C, 0x2D]
+            ))
+        );
+        assert_eq!(
+            Guid::parse("00000000-0000-0000-c000-000000000046"),
+            Some(IID_IUNKNOWN)
+        );
+        for bad in [
+            "",
+            "{}",
+            "8A4B6C2D-1E3F-4A5B-9C8D",
+            "8A4B6C2D-1E3F-4A5B-9C8D-7E6F5A4B3C2G",
+            "{8A4B6C2D1E3F4A5B9C8D7E6F5A4B3C2D}",
+        ] {
+            assert_eq!(Guid::parse(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -20,6 +20,7 @@ use corprof::{
     AppDomainId, AssemblyId, ClassId, CodeInfo, Context, FrameInfo, FunctionId, HResult, MetaDataImport,
     ModuleId, ProfilerInfo, SnapshotFrame, ThreadId,
 };
+use sim_clr::trace::Fault;
 use sim_clr::Runtime;
 use std::cell::RefCell;
 use std::ffi::c_void;
@@ -38,7 +39,12 @@ pub struct InfoObject {
     imports: Mutex<Vec<Box<ImportObject>>>,
     /// Misuse of the COM surface the host survived.
     pub misuse: Arc<Mutex<Vec<String>>>,
+    /// Called when a call leaves the simulated process dead or hung.
+    pub on_fatal: Mutex<Option<FatalHook>>,
 }
+
+/// What the host does when a call of the library kills the simulated process.
+pub type FatalHook = Box<dyn Fn(&Fault) + Send + Sync>;
 
 impl InfoObject {
     /// A new object over `rt`.
@@ -49,6 +55,7 @@ impl InfoObject {
             rt,
             imports: Mutex::new(Vec::new()),
             misuse: Arc::default(),
+            on_fatal: Mutex::new(None),
         })
     }
 
@@ -84,11 +91,17 @@ impl InfoObject {
 unsafe fn with<R>(this: *mut c_void, f: impl FnOnce(&InfoObject) -> R) -> R {
     // SAFETY: per the contract.
     let o = unsafe { &*(this as *const InfoObject) };
-    if on_runtime_thread() {
+    let result = if on_runtime_thread() {
         f(o)
     } else {
         o.rt.on_unknown_thread(|_| f(o))
+    };
+    if let Some(fault) = o.rt.fatal_fault() {
+        if let Some(hook) = o.on_fatal.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            hook(&fault);
+        }
     }
+    result
 }
 
 const IIDS: [Guid; 11] = [
@@ -483,13 +496,13 @@ unsafe extern "system" fn do_stack_snapshot(
     context: *mut u8,
     context_size: u32,
 ) -> HRESULT {
-    // The seed is read as the runtime reads it: `context_size` bytes at most, the rest zero.
+    // The seed is read as the runtime reads it: a whole CONTEXT, whatever `context_size`
+    // says (R7).
     let seed = (!context.is_null()).then(|| {
-        let mut bytes = [0u8; Context::SIZE];
-        let n = (context_size as usize).min(Context::SIZE);
-        // SAFETY: the caller's buffer holds `context_size` bytes.
-        unsafe { std::ptr::copy_nonoverlapping(context, bytes.as_mut_ptr(), n) };
-        Context::from_bytes(&bytes).unwrap_or_default()
+        // SAFETY: a seed pointer addresses a CONTEXT, as the API requires; the real runtime
+        // reads all of it too.
+        let bytes = unsafe { std::slice::from_raw_parts(context, Context::SIZE) };
+        Context::from_bytes(bytes).unwrap_or_default()
     });
     let mut deliver = |frame: &SnapshotFrame<'_>| -> HResult {
         let Some(cb) = callback else { return HResult::S_OK };

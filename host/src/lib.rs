@@ -16,6 +16,7 @@
 #![cfg(unix)]
 
 mod callback;
+mod drive;
 mod import;
 mod info;
 mod library;
@@ -23,6 +24,7 @@ mod out;
 mod thread_enum;
 
 pub use callback::as_runtime_thread;
+pub use drive::Ending;
 
 use callback::Callbacks;
 use corprof::com::*;
@@ -196,6 +198,19 @@ impl Hosted {
     /// The address of exported symbol `name` (a P/Invoke target, say), if the library has it.
     pub fn symbol(&self, name: &str) -> Option<*mut c_void> {
         self.library.symbol(name)
+    }
+
+    /// Sets what happens when one of the library's calls leaves the simulated process dead or
+    /// hung (a NULL snapshot callback, a bogus `ThreadID`, …): the real call would never
+    /// return. A command-line host ends its own process here, as the real one would end;
+    /// without a hook the call returns and the process stays terminated (every later walk
+    /// fails).
+    pub fn on_fatal(&self, hook: impl Fn(&sim_clr::trace::Fault) + Send + Sync + 'static) {
+        // SAFETY: `info` is live while `self` is.
+        *unsafe { &*self.info }
+            .on_fatal
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(Box::new(hook));
     }
 
     /// Misuse of the COM surface the host survived, in order (a `Release` without a matching

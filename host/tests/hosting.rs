@@ -7,7 +7,7 @@ use corprof::com::*;
 use corprof::HResult;
 use sim_clr::scenario::Scenario;
 use sim_clr::{CallbackKind, Runtime};
-use simclr_host::{HostError, Hosted};
+use simclr_host::{Ending, HostError, Hosted};
 use std::ffi::{c_char, c_void, CStr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -232,5 +232,56 @@ fn misuse_of_the_com_surface_gets_the_documented_hresult() {
     assert_eq!(
         hosted.err(),
         Some(HostError::InitializeFailed(HResult::CORPROF_E_PROFILER_DETACHING))
+    );
+}
+
+#[test]
+fn host_steps_drive_the_library_until_the_simulated_process_dies() {
+    let _one = serial();
+    let steps = r#"
+[host]
+[[host.steps]]
+thread = "main"
+raise = "ObjectAllocated"
+class = "Shop.Cart"
+[[host.steps]]
+thread = "main"
+call = "walker_note"
+arg = "noted"
+[[host.steps]]
+thread = "main"
+call = "walker_null_walk"
+[[host.steps]]
+thread = "main"
+call = "walker_note"
+arg = "after death"
+"#;
+    let scenario = Scenario::parse("drive.toml", &format!("{SCENARIO}{steps}")).unwrap();
+    let rt = Arc::new(scenario.runtime());
+    let hosted = Hosted::load(walker(), CLSID, rt).expect("hosted");
+    let ending = hosted.drive(&scenario.host).unwrap();
+    assert!(
+        matches!(&ending, Ending::Crashed(why) if why.contains("null_callback")),
+        "{ending:?}"
+    );
+    let text = text_of(&hosted, "walker_result");
+    assert!(text.starts_with("Shop.Cart::Add\n"), "{text}");
+    // The step after the crash never ran. (The library's own line after its fatal call did:
+    // without an `on_fatal` hook the call returns; `simclr run --profiler` exits there.)
+    assert!(
+        text.contains("noted\n") && !text.contains("after death"),
+        "{text}"
+    );
+
+    let missing = Scenario::parse(
+        "missing.toml",
+        &format!("{SCENARIO}[host]\n[[host.steps]]\nthread = \"main\"\ncall = \"nope\"\n"),
+    )
+    .unwrap();
+    // The step's table starts two lines after the scenario's own text.
+    let line = SCENARIO.lines().count() + 2;
+    assert_eq!(
+        hosted.drive(&missing.host),
+        Err(format!("line {line}: the library exports no `nope`"))
     );
 }

@@ -61,6 +61,16 @@ impl FaultKind {
         FaultKind::LeakedSuspensionHang,
     ];
 
+    /// True for the kinds that leave the process hung rather than dead.
+    pub fn hangs(self) -> bool {
+        matches!(self, FaultKind::Deadlock | FaultKind::LeakedSuspensionHang)
+    }
+
+    /// The kind named `name` (as [`FaultKind::as_str`] spells it).
+    pub fn parse(name: &str) -> Option<FaultKind> {
+        FaultKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
     /// The snake_case name used in reports and JSON.
     pub fn as_str(self) -> &'static str {
         match self {

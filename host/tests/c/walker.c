@@ -200,3 +200,13 @@ const char *walker_result(void) { return result; }
 
 /* How many times Shutdown was called. */
 int walker_shutdowns(void) { return shutdowns; }
+
+/* Appends a line to the result (an export the program calls by P/Invoke). */
+void walker_note(const char *text) { append(text); }
+
+/* Walks its own thread with a NULL callback: the process dies at the first frame. */
+void walker_null_walk(void) {
+    typedef HRESULT (*Snapshot)(Object *, UINT_PTR, void *, uint32_t, void *, uint8_t *, uint32_t);
+    HRESULT hr = ((Snapshot)info->vtbl[INFO_DO_STACK_SNAPSHOT])(info, 0, NULL, 0, NULL, NULL, 0);
+    append(hr == S_OK ? "survived a NULL callback" : "refused a NULL callback");
+}

@@ -281,6 +281,17 @@ impl Runtime {
     /// enter hook — hooks are not `ICorProfilerCallback` methods). After `ThreadDestroyed`
     /// the thread is dead.
     pub fn raise(&self, thread: &str, callback: CallbackKind) -> Option<HResult> {
+        self.raise_allocation_of(thread, callback, ClassId::NULL)
+    }
+
+    /// [`Runtime::raise`], with `class` as the class `ObjectAllocated` reports (other
+    /// callbacks ignore it).
+    pub fn raise_allocation_of(
+        &self,
+        thread: &str,
+        callback: CallbackKind,
+        class: ClassId,
+    ) -> Option<HResult> {
         let (id, enabled, first_module) = {
             let st = self.lock();
             let t = st.threads.iter().find(|t| t.name == thread && t.is_managed())?;
@@ -297,7 +308,7 @@ impl Runtime {
             detail: None,
         });
         let raised = self.on_thread(thread, CallContext::Callback(callback), |_| match callback {
-            CallbackKind::ObjectAllocated => profiler.object_allocated(ObjectId(OBJECT_BASE), ClassId::NULL),
+            CallbackKind::ObjectAllocated => profiler.object_allocated(ObjectId(OBJECT_BASE), class),
             CallbackKind::GarbageCollectionStarted => {
                 profiler.garbage_collection_started(&[true, false, false], GcReason::Induced)
             }

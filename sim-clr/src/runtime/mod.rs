@@ -352,6 +352,11 @@ impl Runtime {
         st.faults[seen..].to_vec()
     }
 
+    /// The fatal fault that ended (or hung) the simulated process, if one did.
+    pub fn fatal_fault(&self) -> Option<Fault> {
+        self.lock().faults.iter().find(|f| f.fatal).cloned()
+    }
+
     /// True once a fatal fault ended (or hung) the simulated process.
     pub fn is_terminated(&self) -> bool {
         self.lock().terminated()

@@ -35,6 +35,8 @@ pub struct Scenario {
     pub calls: Vec<Call>,
     /// Thread programs, profiler handlers, locks and limits (empty when nothing moves).
     pub process: crate::process::ProcessSpec,
+    /// How the program drives a hosted native profiler library (`[host]`).
+    pub host: super::host::HostSpec,
 }
 
 /// One step of a scenario.
@@ -486,6 +488,7 @@ impl Builder<'_> {
             .file_stem()
             .map_or(file.to_string(), |s| s.to_string_lossy().into_owned());
         let process = super::process::process_spec(self.src, &m, &threads, &declared_calls, &code)?;
+        let host = super::host::host_spec(self.src, m.host.as_ref(), &threads, &code)?;
         Ok(Scenario {
             name: m.name.unwrap_or(stem),
             description: m.description.unwrap_or_default(),
@@ -495,6 +498,7 @@ impl Builder<'_> {
             declared_calls,
             calls,
             process,
+            host,
         })
     }
 

@@ -8,6 +8,7 @@
 mod build;
 mod error;
 mod exec;
+mod host;
 mod model;
 mod process;
 mod report;
@@ -17,6 +18,7 @@ pub use build::{
     MAX_CALLS, MAX_FILE_BYTES, MAX_FRAMES, MAX_FUNCTIONS, MAX_THREADS,
 };
 pub use error::ScenarioError;
+pub use host::{HostAction, HostSpec, HostStep, MAX_HOST_STEPS};
 pub use report::{
     cut, CallReport, EventReport, Expectations, FaultReport, FrameReport, Mismatch, Report, TruthEntry,
 };

@@ -28,6 +28,28 @@ pub(crate) struct FileModel {
     pub profiler: Option<ProfilerModel>,
     pub limits: Option<LimitsModel>,
     pub explore: Option<ExploreModel>,
+    pub host: Option<HostModel>,
+}
+
+/// How the program drives a hosted native profiler library.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HostModel {
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pub steps: Vec<Spanned<HostStepModel>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HostStepModel {
+    pub thread: Spanned<String>,
+    pub call: Option<Spanned<String>>,
+    pub arg: Option<Spanned<String>>,
+    pub raise: Option<Spanned<String>>,
+    pub class: Option<Spanned<String>>,
+    pub gc: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -1,0 +1,85 @@
+//! `simclr run FILE --profiler LIB.so`: a native profiler library hosted in the scenario's
+//! runtime and driven by the scenario's `[host]` steps, as the program would drive it.
+//!
+//! The simulated process ends as the real one would: when a call of the library kills it (a
+//! fatal fault), this process ends at once with `EXIT_CRASH` or `EXIT_HANG`, so nothing the
+//! library would never have done afterwards happens.
+
+use crate::{EXIT_CRASH, EXIT_HANG};
+use corprof::com::Guid;
+use host::{Ending, Hosted};
+use sim_clr::scenario::Scenario;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+/// Hosts `library` (class `clsid`) in `file`'s runtime and runs its `[host]` steps.
+pub fn run(file: &Path, library: &Path, clsid: &str) -> ExitCode {
+    let Some(clsid) = Guid::parse(clsid) else {
+        eprintln!("error: --clsid `{clsid}` is not a GUID such as {{8A4B6C2D-1E3F-4A5B-9C8D-7E6F5A4B3C2D}}");
+        return ExitCode::from(2);
+    };
+    let scenario = match Scenario::load(file) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if scenario.host.steps.is_empty() {
+        eprintln!(
+            "error: {}: no [[host.steps]]: nothing would call the library",
+            file.display()
+        );
+        return ExitCode::from(2);
+    }
+    for (name, value) in &scenario.host.env {
+        // Set before the library is loaded, while this process runs one thread.
+        std::env::set_var(name, value);
+    }
+    let runtime = Arc::new(scenario.runtime());
+    let hosted = match Hosted::load(library, clsid, runtime.clone()) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    hosted.on_fatal(|fault| {
+        let (ending, code) = if fault.kind.hangs() {
+            ("hung", EXIT_HANG)
+        } else {
+            ("crashed", EXIT_CRASH)
+        };
+        eprintln!("simclr: the simulated process {ending}: {fault}");
+        std::process::exit(i32::from(code));
+    });
+    let ending = match hosted.drive(&scenario.host) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("error: {}: {e}", file.display());
+            return ExitCode::from(2);
+        }
+    };
+    for event in runtime.take_events() {
+        println!("event {} on {}", event.kind, event.on);
+    }
+    for misuse in hosted.misuse() {
+        println!("misuse: {misuse}");
+    }
+    let steps = scenario.host.steps.len();
+    match ending {
+        Ending::Completed => {
+            println!("{}: {steps} steps ran; the process completed", scenario.name);
+            ExitCode::SUCCESS
+        }
+        Ending::Crashed(why) => {
+            println!("{}: the simulated process crashed: {why}", scenario.name);
+            ExitCode::from(EXIT_CRASH)
+        }
+        Ending::Hung(why) => {
+            println!("{}: the simulated process hung: {why}", scenario.name);
+            ExitCode::from(EXIT_HANG)
+        }
+    }
+}
