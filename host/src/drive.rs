@@ -57,7 +57,9 @@ impl Hosted {
                         as_runtime_thread(|| match &arg {
                             // SAFETY: the scenario declares the export's signature by giving
                             // an argument or not; the C string outlives the call.
-                            Some(a) => unsafe { std::mem::transmute::<*mut c_void, ExportWithArg>(f)(a.as_ptr()) },
+                            Some(a) => unsafe {
+                                std::mem::transmute::<*mut c_void, ExportWithArg>(f)(a.as_ptr())
+                            },
                             // SAFETY: as above, for `void f(void)`.
                             None => unsafe { std::mem::transmute::<*mut c_void, Export>(f)() },
                         })

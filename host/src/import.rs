@@ -4,6 +4,7 @@
 //! One object per module lives as long as the host; `AddRef`/`Release` count, but never free
 //! it, and a `Release` past the count is noted as misuse instead of freeing twice.
 
+use crate::com_object::{query_interface as query_interface_of, release_owned};
 use crate::out::{hr, put, put_name};
 use corprof::com::*;
 use corprof::{HResult, MetaDataImport};
@@ -61,18 +62,8 @@ unsafe extern "system" fn query_interface(
     riid: *const Guid,
     out: *mut *mut c_void,
 ) -> HRESULT {
-    if out.is_null() {
-        return hr(HResult::E_POINTER);
-    }
-    // SAFETY: `riid` is checked for NULL; `out` is a valid out-pointer.
-    unsafe {
-        if riid.is_null() || !IIDS.contains(&*riid) {
-            out.write(std::ptr::null_mut());
-            return hr(HResult::E_NOINTERFACE);
-        }
-        out.write(object(this).hand_out());
-    }
-    hr(HResult::S_OK)
+    // SAFETY: COM passes a valid (or NULL) IID and out-pointer, and a pointer it was handed.
+    unsafe { query_interface_of(riid, out, &IIDS, || object(this).hand_out()) }
 }
 
 unsafe extern "system" fn add_ref(this: *mut c_void) -> u32 {
@@ -83,19 +74,7 @@ unsafe extern "system" fn add_ref(this: *mut c_void) -> u32 {
 unsafe extern "system" fn release(this: *mut c_void) -> u32 {
     // SAFETY: COM calls it on a pointer it was handed.
     let o = unsafe { object(this) };
-    match o
-        .refs
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-    {
-        Ok(n) => n - 1,
-        Err(_) => {
-            o.misuse
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push("IMetaDataImport::Release without a matching reference".into());
-            0
-        }
-    }
+    release_owned(&o.refs, &o.misuse, "IMetaDataImport")
 }
 
 unsafe extern "system" fn get_method_props(

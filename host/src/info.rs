@@ -12,6 +12,7 @@
 //! `Release` past the count is noted as misuse.
 
 use crate::callback::on_runtime_thread;
+use crate::com_object::{query_interface as query_interface_of, release_owned};
 use crate::import::ImportObject;
 use crate::out::{hr, put, put_name, status};
 use crate::thread_enum;
@@ -74,12 +75,27 @@ impl InfoObject {
         imports.push(ImportObject::new(import, self.misuse.clone()));
         imports.last().map_or(std::ptr::null_mut(), |o| o.hand_out())
     }
+}
 
-    fn note(&self, what: &str) {
-        self.misuse
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(what.to_string());
+/// `S_OK` at the ABI.
+const OK: HRESULT = 0;
+
+/// Asks `ask` of the object behind `this` (see [`with`]); on success `write` puts the answer
+/// in the out-parameters and gives the HRESULT, on failure the failure is returned.
+///
+/// # Safety
+/// As [`with`].
+unsafe fn answer<T>(
+    this: *mut c_void,
+    ask: impl FnOnce(&InfoObject) -> Result<T, HResult>,
+    write: impl FnOnce(&InfoObject, T) -> HRESULT,
+) -> HRESULT {
+    // SAFETY: forwarded contract.
+    unsafe {
+        with(this, |o| match ask(o) {
+            Ok(value) => write(o, value),
+            Err(e) => hr(e),
+        })
     }
 }
 
@@ -123,18 +139,8 @@ unsafe extern "system" fn query_interface(
     riid: *const Guid,
     out: *mut *mut c_void,
 ) -> HRESULT {
-    if out.is_null() {
-        return hr(HResult::E_POINTER);
-    }
-    // SAFETY: `riid` is checked for NULL, `out` is valid, `this` is live.
-    unsafe {
-        if riid.is_null() || !IIDS.contains(&*riid) {
-            out.write(std::ptr::null_mut());
-            return hr(HResult::E_NOINTERFACE);
-        }
-        out.write((*(this as *const InfoObject)).hand_out());
-    }
-    hr(HResult::S_OK)
+    // SAFETY: COM passes a valid (or NULL) IID and out-pointer, and a live `this`.
+    unsafe { query_interface_of(riid, out, &IIDS, || (*(this as *const InfoObject)).hand_out()) }
 }
 
 unsafe extern "system" fn add_ref(this: *mut c_void) -> u32 {
@@ -148,16 +154,7 @@ unsafe extern "system" fn add_ref(this: *mut c_void) -> u32 {
 unsafe extern "system" fn release(this: *mut c_void) -> u32 {
     // SAFETY: COM calls it on the pointer it was handed.
     let o = unsafe { &*(this as *const InfoObject) };
-    match o
-        .refs
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-    {
-        Ok(n) => n - 1,
-        Err(_) => {
-            o.note("ICorProfilerInfo::Release without a matching reference");
-            0
-        }
-    }
+    release_owned(&o.refs, &o.misuse, "ICorProfilerInfo")
 }
 
 fn fid(f: UintPtr) -> FunctionId {
@@ -190,13 +187,14 @@ unsafe extern "system" fn get_event_mask(this: *mut c_void, events: *mut u32) ->
     }
     // SAFETY: `this` is live; `events` is valid.
     unsafe {
-        with(this, |o| {
-            let r = o.rt.get_event_mask();
-            if let Ok(mask) = r {
+        answer(
+            this,
+            |o| o.rt.get_event_mask(),
+            |_, mask| {
                 events.write(mask);
-            }
-            status(&r)
-        })
+                OK
+            },
+        )
     }
 }
 
@@ -207,39 +205,42 @@ unsafe extern "system" fn get_function_from_ip(
 ) -> HRESULT {
     // SAFETY: `this` is live; `function` is NULL or valid.
     unsafe {
-        with(this, |o| {
-            let r = o.rt.get_function_from_ip(ip as u64);
-            if let Ok(f) = r {
+        answer(
+            this,
+            |o| o.rt.get_function_from_ip(ip as u64),
+            |_, f| {
                 put(function, f.0 as UintPtr);
-            }
-            status(&r)
-        })
+                OK
+            },
+        )
     }
 }
 
 unsafe extern "system" fn get_thread_info(this: *mut c_void, thread: UintPtr, win32: *mut u32) -> HRESULT {
     // SAFETY: `this` is live; `win32` is NULL or valid.
     unsafe {
-        with(this, |o| {
-            let r = o.rt.get_thread_info(ThreadId(thread as u64));
-            if let Ok(os) = r {
+        answer(
+            this,
+            |o| o.rt.get_thread_info(ThreadId(thread as u64)),
+            |_, os| {
                 put(win32, os);
-            }
-            status(&r)
-        })
+                OK
+            },
+        )
     }
 }
 
 unsafe extern "system" fn get_current_thread_id(this: *mut c_void, thread: *mut UintPtr) -> HRESULT {
     // SAFETY: `this` is live; `thread` is NULL or valid.
     unsafe {
-        with(this, |o| {
-            let r = o.rt.get_current_thread_id();
-            if let Ok(t) = r {
+        answer(
+            this,
+            |o| o.rt.get_current_thread_id(),
+            |_, t| {
                 put(thread, t.0 as UintPtr);
-            }
-            status(&r)
-        })
+                OK
+            },
+        )
     }
 }
 
@@ -249,17 +250,9 @@ unsafe extern "system" fn get_class_id_info(
     module: *mut UintPtr,
     type_def: *mut u32,
 ) -> HRESULT {
-    // SAFETY: `this` is live; the out-pointers are NULL or valid.
-    unsafe {
-        with(this, |o| {
-            let r = o.rt.get_class_id_info2(ClassId(class as u64));
-            if let Ok(c) = &r {
-                put(module, c.module_id.0 as UintPtr);
-                put(type_def, c.type_def);
-            }
-            status(&r)
-        })
-    }
+    let none = std::ptr::null_mut();
+    // SAFETY: forwarded contract; GetClassIDInfo is GetClassIDInfo2 without its extras.
+    unsafe { get_class_id_info2(this, class, module, type_def, none, 0, none.cast(), none) }
 }
 
 unsafe extern "system" fn get_function_info(
@@ -269,18 +262,10 @@ unsafe extern "system" fn get_function_info(
     module: *mut UintPtr,
     token: *mut u32,
 ) -> HRESULT {
-    // SAFETY: `this` is live; the out-pointers are NULL or valid.
-    unsafe {
-        with(this, |o| {
-            let r = o.rt.get_function_info(fid(function));
-            if let Ok(f) = &r {
-                put(class, f.class_id.0 as UintPtr);
-                put(module, f.module_id.0 as UintPtr);
-                put(token, f.token);
-            }
-            status(&r)
-        })
-    }
+    let none = std::ptr::null_mut();
+    // SAFETY: forwarded contract; GetFunctionInfo is GetFunctionInfo2 without frame info or
+    // type arguments.
+    unsafe { get_function_info2(this, function, 0, class, module, token, 0, none, none.cast()) }
 }
 
 unsafe extern "system" fn set_event_mask(this: *mut c_void, events: u32) -> HRESULT {
@@ -300,13 +285,10 @@ unsafe fn hand_out_import(
 ) -> HRESULT {
     // SAFETY: per the contract.
     unsafe {
-        if riid.is_null() || ![IID_IUNKNOWN, IID_IMETADATAIMPORT].contains(&*riid) {
-            out.write(std::ptr::null_mut());
-            return hr(HResult::E_NOINTERFACE);
-        }
-        out.write(o.import_object(import));
+        query_interface_of(riid, out, &[IID_IUNKNOWN, IID_IMETADATAIMPORT], || {
+            o.import_object(import)
+        })
     }
-    hr(HResult::S_OK)
 }
 
 unsafe extern "system" fn get_token_and_metadata_from_function(
@@ -318,19 +300,18 @@ unsafe extern "system" fn get_token_and_metadata_from_function(
 ) -> HRESULT {
     // SAFETY: `this` is live; the out-pointers are NULL or valid.
     unsafe {
-        with(this, |o| {
-            match o.rt.get_token_and_metadata_from_function(fid(function)) {
-                Err(e) => hr(e),
-                Ok((md, t)) => {
-                    put(token, t);
-                    if import.is_null() {
-                        hr(HResult::S_OK)
-                    } else {
-                        hand_out_import(o, md, riid, import)
-                    }
+        answer(
+            this,
+            |o| o.rt.get_token_and_metadata_from_function(fid(function)),
+            |o, (md, t)| {
+                put(token, t);
+                if import.is_null() {
+                    hr(HResult::S_OK)
+                } else {
+                    hand_out_import(o, md, riid, import)
                 }
-            }
-        })
+            },
+        )
     }
 }
 
@@ -351,15 +332,16 @@ unsafe fn module_info(
 ) -> HRESULT {
     // SAFETY: per the contract.
     unsafe {
-        with(this, |o| match o.rt.get_module_info2(ModuleId(module as u64)) {
-            Err(e) => hr(e),
-            Ok(m) => {
+        answer(
+            this,
+            |o| o.rt.get_module_info2(ModuleId(module as u64)),
+            |_, m| {
                 put(base, m.base_address as *mut u8);
                 put(assembly, m.assembly_id.0 as UintPtr);
                 put(flags, m.flags);
                 name_result(put_name(&m.name, name, len, out_len))
-            }
-        })
+            },
+        )
     }
 }
 
@@ -445,15 +427,14 @@ unsafe extern "system" fn get_app_domain_info(
 ) -> HRESULT {
     // SAFETY: `this` is live; the out-pointers are NULL or valid.
     unsafe {
-        with(this, |o| {
-            match o.rt.get_app_domain_info(AppDomainId(app_domain as u64)) {
-                Err(e) => hr(e),
-                Ok(d) => {
-                    put(process, d.process_id as UintPtr);
-                    name_result(put_name(&d.name, name, len, out_len))
-                }
-            }
-        })
+        answer(
+            this,
+            |o| o.rt.get_app_domain_info(AppDomainId(app_domain as u64)),
+            |_, d| {
+                put(process, d.process_id as UintPtr);
+                name_result(put_name(&d.name, name, len, out_len))
+            },
+        )
     }
 }
 
@@ -468,16 +449,15 @@ unsafe extern "system" fn get_assembly_info(
 ) -> HRESULT {
     // SAFETY: `this` is live; the out-pointers are NULL or valid.
     unsafe {
-        with(this, |o| {
-            match o.rt.get_assembly_info(AssemblyId(assembly as u64)) {
-                Err(e) => hr(e),
-                Ok(a) => {
-                    put(app_domain, a.app_domain_id.0 as UintPtr);
-                    put(module, a.module_id.0 as UintPtr);
-                    name_result(put_name(&a.name, name, len, out_len))
-                }
-            }
-        })
+        answer(
+            this,
+            |o| o.rt.get_assembly_info(AssemblyId(assembly as u64)),
+            |_, a| {
+                put(app_domain, a.app_domain_id.0 as UintPtr);
+                put(module, a.module_id.0 as UintPtr);
+                name_result(put_name(&a.name, name, len, out_len))
+            },
+        )
     }
 }
 
@@ -563,16 +543,17 @@ unsafe extern "system" fn get_function_info2(
     // SAFETY: `this` is live; the out-pointers are NULL or valid, `type_args` for
     // `type_args_len` ids.
     unsafe {
-        with(this, |o| match o.rt.get_function_info2(fid(function), record) {
-            Err(e) => hr(e),
-            Ok(f) => {
+        answer(
+            this,
+            |o| o.rt.get_function_info2(fid(function), record),
+            |_, f| {
                 put(class, f.class_id.0 as UintPtr);
                 put(module, f.module_id.0 as UintPtr);
                 put(token, f.token);
                 put(type_args_out, f.type_args.len() as u32);
                 put_ids(&f.type_args, type_args, type_args_len)
-            }
-        })
+            },
+        )
     }
 }
 
@@ -603,16 +584,17 @@ unsafe extern "system" fn get_class_id_info2(
 ) -> HRESULT {
     // SAFETY: `this` is live; the out-pointers are NULL or valid, `type_args` for `len`.
     unsafe {
-        with(this, |o| match o.rt.get_class_id_info2(ClassId(class as u64)) {
-            Err(e) => hr(e),
-            Ok(c) => {
+        answer(
+            this,
+            |o| o.rt.get_class_id_info2(ClassId(class as u64)),
+            |_, c| {
                 put(module, c.module_id.0 as UintPtr);
                 put(type_def, c.type_def);
                 put(parent, c.parent.0 as UintPtr);
                 put(out_len, c.type_args.len() as u32);
                 put_ids(&c.type_args, type_args, len)
-            }
-        })
+            },
+        )
     }
 }
 
@@ -649,16 +631,17 @@ unsafe extern "system" fn enum_threads(this: *mut c_void, out: *mut *mut c_void)
     }
     // SAFETY: `this` is live; `out` is valid.
     unsafe {
-        with(this, |o| match o.rt.enum_threads() {
-            Err(e) => hr(e),
-            Ok(ids) => {
+        answer(
+            this,
+            |o| o.rt.enum_threads(),
+            |_, ids| {
                 out.write(thread_enum::create(
                     ids.iter().map(|t| t.0 as UintPtr).collect(),
                     0,
                 ));
                 hr(HResult::S_OK)
-            }
-        })
+            },
+        )
     }
 }
 
@@ -680,18 +663,21 @@ unsafe fn function_from_ip(
 ) -> HRESULT {
     // SAFETY: per the contract.
     unsafe {
-        with(this, |o| {
-            let r = if no_metadata_ok {
-                o.rt.get_function_from_ip3(ip as u64)
-            } else {
-                o.rt.get_function_from_ip2(ip as u64)
-            };
-            if let Ok((f, id)) = r {
+        answer(
+            this,
+            |o| {
+                if no_metadata_ok {
+                    o.rt.get_function_from_ip3(ip as u64)
+                } else {
+                    o.rt.get_function_from_ip2(ip as u64)
+                }
+            },
+            |_, (f, id)| {
                 put(function, f.0 as UintPtr);
                 put(rejit, id.0 as UintPtr);
-            }
-            status(&r)
-        })
+                OK
+            },
+        )
     }
 }
 
@@ -721,14 +707,15 @@ unsafe extern "system" fn get_event_mask2(this: *mut c_void, low: *mut u32, high
     }
     // SAFETY: `this` is live; both pointers are valid.
     unsafe {
-        with(this, |o| {
-            let r = o.rt.get_event_mask2();
-            if let Ok((l, h)) = r {
+        answer(
+            this,
+            |o| o.rt.get_event_mask2(),
+            |_, (l, h)| {
                 low.write(l);
                 high.write(h);
-            }
-            status(&r)
-        })
+                OK
+            },
+        )
     }
 }
 

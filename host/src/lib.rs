@@ -16,6 +16,8 @@
 #![cfg(unix)]
 
 mod callback;
+pub mod capi;
+mod com_object;
 mod drive;
 mod import;
 mod info;
@@ -55,6 +57,8 @@ pub enum HostError {
     CreateFailed(HResult),
     /// The profiler's `Initialize` failed: the runtime runs without it.
     InitializeFailed(HResult),
+    /// A profiler is already attached to this runtime.
+    AlreadyAttached,
 }
 
 impl fmt::Display for HostError {
@@ -70,6 +74,7 @@ impl fmt::Display for HostError {
                 )
             }
             HostError::InitializeFailed(hr) => write!(f, "the profiler's Initialize failed: {hr}"),
+            HostError::AlreadyAttached => write!(f, "a profiler is already attached to this runtime"),
         }
     }
 }
@@ -79,15 +84,15 @@ impl std::error::Error for HostError {}
 /// `DllGetClassObject(rclsid, riid, ppv)`.
 type DllGetClassObjectFn = unsafe extern "system" fn(*const Guid, *const Guid, *mut *mut c_void) -> HRESULT;
 
-/// A native profiler library attached to a simulated runtime.
+/// A simulated runtime's COM face — its `ICorProfilerInfo` object — with the native profiler
+/// attached to it, if any, and the library it came from, if it was loaded.
 pub struct Hosted {
     rt: Arc<Runtime>,
     info: *mut InfoObject,
-    /// The profiler's `ICorProfilerCallback2*`.
-    profiler: *mut c_void,
-    /// Whether `Initialize` succeeded, so `Shutdown` is owed.
-    initialized: bool,
-    library: Library,
+    /// The attached profiler's `ICorProfilerCallback2*`, one reference held, and whether its
+    /// `Initialize` succeeded (so `Shutdown` is owed).
+    profiler: Option<(*mut c_void, bool)>,
+    library: Option<Library>,
 }
 
 // SAFETY: the raw pointers are COM objects, which the profiling API lets any thread call.
@@ -105,10 +110,18 @@ unsafe fn unknown(object: *mut c_void) -> &'static IUnknownVtbl {
 }
 
 impl Hosted {
+    /// `rt`'s `ICorProfilerInfo` object, with no profiler attached yet.
+    pub fn new(rt: Arc<Runtime>) -> Hosted {
+        Hosted {
+            info: Box::into_raw(InfoObject::new(rt.clone())),
+            rt,
+            profiler: None,
+            library: None,
+        }
+    }
+
     /// Loads the profiler library at `path`, creates its profiler object for `clsid` and
-    /// initializes it against `rt`, then announces the runtime's modules and threads
-    /// (`ModuleLoadFinished`, `ThreadCreated`, `ThreadAssignedToOSThread`) as far as the event
-    /// mask it set asks for.
+    /// attaches it to `rt` (see [`Hosted::attach`]).
     pub fn load(path: &Path, clsid: Guid, rt: Arc<Runtime>) -> Result<Hosted, HostError> {
         let library = Library::open(path).map_err(|message| HostError::Load {
             path: path.to_path_buf(),
@@ -143,6 +156,45 @@ impl Hosted {
         if hr != 0 || profiler.is_null() {
             return Err(HostError::CreateFailed(HResult(hr as u32)));
         }
+        let mut hosted = Hosted::new(rt);
+        hosted.library = Some(library);
+        // SAFETY: CreateInstance returned a live ICorProfilerCallback2 with one reference,
+        // which `attach_owned` takes over.
+        unsafe { hosted.attach_owned(profiler) }?;
+        Ok(hosted)
+    }
+
+    /// Attaches profiler object `callback` (an `ICorProfilerCallback2*`, one reference taken)
+    /// as the runtime does at startup: `QueryInterface(ICorProfilerCallback3)` to learn
+    /// whether it can detach, `Initialize` with this runtime's `ICorProfilerInfo` object (the
+    /// event mask's immutable flags may be set during it), then `ModuleLoadFinished` for
+    /// every managed module and `ThreadCreated` / `ThreadAssignedToOSThread` for every live
+    /// managed thread, as far as the event mask asks. When `Initialize` fails the profiler
+    /// is released, without `Shutdown`.
+    ///
+    /// # Safety
+    /// `callback` is a live COM object implementing `ICorProfilerCallback2`.
+    pub unsafe fn attach(&mut self, callback: *mut c_void) -> Result<(), HostError> {
+        if self.profiler.is_some() {
+            return Err(HostError::AlreadyAttached);
+        }
+        // SAFETY: per the contract; the reference is the host's until `detach`.
+        unsafe {
+            (unknown(callback).AddRef)(callback);
+            self.attach_owned(callback)
+        }
+    }
+
+    /// [`Hosted::attach`] of an object whose reference the host already holds.
+    ///
+    /// # Safety
+    /// As [`Hosted::attach`].
+    unsafe fn attach_owned(&mut self, profiler: *mut c_void) -> Result<(), HostError> {
+        if self.profiler.is_some() {
+            // SAFETY: the reference handed over is dropped.
+            callback::as_runtime_thread(|| unsafe { (unknown(profiler).Release)(profiler) });
+            return Err(HostError::AlreadyAttached);
+        }
         let mut callback3: *mut c_void = std::ptr::null_mut();
         // SAFETY: `profiler` is live; a successful QueryInterface is balanced by Release.
         let implements3 = callback::as_runtime_thread(|| unsafe {
@@ -154,33 +206,44 @@ impl Hosted {
                 false
             }
         });
-        let info = Box::into_raw(InfoObject::new(rt.clone()));
-        let hosted = Hosted {
-            rt: rt.clone(),
-            info,
-            profiler,
-            initialized: false,
-            library,
-        };
-        // SAFETY: `profiler` implements ICorProfilerCallback2 and lives as long as `hosted`,
-        // which clears the runtime's profiler before releasing it.
-        rt.set_profiler(Arc::new(unsafe { Callbacks::new(profiler, implements3) }));
-        // SAFETY: `info` is live until `hosted` drops; the vtable slot has this signature.
-        let hr = rt.initializing(|| {
+        self.profiler = Some((profiler, false));
+        // SAFETY: `profiler` implements ICorProfilerCallback2 and lives until `detach`, which
+        // clears the runtime's profiler before releasing it.
+        self.rt
+            .set_profiler(Arc::new(unsafe { Callbacks::new(profiler, implements3) }));
+        let info = self.info;
+        // SAFETY: `info` is live while `self` is; the vtable slot has this signature.
+        let hr = self.rt.initializing(|| {
             callback::as_runtime_thread(|| unsafe {
                 let vtbl = &**(profiler as *const *const ICorProfilerCallback2Vtbl);
                 (vtbl.base.Initialize)(profiler, (*info).hand_out())
             })
         });
         if hr != 0 {
-            // The runtime releases a profiler whose Initialize failed, without Shutdown.
+            self.detach();
             return Err(HostError::InitializeFailed(HResult(hr as u32)));
         }
-        let mut hosted = hosted;
-        hosted.initialized = true;
-        rt.announce_modules();
-        rt.announce_threads();
-        Ok(hosted)
+        self.profiler = Some((profiler, true));
+        self.rt.announce_modules();
+        self.rt.announce_threads();
+        Ok(())
+    }
+
+    /// Detaches the profiler as the runtime does at exit: no callback from here on, then
+    /// `Shutdown` (if it initialized) and the host's last `Release`.
+    pub fn detach(&mut self) {
+        let Some((profiler, initialized)) = self.profiler.take() else {
+            return;
+        };
+        self.rt.clear_profiler();
+        // SAFETY: `profiler` is the live ICorProfilerCallback2 the host holds a reference to.
+        callback::as_runtime_thread(|| unsafe {
+            let vtbl = &**(profiler as *const *const ICorProfilerCallback2Vtbl);
+            if initialized {
+                (vtbl.base.Shutdown)(profiler);
+            }
+            (vtbl.base.base.Release)(profiler);
+        });
     }
 
     /// The runtime the library is attached to.
@@ -195,9 +258,10 @@ impl Hosted {
         unsafe { (*self.info).hand_out() }
     }
 
-    /// The address of exported symbol `name` (a P/Invoke target, say), if the library has it.
+    /// The address of exported symbol `name` (a P/Invoke target, say), if a library was
+    /// loaded and has it.
     pub fn symbol(&self, name: &str) -> Option<*mut c_void> {
-        self.library.symbol(name)
+        self.library.as_ref()?.symbol(name)
     }
 
     /// Sets what happens when one of the library's calls leaves the simulated process dead or
@@ -226,21 +290,11 @@ impl Hosted {
 }
 
 impl Drop for Hosted {
-    /// Shuts the profiler down as the runtime does at exit: `Shutdown` (if it initialized),
-    /// then the last `Release`. The runtime raises no callback into it afterwards.
+    /// Detaches the profiler ([`Hosted::detach`]) and frees the runtime's COM object: after
+    /// `Shutdown` the library must not use it any more.
     fn drop(&mut self) {
-        self.rt.clear_profiler();
-        let (profiler, initialized) = (self.profiler, self.initialized);
-        // SAFETY: `profiler` is the live ICorProfilerCallback2 object created in `load`.
-        callback::as_runtime_thread(|| unsafe {
-            let vtbl = &**(profiler as *const *const ICorProfilerCallback2Vtbl);
-            if initialized {
-                (vtbl.base.Shutdown)(profiler);
-            }
-            (vtbl.base.base.Release)(profiler);
-        });
-        // SAFETY: created by Box::into_raw in `load`; after Shutdown the library must not
-        // use the runtime's objects any more.
+        self.detach();
+        // SAFETY: created by Box::into_raw in `new`.
         drop(unsafe { Box::from_raw(self.info) });
     }
 }

@@ -1,6 +1,7 @@
 //! The `ICorProfilerThreadEnum` COM object `EnumThreads` returns. The profiler owns it: it is
 //! freed when its last reference is released.
 
+use crate::com_object::query_interface as query_interface_of;
 use crate::out::{hr, put};
 use corprof::com::*;
 use corprof::HResult;
@@ -43,19 +44,14 @@ unsafe extern "system" fn query_interface(
     riid: *const Guid,
     out: *mut *mut c_void,
 ) -> HRESULT {
-    if out.is_null() {
-        return hr(HResult::E_POINTER);
-    }
-    // SAFETY: `riid` is checked for NULL; `out` is valid; `this` is live.
+    let iids = [IID_IUNKNOWN, IID_ICORPROFILERTHREADENUM];
+    // SAFETY: COM passes a valid (or NULL) IID and out-pointer, and a live object.
     unsafe {
-        if riid.is_null() || ![IID_IUNKNOWN, IID_ICORPROFILERTHREADENUM].contains(&*riid) {
-            out.write(std::ptr::null_mut());
-            return hr(HResult::E_NOINTERFACE);
-        }
-        add_ref(this);
-        out.write(this);
+        query_interface_of(riid, out, &iids, || {
+            add_ref(this);
+            this
+        })
     }
-    hr(HResult::S_OK)
 }
 
 unsafe extern "system" fn add_ref(this: *mut c_void) -> u32 {

@@ -1,0 +1,109 @@
+//! The C ABI (`include/simclr.h`): the header compiles as C11 and C++17 with every warning an
+//! error, and a C program using it (`tests/c/capi.c`) runs against both the dynamic and the
+//! static library.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// This package's static and dynamic libraries, built for the profile and target folder the
+/// tests run from (`cargo test` builds only the Rust library they link): their folder.
+fn libraries() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
+    let target_dir = profile_dir.parent().unwrap();
+    let mut cargo = Command::new(env!("CARGO"));
+    cargo
+        .args(["build", "--quiet", "-p", "simclr-host", "--lib"])
+        .env("CARGO_TARGET_DIR", target_dir);
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        cargo.arg("--release");
+    }
+    run(&mut cargo);
+    profile_dir
+}
+
+fn compiler(cpp: bool) -> cc::Tool {
+    let target = "x86_64-unknown-linux-gnu";
+    cc::Build::new()
+        .target(target)
+        .host(target)
+        .opt_level(0)
+        .cargo_metadata(false)
+        .cpp(cpp)
+        .get_compiler()
+}
+
+fn run(command: &mut Command) -> String {
+    let out = command.output().expect("the command runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{command:?} failed:\n{text}");
+    text
+}
+
+#[test]
+fn the_header_compiles_as_c11_and_cpp17_without_warnings() {
+    let include = root().join("include");
+    for (cpp, standard, source) in [(false, "-std=c11", "x.c"), (true, "-std=c++17", "x.cpp")] {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("header");
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join(source);
+        std::fs::write(
+            &file,
+            "#include \"simclr.h\"\nint main(void) { simclr_string_free(0); return 0; }\n",
+        )
+        .unwrap();
+        run(compiler(cpp)
+            .to_command()
+            .args([standard, "-Wall", "-Wextra", "-Werror", "-fsyntax-only", "-I"])
+            .arg(&include)
+            .arg(&file));
+    }
+}
+
+#[test]
+fn a_c_program_uses_the_dynamic_and_the_static_library() {
+    let libs = libraries();
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("capi");
+    std::fs::create_dir_all(&out).unwrap();
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/capi.c");
+    let scenario = root().join("fixtures/scenarios/sync-object-allocated.toml");
+    let common = |exe: &Path| {
+        let mut c = compiler(false).to_command();
+        c.args(["-std=c11", "-Wall", "-Werror", "-I"])
+            .arg(root().join("include"))
+            .arg(&source)
+            .arg("-o")
+            .arg(exe);
+        c
+    };
+    let dynamic = out.join("capi-dynamic");
+    run(common(&dynamic)
+        .arg(format!("-L{}", libs.display()))
+        .arg(format!("-Wl,-rpath,{}", libs.display()))
+        .arg("-lsimclr_host"));
+    let stat = out.join("capi-static");
+    run(common(&stat)
+        .arg(libs.join("libsimclr_host.a"))
+        .args(["-lpthread", "-ldl", "-lm"]));
+    for exe in [dynamic, stat] {
+        let text = run(Command::new(&exe).arg(&scenario));
+        assert!(!text.contains("FAILED"), "{text}");
+        assert_eq!(
+            text.lines().filter(|l| l.starts_with("ok ")).count(),
+            13,
+            "{text}"
+        );
+        assert!(text.contains("bad.toml"), "the error names the file: {text}");
+    }
+}
