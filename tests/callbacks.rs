@@ -51,6 +51,10 @@ impl ProfilerCallback for Recorder {
         self.note(format!("GarbageCollectionStarted {generations:?} {reason:?}"))
     }
 
+    fn garbage_collection_finished(&self) -> HResult {
+        self.note("GarbageCollectionFinished".into())
+    }
+
     fn thread_destroyed(&self, thread: ThreadId) -> HResult {
         self.note(format!("ThreadDestroyed {thread}"))
     }
@@ -145,5 +149,26 @@ fn thread_callbacks_arrive_on_the_thread_and_destruction_kills_it() {
     assert_eq!(
         runtime.thread("main").unwrap().lifecycle,
         sim_clr::thread::Lifecycle::Dead
+    );
+}
+
+#[test]
+fn a_collection_raises_started_then_finished_on_the_collecting_thread() {
+    let (runtime, recorder) = setup();
+    let mask = runtime.get_event_mask().unwrap();
+    assert_eq!(
+        runtime.set_event_mask(mask | corprof::flags::event::MONITOR_GC),
+        HResult::S_OK
+    );
+    assert_eq!(
+        runtime.raise("main", CallbackKind::GarbageCollectionStarted),
+        Some(HResult::S_OK)
+    );
+    assert_eq!(
+        *recorder.log.lock().unwrap(),
+        [
+            "GarbageCollectionStarted [true, false, false] Induced",
+            "GarbageCollectionFinished"
+        ]
     );
 }

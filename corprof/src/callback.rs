@@ -39,6 +39,12 @@ pub trait ProfilerCallback: Send + Sync {
         HResult::S_OK
     }
 
+    /// `GarbageCollectionFinished` (`COR_PRF_MONITOR_GC`), on the collecting thread, before
+    /// the runtime resumes.
+    fn garbage_collection_finished(&self) -> HResult {
+        HResult::S_OK
+    }
+
     /// `RuntimeSuspendStarted` (`COR_PRF_MONITOR_SUSPENDS`).
     fn runtime_suspend_started(&self, _reason: SuspendReason) -> HResult {
         HResult::S_OK

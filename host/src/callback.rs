@@ -106,6 +106,11 @@ impl ProfilerCallback for Callbacks {
         })
     }
 
+    fn garbage_collection_finished(&self) -> HResult {
+        // SAFETY: the slot has the signature its vtable declares; `this` is the live object.
+        self.call(|v, this| unsafe { (v.GarbageCollectionFinished)(this) })
+    }
+
     fn runtime_suspend_started(&self, reason: SuspendReason) -> HResult {
         // SAFETY: the slot has the signature its vtable declares; `this` is the live object.
         self.call(|v, this| unsafe { (v.base.RuntimeSuspendStarted)(this, reason as u32) })

@@ -74,7 +74,9 @@ fn build(name: &str) -> PathBuf {
         .get_compiler();
     let status = compiler
         .to_command()
-        .args(["-shared", "-fPIC", "-std=c11", "-Wall", "-Werror", "-o"])
+        .args([
+            "-shared", "-fPIC", "-pthread", "-std=c11", "-Wall", "-Werror", "-o",
+        ])
         .arg(&library)
         .arg(&source)
         .status()
@@ -250,6 +252,9 @@ call = "walker_note"
 arg = "noted"
 [[host.steps]]
 thread = "main"
+call = "walker_threads"
+[[host.steps]]
+thread = "main"
 call = "walker_null_walk"
 [[host.steps]]
 thread = "main"
@@ -270,6 +275,12 @@ arg = "after death"
     // without an `on_fatal` hook the call returns; `simclr run --profiler` exits there.)
     assert!(
         text.contains("noted\n") && !text.contains("after death"),
+        "{text}"
+    );
+    // The P/Invoke caller is thread main; a thread the library starts is unknown to the
+    // runtime (CORPROF_E_NOT_MANAGED_THREAD).
+    assert!(
+        text.contains("caller 0x00000000, own thread 0x80131355\n"),
         "{text}"
     );
 

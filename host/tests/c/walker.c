@@ -3,7 +3,9 @@
  * (GetTokenAndMetaDataFromFunction, IMetaDataImport::GetMethodProps/GetTypeDefProps).
  * The walk's names, one per line ("<native>" for a funcId == 0 run), are read back with
  * walker_result(). Slots are the profiling API's vtable indices. */
+#include <pthread.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -209,4 +211,30 @@ void walker_null_walk(void) {
     typedef HRESULT (*Snapshot)(Object *, UINT_PTR, void *, uint32_t, void *, uint8_t *, uint32_t);
     HRESULT hr = ((Snapshot)info->vtbl[INFO_DO_STACK_SNAPSHOT])(info, 0, NULL, 0, NULL, NULL, 0);
     append(hr == S_OK ? "survived a NULL callback" : "refused a NULL callback");
+}
+
+static HRESULT current_thread_hr(void) {
+    typedef HRESULT (*CurrentThread)(Object *, UINT_PTR *);
+    UINT_PTR id = 0;
+    return ((CurrentThread)info->vtbl[13])(info, &id);
+}
+
+static void *own_thread(void *out) {
+    *(HRESULT *)out = current_thread_hr();
+    return NULL;
+}
+
+/* GetCurrentThreadID on the calling thread, then on a thread this library starts itself:
+ * the second is a native thread the runtime does not know. */
+void walker_threads(void) {
+    HRESULT mine = 0, theirs = 0;
+    char line[100];
+    pthread_t t;
+    mine = current_thread_hr();
+    if (pthread_create(&t, NULL, own_thread, &theirs) != 0 || pthread_join(t, NULL) != 0) {
+        append("pthread failed");
+        return;
+    }
+    snprintf(line, sizeof line, "caller 0x%08X, own thread 0x%08X", (unsigned)mine, (unsigned)theirs);
+    append(line);
 }

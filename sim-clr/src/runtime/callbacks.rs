@@ -310,7 +310,10 @@ impl Runtime {
         let raised = self.on_thread(thread, CallContext::Callback(callback), |_| match callback {
             CallbackKind::ObjectAllocated => profiler.object_allocated(ObjectId(OBJECT_BASE), class),
             CallbackKind::GarbageCollectionStarted => {
-                profiler.garbage_collection_started(&[true, false, false], GcReason::Induced)
+                // The collection runs between the two, with the runtime still suspended.
+                let started = profiler.garbage_collection_started(&[true, false, false], GcReason::Induced);
+                profiler.garbage_collection_finished();
+                started
             }
             CallbackKind::ExceptionThrown => profiler.exception_thrown(ObjectId(OBJECT_BASE)),
             CallbackKind::ThreadDestroyed => profiler.thread_destroyed(id),
