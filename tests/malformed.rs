@@ -44,6 +44,8 @@ fn cases() -> Vec<(&'static str, String, usize, &'static str)> {
         ("negative ip offset", call("api = \"GetFunctionFromIP\"\nip = { fn = \"M\", offset = -5 }\n"), l + 4, "ip"),
         ("negative seed offset", call("api = \"DoStackSnapshot\"\nseed = { rip = { fn = \"M\", offset = -1 } }\n"), l + 4, "seed.rip"),
         ("missing required argument", call("api = \"GetFunctionFromIP\"\n"), l + 3, "ip"),
+        ("metadata name on native code", after("[[code]]\nname = \"X\"\nkind = \"native\"\nmethod = \"A::B\"\n"), l + 4, "method"),
+        ("empty type arguments", after("[[code]]\nname = \"X\"\nkind = \"jit\"\ntype_args = []\n"), l + 2, "type_args"),
         ("host step naming an unknown thread", after("[host]\n[[host.steps]]\nthread = \"ghost\"\ncall = \"Run\"\n"), l + 3, "thread"),
         ("host step with call and raise", after("[host]\n[[host.steps]]\nthread = \"t\"\ncall = \"Run\"\nraise = \"ObjectAllocated\"\n"), l + 2, "steps"),
         ("host step raising a hook", after("[host]\n[[host.steps]]\nthread = \"t\"\nraise = \"FunctionEnter\"\n"), l + 4, "raise"),

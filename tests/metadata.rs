@@ -247,3 +247,80 @@ fn detaching_needs_callback3_and_no_immutable_flags_then_refuses_every_call() {
         Some(HResult::CORPROF_E_PROFILER_DETACHING)
     );
 }
+
+#[test]
+fn instantiations_and_overloads_have_their_own_function_ids_under_one_name() {
+    let text = r#"
+platform = "unix"
+[[code]]
+name = "Cache<int>::Get"
+method = "Cache`1::Get"
+type_args = ["System.Int32"]
+kind = "jit"
+[[code]]
+name = "Cache<__Canon>::Get"
+method = "Cache`1::Get"
+type_args = ["System.__Canon"]
+kind = "jit"
+[[code]]
+name = "Parse(string)"
+method = "Number::Parse"
+kind = "jit"
+[[code]]
+name = "Parse(span)"
+method = "Number::Parse"
+kind = "jit"
+"#;
+    let rt = Scenario::parse("identity.toml", text).unwrap().runtime();
+    let ids: Vec<FunctionId> = [
+        "Cache<int>::Get",
+        "Cache<__Canon>::Get",
+        "Parse(string)",
+        "Parse(span)",
+    ]
+    .iter()
+    .map(|n| function(&rt, n))
+    .collect();
+    let mut distinct = ids.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 4, "every function is its own FunctionID");
+    let info: Vec<_> = ids
+        .iter()
+        .map(|&f| rt.get_function_info2(f, None).unwrap())
+        .collect();
+    assert_eq!(
+        info[0].token, info[1].token,
+        "instantiations share the method's token"
+    );
+    assert_ne!(info[2].token, info[3].token, "overloads are distinct methods");
+    let names: Vec<_> = ids.iter().map(|&f| name_of(&rt, f).unwrap()).collect();
+    assert_eq!(
+        names,
+        ["Cache`1::Get", "Cache`1::Get", "Number::Parse", "Number::Parse"]
+    );
+    let type_name = |class: ClassId| {
+        let c = rt.get_class_id_info2(class).unwrap();
+        let import = rt.get_module_metadata(c.module_id).unwrap();
+        import.get_type_def_props(c.type_def).unwrap().name
+    };
+    assert_eq!(
+        info[0]
+            .type_args
+            .iter()
+            .map(|&c| type_name(c))
+            .collect::<Vec<_>>(),
+        ["System.Int32"]
+    );
+    assert_eq!(
+        info[1]
+            .type_args
+            .iter()
+            .map(|&c| type_name(c))
+            .collect::<Vec<_>>(),
+        ["System.__Canon"]
+    );
+    assert!(info[2].type_args.is_empty());
+    // GetFunctionInfo reports no type arguments; GetFunctionInfo2 does.
+    assert!(rt.get_function_info(ids[0]).unwrap().type_args.is_empty());
+}

@@ -6,6 +6,13 @@
 //! declaration order per module: methods `0x06000001`, `0x06000002`, …; `<Module>` is
 //! `0x02000001` and the other classes follow from `0x02000002`. Each module's names are kept
 //! in an [`ModuleImport`], the module's `IMetaDataImport`, shared by every caller.
+//!
+//! Code identity: every function is its own `FunctionID`, but several functions can be one
+//! method. Instantiations of a generic method (functions with type arguments and the same
+//! metadata name) share its `mdMethodDef`; overloads (the same name, no type arguments) each
+//! have their own. Reference-type instantiations share one canonical body, instantiated over
+//! `System.__Canon`, so they are one function. Type arguments are classes of
+//! `System.Private.CoreLib.dll`.
 
 use corprof::metadata::{MethodProps, TypeDefProps};
 use corprof::{AppDomainId, AssemblyId, ClassId, HResult, MdToken, MetaDataImport, ModuleId};
@@ -25,6 +32,12 @@ pub const PROCESS_ID: u64 = 4242;
 const MODULE_TYPE: &str = "<Module>";
 const FIRST_TYPE_DEF: MdToken = 0x0200_0001;
 const FIRST_METHOD_DEF: MdToken = 0x0600_0001;
+/// The module that defines the types used as type arguments.
+const CORE_LIBRARY: &str = "System.Private.CoreLib.dll";
+/// Where the core library is loaded (it has no code of the scenario's).
+const CORE_LIBRARY_BASE: u64 = 0x7f0f_0000_0000;
+/// The core library's place among the code map's modules: after any a scenario can declare.
+const CORE_LIBRARY_INDEX: usize = 0xfff;
 
 /// A managed module: an assembly's manifest module.
 #[derive(Clone, Debug)]
@@ -109,13 +122,32 @@ pub struct MetadataBuilder {
     /// (module, class name) → class index.
     classes: BTreeMap<(usize, String), usize>,
     class_defs: Vec<ClassDef>,
+    /// (module, method name) → the `mdMethodDef` its instantiations share.
+    generic_methods: BTreeMap<(usize, String), MdToken>,
 }
 
 impl MetadataBuilder {
     /// Declares method `name` of module `module` (the code map's module `module_index`,
     /// loaded at `base`) and returns its ids.
     pub fn method(&mut self, module: &str, module_index: usize, base: u64, name: &str) -> MethodIds {
-        let m = *self.modules.entry(module_index).or_insert_with(|| {
+        self.declare(module, module_index, base, name, false)
+    }
+
+    /// Declares an instantiation of generic method `name`: the first one declares the
+    /// method, the others share its `mdMethodDef`.
+    pub fn instantiation(&mut self, module: &str, module_index: usize, base: u64, name: &str) -> MethodIds {
+        self.declare(module, module_index, base, name, true)
+    }
+
+    /// The `ClassID` of type `name` of the core library, declared on first use.
+    pub fn type_argument(&mut self, name: &str) -> ClassId {
+        let m = self.module(CORE_LIBRARY, CORE_LIBRARY_INDEX, CORE_LIBRARY_BASE);
+        ClassId(CLASS_BASE + 0x100 * self.class(m, name) as u64)
+    }
+
+    /// The index of module `module` in `defs`, declared on first use.
+    fn module(&mut self, module: &str, module_index: usize, base: u64) -> usize {
+        *self.modules.entry(module_index).or_insert_with(|| {
             self.defs.push(ModuleDef {
                 name: module.to_string(),
                 id: ModuleId(MODULE_BASE + 0x1000 * module_index as u64),
@@ -127,31 +159,57 @@ impl MetadataBuilder {
             import.types.insert(FIRST_TYPE_DEF, MODULE_TYPE.to_string());
             self.imports.push(import);
             self.defs.len() - 1
-        });
-        let (class, method) = name.rsplit_once("::").unwrap_or((MODULE_TYPE, name));
+        })
+    }
+
+    /// The index of class `class` of module `m` (an index in `defs`), declared on first use.
+    fn class(&mut self, m: usize, class: &str) -> usize {
+        if let Some(&c) = self.classes.get(&(m, class.to_string())) {
+            return c;
+        }
         let import = &mut self.imports[m];
-        let class_index = match self.classes.get(&(m, class.to_string())) {
-            Some(&c) => c,
-            None => {
-                let type_def = if class == MODULE_TYPE {
-                    FIRST_TYPE_DEF
-                } else {
-                    FIRST_TYPE_DEF + import.types.len() as MdToken
-                };
-                import.types.insert(type_def, class.to_string());
-                self.class_defs.push(ClassDef {
-                    name: class.to_string(),
-                    module: m,
-                    type_def,
-                });
-                self.classes
-                    .insert((m, class.to_string()), self.class_defs.len() - 1);
-                self.class_defs.len() - 1
-            }
+        let type_def = if class == MODULE_TYPE {
+            FIRST_TYPE_DEF
+        } else {
+            FIRST_TYPE_DEF + import.types.len() as MdToken
         };
-        let token = FIRST_METHOD_DEF + import.methods.len() as MdToken;
+        import.types.insert(type_def, class.to_string());
+        self.class_defs.push(ClassDef {
+            name: class.to_string(),
+            module: m,
+            type_def,
+        });
+        self.classes
+            .insert((m, class.to_string()), self.class_defs.len() - 1);
+        self.class_defs.len() - 1
+    }
+
+    fn declare(
+        &mut self,
+        module: &str,
+        module_index: usize,
+        base: u64,
+        name: &str,
+        generic: bool,
+    ) -> MethodIds {
+        let m = self.module(module, module_index, base);
+        let (class, method) = name.rsplit_once("::").unwrap_or((MODULE_TYPE, name));
+        let class_index = self.class(m, class);
         let type_def = self.class_defs[class_index].type_def;
-        import.methods.insert(token, (type_def, method.to_string()));
+        let import = &mut self.imports[m];
+        let shared = if generic {
+            self.generic_methods.get(&(m, name.to_string())).copied()
+        } else {
+            None
+        };
+        let token = shared.unwrap_or_else(|| {
+            let token = FIRST_METHOD_DEF + import.methods.len() as MdToken;
+            import.methods.insert(token, (type_def, method.to_string()));
+            token
+        });
+        if generic {
+            self.generic_methods.insert((m, name.to_string()), token);
+        }
         MethodIds {
             class_id: ClassId(CLASS_BASE + 0x100 * class_index as u64),
             module_id: self.defs[m].id,
@@ -246,5 +304,26 @@ mod tests {
         assert!(md.class(ClassId(CLASS_BASE + 1)).is_none());
         assert_eq!(md.modules().len(), 2);
         assert_eq!(md.class_named("Worker"), Some(work.class_id));
+    }
+
+    #[test]
+    fn instantiations_share_a_token_and_overloads_do_not() {
+        let mut b = MetadataBuilder::default();
+        let int = b.instantiation("app.dll", 0, 0x1000, "Cache::Get");
+        let canon = b.instantiation("app.dll", 0, 0x1000, "Cache::Get");
+        let first = b.method("app.dll", 0, 0x1000, "Cache::Put");
+        let second = b.method("app.dll", 0, 0x1000, "Cache::Put");
+        assert_eq!(int.token, canon.token);
+        assert_ne!(first.token, second.token);
+        let i32 = b.type_argument("System.Int32");
+        assert_eq!(b.type_argument("System.Int32"), i32);
+        let md = b.finish();
+        let (class, module) = md.class(i32).unwrap();
+        assert_eq!(
+            (class.name.as_str(), module.name.as_str()),
+            ("System.Int32", "System.Private.CoreLib.dll")
+        );
+        let import = &md.module(first.module_id).unwrap().import;
+        assert_eq!(import.get_method_props(second.token).unwrap().name, "Put");
     }
 }

@@ -118,8 +118,11 @@ pub struct Function {
     pub class_id: ClassId,
     /// `ModuleID` of a managed method's module.
     pub module_id: ModuleId,
-    /// The `mdMethodDef` token of a managed method.
+    /// The `mdMethodDef` token of a managed method (shared by a generic method's
+    /// instantiations).
     pub token: MdToken,
+    /// The instantiation's type arguments (`GetFunctionInfo2`); empty when not generic.
+    pub type_args: Vec<ClassId>,
 }
 
 impl Function {
@@ -154,6 +157,12 @@ pub struct FunctionSpec {
     pub compiled: bool,
     /// Whether this is a typical generic method definition.
     pub generic_definition: bool,
+    /// The method's name in metadata when several functions are one method (instantiations)
+    /// or share a name (overloads); `None` for `name`.
+    pub method: Option<String>,
+    /// The instantiation's type arguments (type names; `System.__Canon` for code shared by
+    /// reference types); empty for a non-generic method.
+    pub type_args: Vec<String>,
 }
 
 impl FunctionSpec {
@@ -169,6 +178,8 @@ impl FunctionSpec {
             split: false,
             compiled: true,
             generic_definition: false,
+            method: None,
+            type_args: Vec::new(),
         }
     }
 }
@@ -264,7 +275,12 @@ impl CodeMap {
             let managed = spec.kind.is_managed();
             let (function_id, class_id, module_id, token) = if managed {
                 let base = IMAGE_BASE + IMAGE_STRIDE * module_index as u64;
-                let ids = metadata.method(&module, module_index, base, &spec.name);
+                let name = spec.method.as_deref().unwrap_or(&spec.name);
+                let ids = if spec.type_args.is_empty() {
+                    metadata.method(&module, module_index, base, name)
+                } else {
+                    metadata.instantiation(&module, module_index, base, name)
+                };
                 (
                     FunctionId(METHOD_DESC_BASE + 0x40 * map.functions.len() as u64),
                     ids.class_id,
@@ -274,6 +290,7 @@ impl CodeMap {
             } else {
                 Default::default()
             };
+            let type_args = spec.type_args.iter().map(|t| metadata.type_argument(t)).collect();
             let index = map.functions.len();
             map.names.entry(spec.name.clone()).or_insert(index);
             map.ranges.push((start, start + spec.size, index));
@@ -295,6 +312,7 @@ impl CodeMap {
                 class_id,
                 module_id,
                 token,
+                type_args,
             });
         }
         map.ranges.sort_unstable();

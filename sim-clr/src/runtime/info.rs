@@ -122,7 +122,12 @@ impl ProfilerInfo for Runtime {
         if frame_info.is_some_and(|fi| fi.func_id != function) {
             return Err(HResult::E_INVALIDARG);
         }
-        self.get_function_info(function)
+        let mut info = self.get_function_info(function)?;
+        let st = self.lock();
+        if let Some(f) = st.code.by_function_id(function) {
+            info.type_args = st.code.function(f).type_args.clone();
+        }
+        Ok(info)
     }
 
     fn get_current_thread_id(&self) -> Result<ThreadId, HResult> {

@@ -566,6 +566,26 @@ impl Builder<'_> {
             spec.split = c.split;
             spec.compiled = c.compiled.unwrap_or(true);
             spec.generic_definition = c.generic_definition;
+            if let Some(method) = &c.method {
+                if !kind.has_metadata() {
+                    return Err(self.err(
+                        method.span(),
+                        "method",
+                        "only a method with metadata has a metadata name",
+                    ));
+                }
+                spec.method = Some(method.get_ref().clone());
+            }
+            if let Some(args) = &c.type_args {
+                if !kind.has_metadata() || args.is_empty() || args.iter().any(|a| a.trim().is_empty()) {
+                    return Err(self.err(
+                        c.name.span(),
+                        "type_args",
+                        "type arguments are a non-empty list of type names, on a method with metadata",
+                    ));
+                }
+                spec.type_args = args.clone();
+            }
             out.push(spec);
         }
         out.extend(builtins);

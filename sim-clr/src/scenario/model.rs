@@ -106,6 +106,8 @@ pub(crate) struct CodeModel {
     pub compiled: Option<bool>,
     #[serde(default)]
     pub generic_definition: bool,
+    pub method: Option<Spanned<String>>,
+    pub type_args: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
