@@ -104,6 +104,21 @@ pub trait ProfilerInfo: Send + Sync {
         code_infos: Option<&'a mut [CodeInfo]>,
     ) -> Result<u32, HResult>;
 
+    /// `ICorProfilerInfo4::GetCodeInfo3`: like `GetCodeInfo2`, for the code of ReJIT version
+    /// `rejit` of `function` (its first native code version). A SYNC entrypoint that may
+    /// trigger a GC.
+    fn get_code_info3<'a>(
+        &self,
+        function: FunctionId,
+        rejit: ReJitId,
+        requested: u32,
+        code_infos: Option<&'a mut [CodeInfo]>,
+    ) -> Result<u32, HResult>;
+
+    /// `ICorProfilerInfo4::GetReJITIDs`: the ReJIT ids of `function`'s ReJITted versions.
+    /// A SYNC entrypoint that may trigger a GC.
+    fn get_rejit_ids(&self, function: FunctionId) -> Result<Vec<ReJitId>, HResult>;
+
     /// `ICorProfilerInfo::GetFunctionInfo`: class, module and token of `function`.
     fn get_function_info(&self, function: FunctionId) -> Result<FunctionInfo, HResult>;
 

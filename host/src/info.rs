@@ -14,12 +14,12 @@
 use crate::callback::on_runtime_thread;
 use crate::com_object::{query_interface as query_interface_of, release_owned};
 use crate::import::ImportObject;
-use crate::out::{hr, put, put_name, status};
+use crate::out::{hr, put, put_name};
 use crate::thread_enum;
 use corprof::com::*;
 use corprof::{
     AppDomainId, AssemblyId, ClassId, CodeInfo, Context, FrameInfo, FunctionId, HResult, MetaDataImport,
-    ModuleId, ProfilerInfo, SnapshotFrame, ThreadId,
+    ModuleId, ProfilerInfo, ReJitId, SnapshotFrame, ThreadId,
 };
 use sim_clr::trace::Fault;
 use sim_clr::Runtime;
@@ -169,15 +169,19 @@ unsafe extern "system" fn get_code_info(
 ) -> HRESULT {
     // SAFETY: `this` is live; the out-pointers are NULL or valid.
     unsafe {
-        with(this, |o| {
-            let mut first = [CodeInfo::default()];
-            let r = o.rt.get_code_info2(fid(function), 1, Some(&mut first));
-            if r.is_ok() {
-                put(start, first[0].start_address as *mut u8);
-                put(size, first[0].size as u32);
-            }
-            status(&r)
-        })
+        answer(
+            this,
+            |o| {
+                let mut first = [CodeInfo::default()];
+                o.rt.get_code_info2(fid(function), 1, Some(&mut first))
+                    .map(|_| first[0])
+            },
+            |_, first| {
+                put(start, first.start_address as *mut u8);
+                put(size, first.size as u32);
+                OK
+            },
+        )
     }
 }
 
@@ -598,6 +602,37 @@ unsafe extern "system" fn get_class_id_info2(
     }
 }
 
+/// `GetCodeInfo2` and `GetCodeInfo3`: `ask` fills the caller's records (if any) and gives the
+/// number of regions, written to `out_len`.
+///
+/// # Safety
+/// `this` is live; `out_len` is NULL or valid; `infos` is NULL or holds `len`
+/// COR_PRF_CODE_INFO records of two pointer-sized fields each, laid out as `CodeInfo`'s two
+/// u64 on x64.
+unsafe fn code_regions(
+    this: *mut c_void,
+    len: u32,
+    out_len: *mut u32,
+    infos: *mut c_void,
+    ask: impl FnOnce(&InfoObject, Option<&mut [CodeInfo]>) -> Result<u32, HResult>,
+) -> HRESULT {
+    // SAFETY: per the contract.
+    unsafe {
+        answer(
+            this,
+            |o| {
+                let out = (!infos.is_null())
+                    .then(|| std::slice::from_raw_parts_mut(infos as *mut CodeInfo, len as usize));
+                ask(o, out)
+            },
+            |_, n| {
+                put(out_len, n);
+                OK
+            },
+        )
+    }
+}
+
 unsafe extern "system" fn get_code_info2(
     this: *mut c_void,
     function: UintPtr,
@@ -605,18 +640,53 @@ unsafe extern "system" fn get_code_info2(
     out_len: *mut u32,
     infos: *mut c_void,
 ) -> HRESULT {
-    // SAFETY: `this` is live; `infos` is NULL or holds `len` COR_PRF_CODE_INFO records of
-    // two pointer-sized fields each, laid out as `CodeInfo`'s two u64 on x64.
+    // SAFETY: forwarded contract.
     unsafe {
-        with(this, |o| {
-            let out = (!infos.is_null())
-                .then(|| std::slice::from_raw_parts_mut(infos as *mut CodeInfo, len as usize));
-            let r = o.rt.get_code_info2(fid(function), len, out);
-            if let Ok(n) = r {
-                put(out_len, n);
-            }
-            status(&r)
+        code_regions(this, len, out_len, infos, |o, out| {
+            o.rt.get_code_info2(fid(function), len, out)
         })
+    }
+}
+
+unsafe extern "system" fn get_code_info3(
+    this: *mut c_void,
+    function: UintPtr,
+    rejit: UintPtr,
+    len: u32,
+    out_len: *mut u32,
+    infos: *mut c_void,
+) -> HRESULT {
+    // SAFETY: forwarded contract.
+    unsafe {
+        code_regions(this, len, out_len, infos, |o, out| {
+            o.rt.get_code_info3(fid(function), ReJitId(rejit as u64), len, out)
+        })
+    }
+}
+
+unsafe extern "system" fn get_rejit_ids(
+    this: *mut c_void,
+    function: UintPtr,
+    len: u32,
+    out_len: *mut u32,
+    ids: *mut UintPtr,
+) -> HRESULT {
+    if len != 0 && ids.is_null() {
+        return hr(HResult::E_INVALIDARG);
+    }
+    // SAFETY: `this` is live; `out_len` is NULL or valid, `ids` holds `len` ids.
+    unsafe {
+        answer(
+            this,
+            |o| o.rt.get_rejit_ids(fid(function)),
+            |_, found| {
+                put(out_len, found.len() as u32);
+                for (i, id) in found.iter().take(len as usize).enumerate() {
+                    ids.add(i).write(id.0 as UintPtr);
+                }
+                OK
+            },
+        )
     }
 }
 
@@ -753,6 +823,8 @@ fn vtable() -> &'static ICorProfilerInfo10Vtbl {
         i4.EnumThreads = enum_threads;
         i4.InitializeCurrentThread = initialize_current_thread;
         i4.GetFunctionFromIP2 = get_function_from_ip2;
+        i4.GetCodeInfo3 = get_code_info3;
+        i4.GetReJITIDs = get_rejit_ids;
         let i3 = &mut i4.base;
         i3.RequestProfilerDetach = request_profiler_detach;
         i3.GetModuleInfo2 = get_module_info2;

@@ -9,14 +9,6 @@ pub fn hr(value: HResult) -> HRESULT {
     value.0 as HRESULT
 }
 
-/// `S_OK`, or the error, of a result whose value was already written.
-pub fn status<T>(result: &Result<T, HResult>) -> HRESULT {
-    match result {
-        Ok(_) => hr(HResult::S_OK),
-        Err(e) => hr(*e),
-    }
-}
-
 /// Writes `value` through `out` unless it is NULL: the runtime treats most out-parameters as
 /// optional.
 ///

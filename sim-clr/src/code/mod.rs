@@ -14,7 +14,7 @@ pub mod metadata;
 
 use crate::runtime::Platform;
 use crate::synth::FunctionShape;
-use corprof::{ClassId, FunctionId, MdToken, ModuleId};
+use corprof::{ClassId, FunctionId, MdToken, ModuleId, ReJitId};
 use images::Images;
 use machine::{default_shape, MachineCode};
 use metadata::{Metadata, MetadataBuilder};
@@ -123,6 +123,11 @@ pub struct Function {
     pub token: MdToken,
     /// The instantiation's type arguments (`GetFunctionInfo2`); empty when not generic.
     pub type_args: Vec<ClassId>,
+    /// For another code version of a method: the method's first function (whose ids it
+    /// shares).
+    pub version_of: Option<FunctionIndex>,
+    /// The ReJIT id of this code (0 for the original IL's code).
+    pub rejit_id: ReJitId,
 }
 
 impl Function {
@@ -163,6 +168,11 @@ pub struct FunctionSpec {
     /// The instantiation's type arguments (type names; `System.__Canon` for code shared by
     /// reference types); empty for a non-generic method.
     pub type_args: Vec<String>,
+    /// Another native code version of this earlier-declared method (a tier-1 body, or a
+    /// ReJIT's): the same `FunctionID`, its own code.
+    pub version_of: Option<String>,
+    /// The version's ReJIT id (0: the original IL, e.g. a tier-1 body).
+    pub rejit: u64,
 }
 
 impl FunctionSpec {
@@ -180,6 +190,8 @@ impl FunctionSpec {
             generic_definition: false,
             method: None,
             type_args: Vec::new(),
+            version_of: None,
+            rejit: 0,
         }
     }
 }
@@ -273,7 +285,25 @@ impl CodeMap {
                 )));
             }
             let managed = spec.kind.is_managed();
-            let (function_id, class_id, module_id, token) = if managed {
+            let base = match &spec.version_of {
+                None => None,
+                Some(of) => Some(
+                    map.names
+                        .get(of)
+                        .copied()
+                        .filter(|&b| map.functions[b].kind.has_metadata() && map.functions[b].version_of.is_none())
+                        .filter(|_| spec.kind.has_metadata())
+                        .ok_or_else(|| {
+                            error(format!(
+                                "`version_of` must name a method with metadata declared before it (not `{of}`), and be one itself"
+                            ))
+                        })?,
+                ),
+            };
+            let (function_id, class_id, module_id, token) = if let Some(b) = base {
+                let b = &map.functions[b];
+                (b.function_id, b.class_id, b.module_id, b.token)
+            } else if managed {
                 let base = IMAGE_BASE + IMAGE_STRIDE * module_index as u64;
                 let name = spec.method.as_deref().unwrap_or(&spec.name);
                 let ids = if spec.type_args.is_empty() {
@@ -290,7 +320,10 @@ impl CodeMap {
             } else {
                 Default::default()
             };
-            let type_args = spec.type_args.iter().map(|t| metadata.type_argument(t)).collect();
+            let type_args = match base {
+                Some(b) => map.functions[b].type_args.clone(),
+                None => spec.type_args.iter().map(|t| metadata.type_argument(t)).collect(),
+            };
             let index = map.functions.len();
             map.names.entry(spec.name.clone()).or_insert(index);
             map.ranges.push((start, start + spec.size, index));
@@ -313,6 +346,8 @@ impl CodeMap {
                 module_id,
                 token,
                 type_args,
+                version_of: base,
+                rejit_id: ReJitId(spec.rejit),
             });
         }
         map.ranges.sort_unstable();
@@ -365,6 +400,13 @@ impl CodeMap {
         let offset = id.0.checked_sub(METHOD_DESC_BASE)?;
         let index = usize::try_from(offset / 0x40).ok()?;
         (offset % 0x40 == 0 && self.functions.get(index)?.function_id == id).then_some(index)
+    }
+
+    /// The code versions of the method whose first function is `base`: `base` itself, then
+    /// every other version, in declaration order.
+    pub fn versions(&self, base: FunctionIndex) -> impl Iterator<Item = FunctionIndex> + '_ {
+        std::iter::once(base)
+            .chain((0..self.functions.len()).filter(move |&i| self.functions[i].version_of == Some(base)))
     }
 
     /// True when `ip` is managed code to the execution manager (R14).

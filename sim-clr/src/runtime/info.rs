@@ -65,37 +65,37 @@ impl ProfilerInfo for Runtime {
         code_infos: Option<&'a mut [CodeInfo]>,
     ) -> Result<u32, HResult> {
         let call = fiber::RuntimeCall::enter();
+        self.lock().async_entry()?;
+        // The method's first code: tier-0 code even once it has tiered up.
+        self.code_info(&call, function, None, requested, code_infos)
+    }
+
+    fn get_code_info3<'a>(
+        &self,
+        function: FunctionId,
+        rejit: ReJitId,
+        requested: u32,
+        code_infos: Option<&'a mut [CodeInfo]>,
+    ) -> Result<u32, HResult> {
+        let call = fiber::RuntimeCall::enter();
+        // Takes the code-versioning lock, which may trigger a GC (R38).
+        self.lock().sync_entry(true)?;
+        self.code_info(&call, function, Some(rejit), requested, code_infos)
+    }
+
+    fn get_rejit_ids(&self, function: FunctionId) -> Result<Vec<ReJitId>, HResult> {
+        let _call = fiber::RuntimeCall::enter();
         let st = self.lock();
-        st.async_entry()?;
-        let index = st.code.by_function_id(function).ok_or(HResult::E_INVALIDARG)?;
-        if requested != 0 && code_infos.is_none() {
-            return Err(HResult::E_INVALIDARG);
-        }
-        let f = st.code.function(index).clone();
-        if f.generic_definition {
-            return Err(HResult::E_INVALIDARG);
-        }
-        if !f.compiled {
-            return Err(HResult::CORPROF_E_FUNCTION_NOT_COMPILED);
-        }
-        drop(st);
-        drop(self.reader_locked(&call)?);
-        let mut regions = vec![CodeInfo {
-            start_address: f.start,
-            size: f.size,
-        }];
-        if let Some((start, size)) = f.cold {
-            regions.push(CodeInfo {
-                start_address: start,
-                size,
-            });
-        }
-        if let Some(out) = code_infos {
-            for (slot, region) in out.iter_mut().zip(&regions).take(requested as usize) {
-                *slot = *region;
-            }
-        }
-        Ok(regions.len() as u32)
+        st.sync_entry(true)?;
+        let base = st.code.by_function_id(function).ok_or(HResult::E_INVALIDARG)?;
+        let mut ids: Vec<ReJitId> = st
+            .code
+            .versions(base)
+            .map(|i| st.code.function(i).rejit_id)
+            .filter(|id| id.0 != 0)
+            .collect();
+        ids.dedup();
+        Ok(ids)
     }
 
     fn get_function_info(&self, function: FunctionId) -> Result<FunctionInfo, HResult> {
@@ -349,6 +349,56 @@ impl ProfilerInfo for Runtime {
 }
 
 impl Runtime {
+    /// `GetCodeInfo2` (`rejit` `None`: the method's first code) and `GetCodeInfo3` (the first
+    /// code of ReJIT version `rejit`): fills up to `requested` regions, returns how many the
+    /// code has.
+    fn code_info(
+        &self,
+        call: &fiber::RuntimeCall,
+        function: FunctionId,
+        rejit: Option<ReJitId>,
+        requested: u32,
+        code_infos: Option<&mut [CodeInfo]>,
+    ) -> Result<u32, HResult> {
+        let st = self.lock();
+        let base = st.code.by_function_id(function).ok_or(HResult::E_INVALIDARG)?;
+        if requested != 0 && code_infos.is_none() {
+            return Err(HResult::E_INVALIDARG);
+        }
+        if st.code.function(base).generic_definition {
+            return Err(HResult::E_INVALIDARG);
+        }
+        let version = match rejit {
+            None => Some(base),
+            Some(id) => st
+                .code
+                .versions(base)
+                .find(|&i| st.code.function(i).rejit_id == id),
+        };
+        let f = match version.map(|i| st.code.function(i)) {
+            Some(f) if f.compiled => f.clone(),
+            _ => return Err(HResult::CORPROF_E_FUNCTION_NOT_COMPILED),
+        };
+        drop(st);
+        drop(self.reader_locked(call)?);
+        let mut regions = vec![CodeInfo {
+            start_address: f.start,
+            size: f.size,
+        }];
+        if let Some((start, size)) = f.cold {
+            regions.push(CodeInfo {
+                start_address: start,
+                size,
+            });
+        }
+        if let Some(out) = code_infos {
+            for (slot, region) in out.iter_mut().zip(&regions).take(requested as usize) {
+                *slot = *region;
+            }
+        }
+        Ok(regions.len() as u32)
+    }
+
     /// The state, with the code manager's reader lock taken (R42): in a running process a
     /// caller that may block first waits while another thread holds the writer lock, so a
     /// writer it suspended blocks it as the real lock would.
@@ -389,5 +439,5 @@ fn lookup(st: &State, ip: u64, no_metadata_ok: bool) -> Result<(FunctionId, ReJi
     if !f.kind.is_managed() || !(f.kind.has_metadata() || no_metadata_ok) {
         return Err(HResult::E_FAIL);
     }
-    Ok((f.function_id, ReJitId(0)))
+    Ok((f.function_id, f.rejit_id))
 }

@@ -586,6 +586,15 @@ impl Builder<'_> {
                 }
                 spec.type_args = args.clone();
             }
+            spec.version_of = c.version_of.clone();
+            spec.rejit = c.rejit.unwrap_or(0);
+            if spec.rejit != 0 && spec.version_of.is_none() {
+                return Err(self.err(
+                    c.name.span(),
+                    "rejit",
+                    "a ReJIT id belongs to a code version (`version_of`)",
+                ));
+            }
             out.push(spec);
         }
         out.extend(builtins);

@@ -108,6 +108,8 @@ pub(crate) struct CodeModel {
     pub generic_definition: bool,
     pub method: Option<Spanned<String>>,
     pub type_args: Option<Vec<String>>,
+    pub version_of: Option<String>,
+    pub rejit: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
