@@ -46,6 +46,8 @@ fn cases() -> Vec<(&'static str, String, usize, &'static str)> {
         ("missing required argument", call("api = \"GetFunctionFromIP\"\n"), l + 3, "ip"),
         ("metadata name on native code", after("[[code]]\nname = \"X\"\nkind = \"native\"\nmethod = \"A::B\"\n"), l + 4, "method"),
         ("empty type arguments", after("[[code]]\nname = \"X\"\nkind = \"jit\"\ntype_args = []\n"), l + 2, "type_args"),
+        ("expect_stack naming native code", call("api = \"DoStackSnapshot\"\nexpect_stack = [\"N\"]\n"), l + 4, "expect_stack"),
+        ("expect_stack on another API", call("api = \"EnumThreads\"\nexpect_stack = [\"M\"]\n"), l + 4, "expect_stack"),
         ("host step naming an unknown thread", after("[host]\n[[host.steps]]\nthread = \"ghost\"\ncall = \"Run\"\n"), l + 3, "thread"),
         ("host step with call and raise", after("[host]\n[[host.steps]]\nthread = \"t\"\ncall = \"Run\"\nraise = \"ObjectAllocated\"\n"), l + 2, "steps"),
         ("host step raising a hook", after("[host]\n[[host.steps]]\nthread = \"t\"\nraise = \"FunctionEnter\"\n"), l + 4, "raise"),
@@ -361,4 +363,25 @@ fn counts_past_the_limits_are_refused_before_anything_is_built() {
     assert_eq!(err.field, "frames", "{err}");
     assert!(err.message.contains("in all"), "{err}");
     assert!(Scenario::parse("frames.toml", &threads(n - 1, per_thread)).is_ok());
+}
+
+#[test]
+fn expect_stack_pins_the_names_and_native_runs_of_a_walk() {
+    let stack = |expected: &str| {
+        format!("{HEAD}[[calls]]\ncaller = \"t\"\nfrom = \"pinvoke\"\napi = \"DoStackSnapshot\"\nexpect_stack = {expected}\n")
+    };
+    let right = Scenario::parse("s.toml", &stack("[\"M\", \"0\"]")).unwrap().run();
+    assert!(right.expectations.failed.is_empty(), "{:?}", right.expectations);
+    assert_eq!(right.expectations.checked, 1);
+    let wrong = Scenario::parse("s.toml", &stack("[\"M\"]")).unwrap().run();
+    let failed = &wrong.expectations.failed;
+    assert_eq!(failed.len(), 1);
+    assert_eq!(
+        (
+            failed[0].field.as_str(),
+            failed[0].expected.as_str(),
+            failed[0].got.as_str()
+        ),
+        ("expect_stack", "[M]", "[M, 0]")
+    );
 }

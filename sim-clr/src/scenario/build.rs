@@ -54,6 +54,9 @@ pub struct Call {
     pub expect: Option<HResult>,
     /// Expected number of snapshot callbacks, if the file states one.
     pub expect_frames: Option<usize>,
+    /// Expected callbacks, leaf first: each method's name, [`NATIVE_RUN`] for a
+    /// `funcId == 0` callback.
+    pub expect_stack: Option<Vec<String>>,
     /// The kind of fault expected during the call, if the file states one.
     pub expect_fault: Option<FaultKind>,
     /// Free text shown in reports.
@@ -342,7 +345,32 @@ fn names<T>(options: &[(&str, T)]) -> String {
         .join(", ")
 }
 
+/// How `expect_stack` writes a `funcId == 0` callback (a run of native frames).
+pub const NATIVE_RUN: &str = "0";
+
 impl Builder<'_> {
+    /// `expect_stack`: method names of the code map, or [`NATIVE_RUN`].
+    fn expect_stack(&self, m: &CallModel, code: &CodeMap) -> Res<Option<Vec<String>>> {
+        let Some(stack) = &m.expect_stack else {
+            return Ok(None);
+        };
+        if let Some(bad) = stack.get_ref().iter().find(|n| {
+            *n != NATIVE_RUN
+                && code
+                    .by_name(n)
+                    .is_none_or(|i| !code.function(i).kind.is_managed())
+        }) {
+            return Err(self.err(
+                stack.span(),
+                "expect_stack",
+                format!(
+                    "`{bad}` is neither a managed method of the scenario nor \"{NATIVE_RUN}\" (a native run)"
+                ),
+            ));
+        }
+        Ok(Some(stack.get_ref().clone()))
+    }
+
     /// `nested_at`: a callback index, an ascending array of them, or `"every"`.
     fn nested_at(&self, value: &Spanned<Value>) -> Res<NestedAt> {
         let bad = || {
@@ -1096,6 +1124,7 @@ impl Builder<'_> {
             action,
             expect,
             expect_frames: m.expect_frames.as_ref().map(|v| *v.get_ref()),
+            expect_stack: self.expect_stack(m, ctx.code)?,
             expect_fault,
             note: m.note.clone(),
             case: m.case.clone(),
@@ -1128,7 +1157,7 @@ impl Builder<'_> {
 
     /// Rejects fields that do not apply to this kind of call.
     fn only(&self, m: &CallModel, allowed: &[&str], what: &str) -> Res<()> {
-        let given: [(&str, Option<Range<usize>>); 12] = [
+        let given: [(&str, Option<Range<usize>>); 13] = [
             ("target", m.target.as_ref().map(|v| v.span())),
             ("flags", m.flags.as_ref().map(|v| v.span())),
             ("seed", m.seed.as_ref().map(|v| v.span())),
@@ -1141,6 +1170,7 @@ impl Builder<'_> {
             ("context_size", m.context_size.as_ref().map(|v| v.span())),
             ("requested", m.requested.as_ref().map(|v| v.span())),
             ("expect_frames", m.expect_frames.as_ref().map(|v| v.span())),
+            ("expect_stack", m.expect_stack.as_ref().map(|v| v.span())),
         ];
         match given
             .into_iter()
@@ -1168,6 +1198,7 @@ impl Builder<'_> {
                 "callback",
                 "context_size",
                 "expect_frames",
+                "expect_stack",
             ],
             "GetFunctionFromIP" | "GetFunctionFromIP2" | "GetFunctionFromIP3" => &["ip"],
             "GetCodeInfo2" => &["function", "requested"],

@@ -3,7 +3,7 @@
 
 use super::build::{
     Action, ApiCall, Call, CallbackBehavior, FrameInfoArg, FunctionRef, IpRef, NestedAt, Scenario, Seed,
-    SeedBase, SeedValue, Target,
+    SeedBase, SeedValue, Target, NATIVE_RUN,
 };
 use super::report::{CallReport, EventReport, Expectations, FaultReport, FrameReport, Report, TruthEntry};
 use crate::runtime::{CallContext, CallbackKind, Runtime};
@@ -600,6 +600,21 @@ fn check(expectations: &mut Expectations, call: &Call, record: &CallReport) {
             },
         };
         expectations.check(record.index, call.line, "expect", expected.to_string(), got);
+    }
+    if let Some(expected) = &call.expect_stack {
+        let got: Vec<&str> = record
+            .frames
+            .iter()
+            .flatten()
+            .map(|f| f.function.as_deref().unwrap_or(NATIVE_RUN))
+            .collect();
+        expectations.check(
+            record.index,
+            call.line,
+            "expect_stack",
+            format!("[{}]", expected.join(", ")),
+            format!("[{}]", got.join(", ")),
+        );
     }
     if let Some(expected) = call.expect_frames {
         let got = record.frames.as_ref().map_or(0, Vec::len);

@@ -15,7 +15,7 @@ mod report;
 
 pub use build::{
     Action, ApiCall, Call, CallbackBehavior, FunctionRef, IpRef, NestedAt, Scenario, Seed, SeedBase, Target,
-    MAX_CALLS, MAX_FILE_BYTES, MAX_FRAMES, MAX_FUNCTIONS, MAX_THREADS,
+    MAX_CALLS, MAX_FILE_BYTES, MAX_FRAMES, MAX_FUNCTIONS, MAX_THREADS, NATIVE_RUN,
 };
 pub use error::ScenarioError;
 pub use host::{HostAction, HostSpec, HostStep, MAX_HOST_STEPS};

@@ -177,6 +177,7 @@ pub(crate) struct CallModel {
     pub mask: Option<Spanned<Value>>,
     pub expect: Option<Spanned<String>>,
     pub expect_frames: Option<Spanned<usize>>,
+    pub expect_stack: Option<Spanned<Vec<String>>>,
     pub expect_fault: Option<Spanned<String>>,
     pub note: Option<String>,
     pub case: Option<String>,

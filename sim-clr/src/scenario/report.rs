@@ -148,7 +148,7 @@ pub struct Mismatch {
     pub call: usize,
     /// The line of the expectation's call in the file.
     pub line: usize,
-    /// The field that states it: `expect`, `expect_frames`, `expect_fault` or `nested_at`.
+    /// The field that states it: `expect`, `expect_frames`, `expect_stack`, `expect_fault` or `nested_at`.
     pub field: String,
     /// What the file expected.
     pub expected: String,
