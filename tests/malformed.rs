@@ -48,6 +48,8 @@ fn cases() -> Vec<(&'static str, String, usize, &'static str)> {
         ("empty type arguments", after("[[code]]\nname = \"X\"\nkind = \"jit\"\ntype_args = []\n"), l + 2, "type_args"),
         ("expect_stack naming native code", call("api = \"DoStackSnapshot\"\nexpect_stack = [\"N\"]\n"), l + 4, "expect_stack"),
         ("expect_stack on another API", call("api = \"EnumThreads\"\nexpect_stack = [\"M\"]\n"), l + 4, "expect_stack"),
+        ("exception state contradicting a catch funclet", after("[[threads]]\nname = \"u\"\nexception = \"unwinding\"\nframes = [{ fn = \"M\", funclet = \"catch\" }, { fn = \"M\" }]\n"), l + 3, "exception"),
+        ("exception state contradicting a filter", after("[[threads]]\nname = \"u\"\nexception = \"unwinding_in_managed\"\nframes = [{ fn = \"M\", funclet = \"filter\" }, { fn = \"M\" }]\n"), l + 3, "exception"),
         ("host step naming an unknown thread", after("[host]\n[[host.steps]]\nthread = \"ghost\"\ncall = \"Run\"\n"), l + 3, "thread"),
         ("host step with call and raise", after("[host]\n[[host.steps]]\nthread = \"t\"\ncall = \"Run\"\nraise = \"ObjectAllocated\"\n"), l + 2, "steps"),
         ("host step raising a hook", after("[host]\n[[host.steps]]\nthread = \"t\"\nraise = \"FunctionEnter\"\n"), l + 4, "raise"),
@@ -383,5 +385,28 @@ fn expect_stack_pins_the_names_and_native_runs_of_a_walk() {
             failed[0].got.as_str()
         ),
         ("expect_stack", "[M]", "[M, 0]")
+    );
+}
+
+#[test]
+fn the_exception_state_is_derived_from_the_leaf_most_funclet() {
+    use sim_clr::thread::ExceptionState;
+    let state = |frames: &str| {
+        let text = format!("{HEAD}[[threads]]\nname = \"u\"\nframes = [{frames}]\n");
+        Scenario::parse("e.toml", &text).unwrap().threads[1].exception
+    };
+    assert_eq!(state("{ fn = \"M\" }"), ExceptionState::None);
+    assert_eq!(
+        state("{ fn = \"M\", funclet = \"catch\" }, { fn = \"M\" }"),
+        ExceptionState::UnwindingInManaged
+    );
+    assert_eq!(
+        state("{ fn = \"M\", funclet = \"filter\" }, { fn = \"M\" }"),
+        ExceptionState::FirstPass
+    );
+    // A filter running inside a catch handler: the filter's first pass is the current one.
+    assert_eq!(
+        state("{ fn = \"M\", funclet = \"filter\" }, { fn = \"M\", funclet = \"catch\" }, { fn = \"M\" }"),
+        ExceptionState::FirstPass
     );
 }

@@ -816,6 +816,16 @@ impl Builder<'_> {
                 ],
             )?;
         }
+        // The leaf-most handler on the stack says which pass the exception is in.
+        let handler = t.stack.iter().find_map(|e| match e {
+            StackEntry::Call { funclet: Some(f), .. } => Some(*f),
+            _ => None,
+        });
+        t.exception = match handler {
+            Some(Funclet::Filter) => ExceptionState::FirstPass,
+            Some(Funclet::Catch | Funclet::Finally) => ExceptionState::UnwindingInManaged,
+            None => ExceptionState::None,
+        };
         if let Some(e) = &m.exception {
             t.exception = self.choice(
                 e,
@@ -828,6 +838,24 @@ impl Builder<'_> {
                     ("inconsistent", ExceptionState::Inconsistent),
                 ],
             )?;
+            let possible = match (handler, t.exception) {
+                (_, ExceptionState::Inconsistent) | (None, _) => true,
+                (Some(Funclet::Filter), state) => state == ExceptionState::FirstPass,
+                (Some(_), state) => state == ExceptionState::UnwindingInManaged,
+            };
+            if !possible {
+                let (funclet, state) = match handler {
+                    Some(Funclet::Filter) => ("filter", "first_pass"),
+                    _ => ("catch or finally", "unwinding_in_managed"),
+                };
+                return Err(self.err(
+                    e.span(),
+                    "exception",
+                    format!(
+                        "the leaf-most funclet on the stack is a {funclet} handler, so the exception is in state `{state}` (or `inconsistent`); omit `exception` to have it derived"
+                    ),
+                ));
+            }
         }
         if let Some(o) = &m.os_context {
             t.os_context = self.choice(
