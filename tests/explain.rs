@@ -31,7 +31,10 @@ fn run_explain(file: &Path, call: &str, out: &Path) -> std::process::Output {
 
 /// Draws `call` of `scenario` into a temporary file and returns the SVG.
 fn explain(scenario: &str, call: &str) -> String {
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{scenario}-{call}.svg"));
+    // Tests run in parallel and may draw the same call: each drawing gets its own file.
+    static DRAWINGS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = DRAWINGS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{scenario}-{call}-{n}.svg"));
     let run = run_explain(&fixture(scenario), call, &out);
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     std::fs::read_to_string(out).unwrap()

@@ -1,11 +1,11 @@
 //! Runs a scenario: a fresh runtime, each call performed through [`corprof::ProfilerInfo`] on
 //! its simulated thread, and a [`Report`] of what happened.
 
-use super::build::{
+use super::report::{CallReport, EventReport, Expectations, FaultReport, FrameReport, Report, TruthEntry};
+use super::types::{
     Action, ApiCall, Call, CallbackBehavior, FrameInfoArg, FunctionRef, IpRef, NestedAt, Scenario, Seed,
     SeedBase, SeedValue, Target, NATIVE_RUN,
 };
-use super::report::{CallReport, EventReport, Expectations, FaultReport, FrameReport, Report, TruthEntry};
 use crate::runtime::{CallContext, CallbackKind, Runtime};
 use crate::snapshot::WalkStart;
 use crate::thread::{StackEntry, Thread};

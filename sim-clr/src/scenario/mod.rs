@@ -6,19 +6,21 @@
 //! field in `docs/scenario-format.md`.
 
 mod build;
+mod calls;
 mod error;
 mod exec;
 mod host;
 mod model;
 mod process;
 mod report;
+mod types;
 
-pub use build::{
-    Action, ApiCall, Call, CallbackBehavior, FunctionRef, IpRef, NestedAt, Scenario, Seed, SeedBase, Target,
-    MAX_CALLS, MAX_FILE_BYTES, MAX_FRAMES, MAX_FUNCTIONS, MAX_THREADS, NATIVE_RUN,
-};
 pub use error::ScenarioError;
 pub use host::{HostAction, HostSpec, HostStep, MAX_HOST_STEPS};
 pub use report::{
     cut, CallReport, EventReport, Expectations, FaultReport, FrameReport, Mismatch, Report, TruthEntry,
+};
+pub use types::{
+    Action, ApiCall, Call, CallbackBehavior, FunctionRef, IpRef, NestedAt, Scenario, Seed, SeedBase, Target,
+    MAX_CALLS, MAX_FILE_BYTES, MAX_FRAMES, MAX_FUNCTIONS, MAX_THREADS, NATIVE_RUN,
 };

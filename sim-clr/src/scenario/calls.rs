@@ -1,0 +1,664 @@
+//! Validation of `[[calls]]`: each call's API, arguments, seed, callback behaviour, nested
+//! call and expectations, checked against the threads and code already built.
+
+use super::build::{one_of, Builder, Res};
+use super::model::CallModel;
+use super::types::*;
+use crate::code::CodeMap;
+use crate::runtime::{CallContext, CallbackKind};
+use crate::thread::Thread;
+use crate::trace::FaultKind;
+use corprof::flags::{event, snapshot};
+use corprof::{Context, HResult, Register};
+use std::ops::Range;
+use toml::{Spanned, Value};
+
+/// What a call may refer to while being validated.
+pub(super) struct CallCtx<'a> {
+    /// The scenario's threads.
+    pub threads: &'a [Thread],
+    /// Each thread's number of declared calls.
+    pub declared_calls: &'a [usize],
+    /// The code map.
+    pub code: &'a CodeMap,
+    /// The top-level calls before this one.
+    pub earlier: &'a [Call],
+}
+
+const APIS: [&str; 14] = [
+    "DoStackSnapshot",
+    "GetFunctionFromIP",
+    "GetFunctionFromIP2",
+    "GetFunctionFromIP3",
+    "GetCodeInfo2",
+    "GetFunctionInfo",
+    "GetFunctionInfo2",
+    "GetCurrentThreadID",
+    "SetEventMask",
+    "GetEventMask",
+    "InitializeCurrentThread",
+    "SuspendRuntime",
+    "ResumeRuntime",
+    "EnumThreads",
+];
+
+impl Builder<'_> {
+    /// `expect_stack`: method names of the code map, or [`NATIVE_RUN`].
+    fn expect_stack(&self, m: &CallModel, code: &CodeMap) -> Res<Option<Vec<String>>> {
+        let Some(stack) = &m.expect_stack else {
+            return Ok(None);
+        };
+        if let Some(bad) = stack.get_ref().iter().find(|n| {
+            *n != NATIVE_RUN
+                && code
+                    .by_name(n)
+                    .is_none_or(|i| !code.function(i).kind.is_managed())
+        }) {
+            return Err(self.err(
+                stack.span(),
+                "expect_stack",
+                format!(
+                    "`{bad}` is neither a managed method of the scenario nor \"{NATIVE_RUN}\" (a native run)"
+                ),
+            ));
+        }
+        Ok(Some(stack.get_ref().clone()))
+    }
+
+    /// `nested_at`: a callback index, an ascending array of them, or `"every"`.
+    fn nested_at(&self, value: &Spanned<Value>) -> Res<NestedAt> {
+        let bad = || {
+            self.err(
+                value.span(),
+                "nested_at",
+                "expected a callback index (0-based), an array of ascending indices, or \"every\"",
+            )
+        };
+        let index = |v: &Value| match v {
+            Value::Integer(n) => usize::try_from(*n).ok(),
+            _ => None,
+        };
+        match value.get_ref() {
+            Value::String(s) if s == "every" => Ok(NestedAt::Every),
+            Value::Array(items) => {
+                let at: Vec<usize> = items.iter().map(index).collect::<Option<_>>().ok_or_else(bad)?;
+                if at.is_empty() || !at.windows(2).all(|w| w[0] < w[1]) {
+                    return Err(bad());
+                }
+                Ok(NestedAt::Frames(at))
+            }
+            v => index(v).map(|n| NestedAt::Frames(vec![n])).ok_or_else(bad),
+        }
+    }
+
+    /// Validates one call; `parent` is the (thread, context) of the call a nested call is made
+    /// from.
+    pub(super) fn call(
+        &self,
+        c: &Spanned<CallModel>,
+        ctx: &CallCtx,
+        parent: Option<(&str, CallContext)>,
+    ) -> Res<Call> {
+        let span = c.span();
+        let m = c.get_ref();
+        let line = self.src.line(span.start);
+        let thread_named = |name: &Spanned<String>, field: &str| -> Res<usize> {
+            ctx.threads
+                .iter()
+                .position(|t| &t.name == name.get_ref())
+                .ok_or_else(|| {
+                    self.err(
+                        name.span(),
+                        field,
+                        format!("no thread named `{}`", name.get_ref()),
+                    )
+                })
+        };
+        let (caller, context) = match parent {
+            Some((thread, context)) => {
+                if let Some(x) = m
+                    .caller
+                    .as_ref()
+                    .map(|x| x.span())
+                    .or(m.from.as_ref().map(|x| x.span()))
+                {
+                    return Err(self.err(
+                        x,
+                        "caller",
+                        "a nested call runs on its parent's thread and context",
+                    ));
+                }
+                (thread.to_string(), context)
+            }
+            None if m.event.is_some() => {
+                let t = m
+                    .thread
+                    .as_ref()
+                    .ok_or_else(|| self.err(span.clone(), "thread", "an event needs `thread`"))?;
+                (
+                    ctx.threads[thread_named(t, "thread")?].name.clone(),
+                    CallContext::Thread,
+                )
+            }
+            None => {
+                let c = m.caller.as_ref().ok_or_else(|| {
+                    self.err(span.clone(), "caller", "a call needs `caller` (a thread name)")
+                })?;
+                let index = thread_named(c, "caller")?;
+                let context = match &m.from {
+                    None => CallContext::Thread,
+                    Some(f) => match f.get_ref().as_str() {
+                        "thread" => CallContext::Thread,
+                        "pinvoke" => CallContext::PInvoke,
+                        other => CallContext::Callback(CallbackKind::parse(other).ok_or_else(|| {
+                            let all: Vec<&str> = CallbackKind::ALL.iter().map(|k| k.as_str()).collect();
+                            self.err(
+                                f.span(),
+                                "from",
+                                format!(
+                                    "`{other}` is not `thread`, `pinvoke` or one of {}",
+                                    all.join(", ")
+                                ),
+                            )
+                        })?),
+                    },
+                };
+                if context != CallContext::Thread && !ctx.threads[index].is_managed() {
+                    let f = m.from.as_ref().unwrap();
+                    return Err(self.err(
+                        f.span(),
+                        "from",
+                        "only a managed thread can be in a P/Invoke or a profiler callback",
+                    ));
+                }
+                (ctx.threads[index].name.clone(), context)
+            }
+        };
+        let action = match (&m.api, &m.event) {
+            (Some(api), None) => Action::Api(self.api(api, m, ctx, &caller)?),
+            (None, Some(ev)) => {
+                if let Some(x) = m.caller.as_ref().or(m.from.as_ref()) {
+                    return Err(self.err(
+                        x.span(),
+                        "caller",
+                        "an event names its `thread`; `caller` and `from` do not apply",
+                    ));
+                }
+                self.only(m, &["thread"], ev.get_ref())?;
+                self.choice(
+                    ev,
+                    "event",
+                    &[
+                        ("thread_exit", Action::ThreadExit),
+                        ("thread_delete", Action::ThreadDelete),
+                        ("gc", Action::Gc),
+                    ],
+                )?
+            }
+            _ => return Err(self.err(span, "api", "each call needs exactly one of `api` or `event`")),
+        };
+        let expect = match &m.expect {
+            Some(e) => Some(HResult::parse(e.get_ref()).ok_or_else(|| {
+                self.err(e.span(), "expect", format!("`{}` is not an HRESULT", e.get_ref()))
+            })?),
+            None => None,
+        };
+        let expect_fault = match &m.expect_fault {
+            Some(f) => {
+                let kinds: Vec<(&str, FaultKind)> = FaultKind::ALL.iter().map(|k| (k.as_str(), *k)).collect();
+                Some(self.choice(f, "expect_fault", &kinds)?)
+            }
+            None => None,
+        };
+        let mut call = Call {
+            line,
+            caller,
+            context,
+            action,
+            expect,
+            expect_frames: m.expect_frames.as_ref().map(|v| *v.get_ref()),
+            expect_stack: self.expect_stack(m, ctx.code)?,
+            expect_fault,
+            note: m.note.clone(),
+            case: m.case.clone(),
+        };
+        let parent = (call.caller.clone(), call.context);
+        if let (Some(nested), Action::Api(ApiCall::DoStackSnapshot { nested: slot, .. })) =
+            (&m.nested, &mut call.action)
+        {
+            if let Some(event) = &nested.get_ref().event {
+                return Err(self.err(
+                    event.span(),
+                    "event",
+                    "a nested call is an API call made from the snapshot callback; events cannot be nested",
+                ));
+            }
+            let at = match &m.nested_at {
+                None => NestedAt::Frames(vec![0]),
+                Some(v) => self.nested_at(v)?,
+            };
+            *slot = Some((at, Box::new(self.call(nested, ctx, Some((&parent.0, parent.1)))?)));
+        } else if m.nested.is_some() || m.nested_at.is_some() {
+            return Err(self.err(
+                span,
+                "nested",
+                "only DoStackSnapshot can make a nested call (from its callback)",
+            ));
+        }
+        Ok(call)
+    }
+
+    /// Rejects fields that do not apply to this kind of call.
+    fn only(&self, m: &CallModel, allowed: &[&str], what: &str) -> Res<()> {
+        let given: [(&str, Option<Range<usize>>); 13] = [
+            ("target", m.target.as_ref().map(|v| v.span())),
+            ("flags", m.flags.as_ref().map(|v| v.span())),
+            ("seed", m.seed.as_ref().map(|v| v.span())),
+            ("callback", m.callback.as_ref().map(|v| v.span())),
+            ("ip", m.ip.as_ref().map(|v| v.span())),
+            ("function", m.function.as_ref().map(|v| v.span())),
+            ("frame_info", m.frame_info.as_ref().map(|v| v.span())),
+            ("mask", m.mask.as_ref().map(|v| v.span())),
+            ("thread", m.thread.as_ref().map(|v| v.span())),
+            ("context_size", m.context_size.as_ref().map(|v| v.span())),
+            ("requested", m.requested.as_ref().map(|v| v.span())),
+            ("expect_frames", m.expect_frames.as_ref().map(|v| v.span())),
+            ("expect_stack", m.expect_stack.as_ref().map(|v| v.span())),
+        ];
+        match given
+            .into_iter()
+            .find(|(name, span)| span.is_some() && !allowed.contains(name))
+        {
+            Some((name, Some(span))) => Err(self.err(span, name, format!("does not apply to {what}"))),
+            _ => Ok(()),
+        }
+    }
+
+    fn api(&self, api: &Spanned<String>, m: &CallModel, ctx: &CallCtx, caller: &str) -> Res<ApiCall> {
+        let name = api.get_ref().as_str();
+        if !APIS.contains(&name) {
+            return Err(self.err(
+                api.span(),
+                "api",
+                format!("unknown API `{name}`; known: {}", APIS.join(", ")),
+            ));
+        }
+        let allowed: &[&str] = match name {
+            "DoStackSnapshot" => &[
+                "target",
+                "flags",
+                "seed",
+                "callback",
+                "context_size",
+                "expect_frames",
+                "expect_stack",
+            ],
+            "GetFunctionFromIP" | "GetFunctionFromIP2" | "GetFunctionFromIP3" => &["ip"],
+            "GetCodeInfo2" => &["function", "requested"],
+            "GetFunctionInfo" => &["function"],
+            "GetFunctionInfo2" => &["function", "frame_info"],
+            "SetEventMask" => &["mask"],
+            _ => &[],
+        };
+        self.only(m, allowed, name)?;
+        Ok(match name {
+            "DoStackSnapshot" => ApiCall::DoStackSnapshot {
+                target: self.target(m.target.as_ref(), ctx, caller)?,
+                flags: match &m.flags {
+                    Some(f) => self.bits(f, "flags", |n| {
+                        one_of(
+                            n.strip_prefix("COR_PRF_SNAPSHOT_").unwrap_or(n),
+                            &[
+                                ("DEFAULT", snapshot::DEFAULT),
+                                ("REGISTER_CONTEXT", snapshot::REGISTER_CONTEXT),
+                                ("X86_OPTIMIZED", snapshot::X86_OPTIMIZED),
+                            ],
+                        )
+                    })?,
+                    None => 0,
+                },
+                seed: self.seed(m.seed.as_ref(), ctx)?,
+                context_size: m.context_size.as_ref().map(|v| *v.get_ref()).unwrap_or(
+                    if m.seed
+                        .as_ref()
+                        .is_some_and(|s| s.get_ref().as_str() != Some("none"))
+                    {
+                        Context::SIZE as u32
+                    } else {
+                        0
+                    },
+                ),
+                callback: self.callback(m.callback.as_ref())?,
+                nested: None,
+            },
+            "GetFunctionFromIP" | "GetFunctionFromIP2" | "GetFunctionFromIP3" => ApiCall::GetFunctionFromIp {
+                version: match name {
+                    "GetFunctionFromIP" => 1,
+                    "GetFunctionFromIP2" => 2,
+                    _ => 3,
+                },
+                ip: self.ip(
+                    m.ip.as_ref()
+                        .ok_or_else(|| self.err(api.span(), "ip", format!("{name} needs `ip`")))?,
+                    ctx,
+                )?,
+            },
+            "GetCodeInfo2" => ApiCall::GetCodeInfo2 {
+                function: self.function(m.function.as_ref(), api, ctx)?,
+                requested: m.requested.as_ref().map_or(2, |v| *v.get_ref()),
+                null_buffer: m.null_buffer,
+            },
+            "GetFunctionInfo" => ApiCall::GetFunctionInfo {
+                function: self.function(m.function.as_ref(), api, ctx)?,
+            },
+            "GetFunctionInfo2" => ApiCall::GetFunctionInfo2 {
+                function: self.function(m.function.as_ref(), api, ctx)?,
+                frame_info: match &m.frame_info {
+                    None => FrameInfoArg::None,
+                    Some(f) => self.choice(
+                        f,
+                        "frame_info",
+                        &[
+                            ("none", FrameInfoArg::None),
+                            ("frame", FrameInfoArg::CurrentFrame),
+                            ("mismatched", FrameInfoArg::Mismatched),
+                        ],
+                    )?,
+                },
+            },
+            "GetCurrentThreadID" => ApiCall::GetCurrentThreadId,
+            "SetEventMask" => ApiCall::SetEventMask {
+                mask: self.bits(
+                    m.mask
+                        .as_ref()
+                        .ok_or_else(|| self.err(api.span(), "mask", "SetEventMask needs `mask`"))?,
+                    "mask",
+                    event::from_name,
+                )?,
+            },
+            "GetEventMask" => ApiCall::GetEventMask,
+            "InitializeCurrentThread" => ApiCall::InitializeCurrentThread,
+            "SuspendRuntime" => ApiCall::SuspendRuntime,
+            "ResumeRuntime" => ApiCall::ResumeRuntime,
+            _ => ApiCall::EnumThreads,
+        })
+    }
+
+    fn target(&self, v: Option<&Spanned<Value>>, ctx: &CallCtx, caller: &str) -> Res<Target> {
+        let Some(v) = v else { return Ok(Target::Zero) };
+        match v.get_ref() {
+            Value::Integer(0) => Ok(Target::Zero),
+            Value::Integer(n) => Ok(Target::Raw(*n as u64)),
+            Value::String(s) => match s.as_str() {
+                "0" => Ok(Target::Zero),
+                "self" => Ok(Target::Thread(caller.to_string())),
+                "bogus" => Ok(Target::Raw(1)),
+                name if ctx.threads.iter().any(|t| t.name == name) => {
+                    let t = ctx.threads.iter().find(|t| t.name == name).unwrap();
+                    if !t.is_managed() {
+                        return Err(self.err(
+                            v.span(),
+                            "target",
+                            format!("`{name}` is a native thread: it has no ThreadID"),
+                        ));
+                    }
+                    Ok(Target::Thread(name.to_string()))
+                }
+                other => Err(self.err(
+                    v.span(),
+                    "target",
+                    format!("`{other}` is not 0, `self`, `bogus`, a number or a thread name"),
+                )),
+            },
+            _ => Err(self.err(
+                v.span(),
+                "target",
+                "expected 0, `self`, `bogus`, a number or a thread name",
+            )),
+        }
+    }
+
+    fn seed(&self, v: Option<&Spanned<Value>>, ctx: &CallCtx) -> Res<Seed> {
+        let Some(v) = v else { return Ok(Seed::None) };
+        let span = v.span();
+        match v.get_ref() {
+            Value::String(s) if s == "none" => Ok(Seed::None),
+            Value::String(s) if s == "zero" => Ok(Seed::Context {
+                base: SeedBase::Zero,
+                overrides: Vec::new(),
+            }),
+            Value::Table(table) => {
+                let mut base_thread = None;
+                let mut frame = None;
+                let mut earlier = None;
+                let mut callback = None;
+                let mut overrides = Vec::new();
+                let index = |value: &Value, field: &str, what: &str| {
+                    value
+                        .as_integer()
+                        .and_then(|n| usize::try_from(n).ok())
+                        .ok_or_else(|| self.err(span.clone(), field, format!("expected {what}")))
+                };
+                for (key, value) in table {
+                    match key.as_str() {
+                        "call" => earlier = Some(index(value, "seed.call", "an earlier call's number (1-based)")?),
+                        "callback" => callback = Some(index(value, "seed.callback", "a callback index (0-based)")?),
+                        "thread" => {
+                            base_thread = Some(
+                                value
+                                    .as_str()
+                                    .ok_or_else(|| {
+                                        self.err(span.clone(), "seed.thread", "expected a thread name")
+                                    })?
+                                    .to_string(),
+                            )
+                        }
+                        "frame" => {
+                            frame = Some(index(value, "seed.frame", "a call index (0 = the leaf declared call)")?)
+                        }
+                        reg => {
+                            let register = if reg == "rip" {
+                                None
+                            } else {
+                                Some(Register::from_name(reg).ok_or_else(|| {
+                                    self.err(
+                                        span.clone(),
+                                        &format!("seed.{reg}"),
+                                        "not `thread`, `frame`, `call`, `callback` or a register name (rip, rsp, rbp, rax, …)",
+                                    )
+                                })?)
+                            };
+                            overrides.push((register, self.seed_value(value, span.clone(), reg, ctx)?));
+                        }
+                    }
+                }
+                let base = match (base_thread, frame, earlier, callback) {
+                    (None, None, None, None) => SeedBase::Zero,
+                    (None, None, Some(call), Some(callback)) => {
+                        let walked = call
+                            .checked_sub(1)
+                            .and_then(|i| ctx.earlier.get(i))
+                            .is_some_and(|c| {
+                                matches!(&c.action, Action::Api(ApiCall::DoStackSnapshot { flags, .. })
+                                    if flags & snapshot::REGISTER_CONTEXT != 0)
+                            });
+                        if !walked {
+                            return Err(self.err(
+                                span,
+                                "seed.call",
+                                format!("call #{call} is not an earlier DoStackSnapshot with flags = [\"REGISTER_CONTEXT\"]: its callbacks get no CONTEXT"),
+                            ));
+                        }
+                        SeedBase::Callback { call, callback }
+                    }
+                    (Some(t), Some(k), None, None) => {
+                        let i = ctx.threads.iter().position(|x| x.name == t).ok_or_else(|| {
+                            self.err(span.clone(), "seed.thread", format!("no thread named `{t}`"))
+                        })?;
+                        if k >= ctx.declared_calls[i] {
+                            return Err(self.err(
+                                span,
+                                "seed.frame",
+                                format!(
+                                    "thread `{t}` declares {} calls; frame {k} does not exist",
+                                    ctx.declared_calls[i]
+                                ),
+                            ));
+                        }
+                        SeedBase::Frame(t, k)
+                    }
+                    _ => {
+                        return Err(self.err(
+                            span,
+                            "seed",
+                            "`thread` and `frame` go together, as do `call` and `callback`, and the two pairs exclude each other",
+                        ))
+                    }
+                };
+                Ok(Seed::Context { base, overrides })
+            }
+            _ => Err(self.err(
+                span,
+                "seed",
+                "expected \"none\", \"zero\" or a table { thread, frame | call, callback, <register> = value }",
+            )),
+        }
+    }
+
+    fn seed_value(&self, v: &Value, span: Range<usize>, reg: &str, ctx: &CallCtx) -> Res<SeedValue> {
+        match v {
+            Value::Integer(n) => Ok(SeedValue::Raw(*n as u64)),
+            Value::Table(t) => {
+                let name = t.get("fn").and_then(Value::as_str).ok_or_else(|| {
+                    self.err(
+                        span.clone(),
+                        &format!("seed.{reg}"),
+                        "expected { fn = \"name\", offset = n }",
+                    )
+                })?;
+                let field = format!("seed.{reg}");
+                self.known_function(name, span.clone(), &field, ctx)?;
+                Ok(SeedValue::Function(
+                    name.to_string(),
+                    self.offset_in(t, span, &field)?,
+                ))
+            }
+            _ => Err(self.err(
+                span,
+                &format!("seed.{reg}"),
+                "expected a number or { fn = \"name\", offset = n }",
+            )),
+        }
+    }
+
+    /// The `offset` of a `{ fn = "name", offset = n }` table: 0 when absent, never negative.
+    fn offset_in(&self, t: &toml::Table, span: Range<usize>, field: &str) -> Res<u64> {
+        match t.get("offset") {
+            None => Ok(0),
+            Some(Value::Integer(n)) => u64::try_from(*n).map_err(|_| {
+                self.err(
+                    span,
+                    field,
+                    format!("offset {n} is negative; offsets count bytes from the function's start"),
+                )
+            }),
+            Some(_) => Err(self.err(span, field, "offset must be an integer")),
+        }
+    }
+
+    fn known_function(&self, name: &str, span: Range<usize>, field: &str, ctx: &CallCtx) -> Res<()> {
+        match ctx.code.by_name(name) {
+            Some(_) => Ok(()),
+            None => Err(self.err(span, field, format!("no function named `{name}` in [[code]]"))),
+        }
+    }
+
+    fn callback(&self, v: Option<&Spanned<Value>>) -> Res<CallbackBehavior> {
+        let Some(v) = v else {
+            return Ok(CallbackBehavior::Ok);
+        };
+        let span = v.span();
+        match v.get_ref() {
+            Value::String(s) if s == "ok" => Ok(CallbackBehavior::Ok),
+            Value::String(s) if s == "null" => Ok(CallbackBehavior::Null),
+            Value::Table(t) => {
+                for key in t.keys() {
+                    if key != "return" && key != "at" {
+                        return Err(self.err(span, &format!("callback.{key}"), "expected `return` and `at`"));
+                    }
+                }
+                let text = t.get("return").and_then(Value::as_str).ok_or_else(|| {
+                    self.err(
+                        span.clone(),
+                        "callback.return",
+                        "expected an HRESULT such as \"S_FALSE\" or \"0x80004005\"",
+                    )
+                })?;
+                let value = HResult::parse(text).ok_or_else(|| {
+                    self.err(
+                        span.clone(),
+                        "callback.return",
+                        format!("`{text}` is not an HRESULT"),
+                    )
+                })?;
+                let at = t
+                    .get("at")
+                    .map_or(Some(0), Value::as_integer)
+                    .filter(|n| *n >= 0)
+                    .ok_or_else(|| self.err(span, "callback.at", "expected a callback index (0-based)"))?;
+                Ok(CallbackBehavior::Return {
+                    at: at as usize,
+                    value,
+                })
+            }
+            _ => Err(self.err(
+                span,
+                "callback",
+                "expected \"ok\", \"null\" or { return = \"S_FALSE\", at = n }",
+            )),
+        }
+    }
+
+    fn ip(&self, v: &Spanned<Value>, ctx: &CallCtx) -> Res<IpRef> {
+        match v.get_ref() {
+            Value::Integer(n) => Ok(IpRef::Raw(*n as u64)),
+            Value::String(s) if s == "frame" => Ok(IpRef::CurrentFrame),
+            Value::Table(t) => {
+                let name = t
+                    .get("fn")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| self.err(v.span(), "ip", "expected { fn = \"name\", offset = n }"))?;
+                self.known_function(name, v.span(), "ip", ctx)?;
+                Ok(IpRef::Function(name.into(), self.offset_in(t, v.span(), "ip")?))
+            }
+            _ => Err(self.err(
+                v.span(),
+                "ip",
+                "expected a number, \"frame\" or { fn = \"name\", offset = n }",
+            )),
+        }
+    }
+
+    fn function(&self, v: Option<&Spanned<Value>>, api: &Spanned<String>, ctx: &CallCtx) -> Res<FunctionRef> {
+        let v = v.ok_or_else(|| {
+            self.err(
+                api.span(),
+                "function",
+                format!("{} needs `function`", api.get_ref()),
+            )
+        })?;
+        match v.get_ref() {
+            Value::Integer(n) => Ok(FunctionRef::Raw(*n as u64)),
+            Value::String(s) if s == "frame" => Ok(FunctionRef::CurrentFrame),
+            Value::String(s) => {
+                self.known_function(s, v.span(), "function", ctx)?;
+                Ok(FunctionRef::Name(s.clone()))
+            }
+            _ => Err(self.err(
+                v.span(),
+                "function",
+                "expected a function name, a number or \"frame\"",
+            )),
+        }
+    }
+}
