@@ -488,11 +488,16 @@ unsafe extern "system" fn do_stack_snapshot(
         let bytes = unsafe { std::slice::from_raw_parts(context, Context::SIZE) };
         Context::from_bytes(bytes).unwrap_or_default()
     });
+    // One buffer for every callback's copy of its CONTEXT, allocated once per walk.
+    let mut copy: Vec<u8> = Vec::new();
     let mut deliver = |frame: &SnapshotFrame<'_>| -> HResult {
         let Some(cb) = callback else { return HResult::S_OK };
-        let mut bytes = frame.context.map(|c| c.to_vec());
-        let (ptr, size) = match bytes.as_mut() {
-            Some(b) => (b.as_mut_ptr(), b.len() as u32),
+        let (ptr, size) = match frame.context {
+            Some(c) => {
+                copy.clear();
+                copy.extend_from_slice(c);
+                (copy.as_mut_ptr(), c.len() as u32)
+            }
             None => (std::ptr::null_mut(), 0),
         };
         let record = frame.frame_info as *const FrameInfo as usize;
