@@ -185,16 +185,12 @@ impl Hosted {
         }
     }
 
-    /// [`Hosted::attach`] of an object whose reference the host already holds.
+    /// [`Hosted::attach`] of an object whose reference the host already holds, when no
+    /// profiler is attached yet.
     ///
     /// # Safety
     /// As [`Hosted::attach`].
     unsafe fn attach_owned(&mut self, profiler: *mut c_void) -> Result<(), HostError> {
-        if self.profiler.is_some() {
-            // SAFETY: the reference handed over is dropped.
-            callback::as_runtime_thread(|| unsafe { (unknown(profiler).Release)(profiler) });
-            return Err(HostError::AlreadyAttached);
-        }
         let mut callback3: *mut c_void = std::ptr::null_mut();
         // SAFETY: `profiler` is live; a successful QueryInterface is balanced by Release.
         let implements3 = callback::as_runtime_thread(|| unsafe {

@@ -336,15 +336,15 @@ impl Runtime {
         };
         let (thread, modules) = {
             let st = self.lock();
+            if !st.monitors(event::MONITOR_MODULE_LOADS) {
+                return;
+            }
             let thread = st
                 .threads
                 .iter()
                 .find(|t| t.is_managed() && t.lifecycle == Lifecycle::Alive && !t.gc_special)
                 .map(|t| t.name.clone());
             let modules: Vec<_> = st.code.metadata().modules().iter().map(|m| m.id).collect();
-            if !st.monitors(event::MONITOR_MODULE_LOADS) {
-                return;
-            }
             (thread, modules)
         };
         let Some(thread) = thread else { return };
