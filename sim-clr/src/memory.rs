@@ -171,8 +171,8 @@ static EMPTY_PAGE: [u64; PAGE_WORDS] = [0; PAGE_WORDS];
 pub struct Reader<'a> {
     space: &'a AddressSpace,
     last: Option<&'a Mapped>,
-    /// The address of the last written page read, how many of its bytes are mapped, and its
-    /// words.
+    /// The address of the last written page read (8-aligned), how many of its words are
+    /// mapped, and its words.
     page: (u64, u64, &'a [u64; PAGE_WORDS]),
 }
 
@@ -180,10 +180,13 @@ impl<'a> Reader<'a> {
     /// Reads 8 bytes at any address, as [`AddressSpace::read_u64`] does.
     #[inline]
     pub fn read_u64(&mut self, addr: u64) -> Result<u64, AccessViolation> {
-        let (page_start, mapped, words) = self.page;
-        let offset = addr.wrapping_sub(page_start);
-        if offset < mapped && offset % 8 == 0 {
-            return Ok(words[(offset / 8) as usize]);
+        let (page_start, mapped_words, words) = self.page;
+        // The word's index in the page; an unaligned address rotates its low bits to the top,
+        // past any count, so one comparison checks both.
+        let word = addr.wrapping_sub(page_start).rotate_right(3);
+        if word < mapped_words {
+            // At most a page is mapped: the mask only spares the bounds check.
+            return Ok(words[word as usize % PAGE_WORDS]);
         }
         self.read_slow(addr)
     }
@@ -206,8 +209,8 @@ impl<'a> Reader<'a> {
             let (page, slot) = m.slot(addr);
             if let Some(words) = m.pages[page].as_deref() {
                 let start = addr - 8 * slot as u64;
-                let mapped = (m.region.end - start).min(8 * PAGE_WORDS as u64);
-                self.page = (start, mapped, words);
+                let mapped_words = ((m.region.end - start) / 8).min(PAGE_WORDS as u64);
+                self.page = (start, mapped_words, words);
                 return Ok(words[slot]);
             }
         }

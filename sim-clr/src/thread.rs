@@ -222,6 +222,8 @@ pub struct LaidFrame {
 pub struct Layout {
     /// Calls, leaf first.
     pub calls: Vec<LaidCall>,
+    /// True when a call runs a funclet: only then does a walk look for funclet parents (R28).
+    pub funclets: bool,
     /// Explicit Frames, most recent (lowest address) first: the runtime's Frame chain.
     pub frames: Vec<LaidFrame>,
     /// The return-address slot overwritten by a GC hijack, with the original value (R29).
@@ -489,6 +491,7 @@ impl Thread {
             leafward.push(call);
         }
         leafward.reverse();
+        layout.funclets = leafward.iter().any(|c| c.funclet.is_some());
         layout.calls = leafward;
         // The old layout's stack buffer is reused: no allocation when the stack did not grow.
         old.stack.clone_from(&self.stack);

@@ -287,6 +287,31 @@ fn deliver(
         return HResult::E_UNEXPECTED;
     };
     let contexts = flags & snapshot::REGISTER_CONTEXT != 0;
+    if contexts {
+        walk.bytes.resize(context_size.max(Context::SIZE), 0);
+    }
+    // The callbacks are the profiler's code: their allocations count. Nothing else in the
+    // loops allocates.
+    let completed = crate::process::fiber::observed(|| {
+        if contexts {
+            report::<true>(walk, cb, context_size)
+        } else {
+            report::<false>(walk, cb, context_size)
+        }
+    });
+    if !completed {
+        return HResult::CORPROF_E_STACKSNAPSHOT_ABORTED;
+    }
+    end(runtime, walk.end, unix)
+}
+
+/// Calls `cb` for each reported frame of `walk`, with a CONTEXT of `context_size` bytes when
+/// `CONTEXTS`; false when a callback aborted the walk.
+fn report<const CONTEXTS: bool>(
+    walk: &mut Walk,
+    cb: &mut StackSnapshotCallback<'_>,
+    context_size: usize,
+) -> bool {
     let Walk {
         frames,
         gprs,
@@ -294,51 +319,40 @@ fn deliver(
         bytes,
         ..
     } = walk;
-    if contexts {
-        bytes.resize(context_size.max(Context::SIZE), 0);
-    }
-    // The callbacks are the profiler's code: their allocations count. Nothing else in this
-    // loop allocates.
-    let completed = crate::process::fiber::observed(|| {
-        // Whether `bytes` holds the seed's other fields (else a laid-out call's), once written.
-        let mut written = None;
-        for (i, frame) in frames.iter().enumerate() {
-            if !frame.reported {
-                continue;
-            }
-            let frame_info = FrameInfo::for_snapshot(frame.func_id, frame.ip);
-            let context = if contexts {
-                if let Some(full) = bytes
-                    .first_chunk_mut()
-                    .filter(|_| written != Some(frame.from_seed))
-                {
-                    match seed.as_ref().filter(|_| frame.from_seed) {
-                        Some(seed) => seed.write_bytes(full),
-                        None => crate::thread::call_context_base().write_bytes(full),
-                    }
-                    written = Some(frame.from_seed);
-                }
-                corprof::context::write_registers(bytes, frame.ip, &gprs[i]);
-                Some(&bytes[..context_size])
-            } else {
-                None
-            };
-            let hr = cb(&SnapshotFrame {
-                func_id: frame.func_id,
-                ip: frame.ip,
-                frame_info: &frame_info,
-                context,
-            });
-            if hr != HResult::S_OK {
-                return false;
-            }
+    // Whether `bytes` holds the seed's other fields (else a laid-out call's), once written.
+    let mut written = None;
+    for (i, frame) in frames.iter().enumerate() {
+        if !frame.reported {
+            continue;
         }
-        true
-    });
-    if !completed {
-        return HResult::CORPROF_E_STACKSNAPSHOT_ABORTED;
+        let frame_info = FrameInfo::for_snapshot(frame.func_id, frame.ip);
+        let context = if CONTEXTS {
+            if let Some(full) = bytes
+                .first_chunk_mut()
+                .filter(|_| written != Some(frame.from_seed))
+            {
+                match seed.as_ref().filter(|_| frame.from_seed) {
+                    Some(seed) => seed.write_bytes(full),
+                    None => crate::thread::call_context_base().write_bytes(full),
+                }
+                written = Some(frame.from_seed);
+            }
+            corprof::context::write_registers(bytes, frame.ip, &gprs[i]);
+            Some(&bytes[..context_size])
+        } else {
+            None
+        };
+        let hr = cb(&SnapshotFrame {
+            func_id: frame.func_id,
+            ip: frame.ip,
+            frame_info: &frame_info,
+            context,
+        });
+        if hr != HResult::S_OK {
+            return false;
+        }
     }
-    end(runtime, walk.end, unix)
+    true
 }
 
 /// The HRESULT of a walk that ended with `end` after every callback returned `S_OK` (R17).

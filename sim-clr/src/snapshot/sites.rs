@@ -30,33 +30,29 @@ pub(super) struct Site {
 const SLOTS: usize = 256;
 
 /// A direct-mapped cache of [`Site`]s by address.
-#[derive(Clone, Debug, Default)]
-pub(super) struct Sites(Vec<Site>);
+#[derive(Clone, Debug)]
+pub(super) struct Sites(Box<[Site; SLOTS]>);
+
+impl Default for Sites {
+    fn default() -> Sites {
+        Sites(Box::new([Site::default(); SLOTS]))
+    }
+}
 
 impl Sites {
-    /// The slot holding the site at `ip` (see [`Sites::at`]), or `None` outside every
-    /// function.
+    /// The site at `ip`, or `None` outside every function.
     #[inline]
-    pub fn get(&mut self, code: &CodeMap, ip: u64) -> Option<usize> {
+    pub fn get(&mut self, code: &CodeMap, ip: u64) -> Option<&Site> {
         let slot = ((ip ^ (ip >> 9)) as usize) % SLOTS;
-        match self.0.get(slot) {
-            Some(site) if site.ip == ip && ip != 0 => Some(slot),
-            _ => self.fill(code, ip, slot),
+        if self.0[slot].ip == ip && ip != 0 {
+            return Some(&self.0[slot]);
         }
-    }
-
-    /// The site in `slot`, as [`Sites::get`] found it (until the next `get`).
-    #[inline]
-    pub fn at(&self, slot: usize) -> &Site {
-        &self.0[slot]
+        self.fill(code, ip, slot)
     }
 
     /// Looks `ip` up in the code map and caches it in `slot`.
     #[inline(never)]
-    fn fill(&mut self, code: &CodeMap, ip: u64, slot: usize) -> Option<usize> {
-        if self.0.is_empty() {
-            self.0 = vec![Site::default(); SLOTS];
-        }
+    fn fill(&mut self, code: &CodeMap, ip: u64, slot: usize) -> Option<&Site> {
         let function = code.function(code.lookup(ip)?);
         let managed = function.kind.is_managed();
         let machine = &function.machine;
@@ -72,6 +68,6 @@ impl Sites {
             rule,
         };
         self.0[slot] = site;
-        Some(slot)
+        Some(&self.0[slot])
     }
 }

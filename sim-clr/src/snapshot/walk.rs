@@ -79,30 +79,34 @@ pub(super) fn walk(st: &mut State, t: usize, seed: Option<Context>, gprs: bool) 
     walk.frames.clear();
     walk.gprs.clear();
     let mut record = Record {
-        frames: &mut walk.frames,
-        gprs: gprs.then_some(&mut walk.gprs),
+        frames: std::mem::take(&mut walk.frames),
+        gprs: std::mem::take(&mut walk.gprs),
+        keep_gprs: gprs,
         start: None,
     };
     walk.end = walk_into(st, t, seed.as_ref(), &mut record, &mut walk.sites);
-    walk.start = record.start;
+    (walk.frames, walk.gprs, walk.start) = (record.frames, record.gprs, record.start);
     walk.seed = seed;
     walk
 }
 
 /// Where the iterator records frames.
-struct Record<'a> {
-    frames: &'a mut Vec<WalkFrame>,
+struct Record {
+    frames: Vec<WalkFrame>,
     /// Each frame's registers, when kept.
-    gprs: Option<&'a mut Vec<[u64; 16]>>,
+    gprs: Vec<[u64; 16]>,
+    /// Whether `gprs` are kept.
+    keep_gprs: bool,
     /// Where the iterator started; `None` when there was nothing to walk.
     start: Option<WalkStart>,
 }
 
-impl Record<'_> {
+impl Record {
+    #[inline]
     fn push(&mut self, frame: WalkFrame, regs: &[u64; 16]) {
         self.frames.push(frame);
-        if let Some(gprs) = self.gprs.as_deref_mut() {
-            gprs.push(*regs);
+        if self.keep_gprs {
+            self.gprs.push(*regs);
         }
     }
 }
@@ -113,7 +117,7 @@ fn walk_into(
     st: &State,
     t: usize,
     seed: Option<&Context>,
-    record: &mut Record<'_>,
+    record: &mut Record,
     sites: &mut Sites,
 ) -> WalkEnd {
     let thread = &st.threads[t];
@@ -137,7 +141,7 @@ fn walk_into(
         }
         None
     };
-    let funclets = calls.iter().any(|c| c.funclet.is_some());
+    let funclets = thread.layout.funclets;
     let (mut ip, mut regs, mut from_seed, start) = match seed {
         Some(c) => (
             c.rip,
@@ -161,16 +165,16 @@ fn walk_into(
         },
     };
     record.start = Some(start);
+    let (stack_base, stack_limit) = (thread.stack_base, thread.stack_limit);
     // The site at `ip`: each frame's lookup is the previous frame's "is it managed?".
     let mut found = sites.get(&st.code, ip);
     loop {
         if record.frames.len() >= MAX_WALK_FRAMES {
             return WalkEnd::Failed;
         }
-        let Some(mut slot) = found else {
+        let Some(mut site) = found else {
             return WalkEnd::Failed;
         };
-        let site = sites.at(slot);
         let frame = WalkFrame {
             func_id: site.function_id,
             ip,
@@ -191,17 +195,17 @@ fn walk_into(
                 .map(|i| first + i);
             if let Some(parent) = here.and_then(|i| thread.funclet_parent(i)) {
                 (ip, regs, from_seed) = (calls[parent].rip, calls[parent].regs, false);
-                let Some(parent_slot) = sites.get(&st.code, ip) else {
+                let Some(parent_site) = sites.get(&st.code, ip) else {
                     return WalkEnd::Failed;
                 };
-                slot = parent_slot;
+                site = parent_site;
             }
         }
         // Unwind the managed frame with its code's rule at the IP, as the code manager reads
         // the unwind info of the code it generated: the return address and the saved
         // registers are read first — an unmapped read faults — then the new SP is checked
         // against the target's stack (R17's speculative-walk check).
-        let Some(rule) = &sites.at(slot).rule else {
+        let Some(rule) = &site.rule else {
             return WalkEnd::Failed;
         };
         ip = match rule.unwind(&mut regs, &mut |a| memory.read_u64(a).map_err(|av| av.address)) {
@@ -209,14 +213,14 @@ fn walk_into(
             Err(address) => return WalkEnd::AccessViolation(address),
         };
         let cfa = regs[Register::Rsp as usize];
-        if cfa > thread.stack_base || cfa <= thread.stack_limit {
+        if cfa > stack_base || cfa <= stack_limit {
             return WalkEnd::Failed;
         }
         if ip == 0 {
             return WalkEnd::Done;
         }
         found = sites.get(&st.code, ip);
-        if found.is_some_and(|s| sites.at(s).managed) {
+        if found.is_some_and(|s| s.managed) {
             continue;
         }
         // R21: a managed frame returned into native code: one marker for the whole run. Its
