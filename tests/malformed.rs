@@ -61,6 +61,10 @@ fn cases() -> Vec<(&'static str, String, usize, &'static str)> {
         ("nested_at out of order", call("api = \"DoStackSnapshot\"\nnested_at = [2, 1]\n[calls.nested]\napi = \"EnumThreads\"\n"), l + 4, "nested_at"),
         ("negative nested_at", call("api = \"DoStackSnapshot\"\nnested_at = -1\n[calls.nested]\napi = \"EnumThreads\"\n"), l + 4, "nested_at"),
         ("nested event", call("api = \"DoStackSnapshot\"\n[calls.nested]\nevent = \"gc\"\n"), l + 5, "event"),
+        ("`at` outside a nested call", call("api = \"EnumThreads\"\nat = 0\n"), l + 4, "at"),
+        ("`at` that is no index", call("api = \"DoStackSnapshot\"\n[[calls.nested]]\nat = \"all\"\napi = \"EnumThreads\"\n"), l + 5, "at"),
+        ("nested_at and an array of nested calls", call("api = \"DoStackSnapshot\"\nnested_at = 1\n[[calls.nested]]\nat = 0\napi = \"EnumThreads\"\n"), l + 4, "nested_at"),
+        ("a nested call with nested calls", call("api = \"DoStackSnapshot\"\n[[calls.nested]]\napi = \"DoStackSnapshot\"\n[[calls.nested.nested]]\napi = \"EnumThreads\"\n"), l + 6, "nested"),
         ("nested call outside DoStackSnapshot", call("api = \"EnumThreads\"\n[calls.nested]\napi = \"EnumThreads\"\n"), l + 1, "nested"),
         ("P/Invoke on a native thread", after("[[threads]]\nname = \"s\"\nkind = \"native\"\n[[calls]]\ncaller = \"s\"\nfrom = \"pinvoke\"\napi = \"EnumThreads\"\n"), l + 6, "from"),
         ("wrong value type", after("[[threads]]\nname = \"u\"\nframes = \"M\"\n"), l + 3, "frames"),
@@ -409,4 +413,39 @@ fn the_exception_state_is_derived_from_the_leaf_most_funclet() {
         state("{ fn = \"M\", funclet = \"filter\" }, { fn = \"M\", funclet = \"catch\" }, { fn = \"M\" }"),
         ExceptionState::FirstPass
     );
+}
+
+/// Several nested calls in one walk (`[[calls.nested]]`), each at its own callbacks: each is
+/// made where its `at` says, in declared order at one callback, and each one's unreached
+/// callbacks fail its own `nested_at` check.
+#[test]
+fn several_nested_calls_each_run_at_their_own_callbacks() {
+    let text = format!(
+        "{HEAD}[[calls]]\ncaller = \"t\"\nfrom = \"pinvoke\"\napi = \"DoStackSnapshot\"\n\
+         [[calls.nested]]\nat = [0, 1]\napi = \"GetFunctionFromIP\"\nip = \"frame\"\n\
+         [[calls.nested]]\napi = \"GetCurrentThreadID\"\n\
+         [[calls.nested]]\nat = [1, 9]\napi = \"EnumThreads\"\n"
+    );
+    let report = Scenario::parse("n.toml", &text).unwrap().run();
+    let made: Vec<(Option<usize>, &str)> = report.calls[0]
+        .nested
+        .iter()
+        .map(|n| (n.callback, n.api.as_str()))
+        .collect();
+    assert_eq!(
+        made,
+        [
+            (Some(0), "GetFunctionFromIP"),
+            (Some(0), "GetCurrentThreadID"),
+            (Some(1), "GetFunctionFromIP"),
+            (Some(1), "EnumThreads"),
+        ]
+    );
+    let failed = &report.expectations.failed;
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(
+        (failed[0].field.as_str(), failed[0].line),
+        ("nested_at", HEAD_LINES + 11)
+    );
+    assert_eq!(failed[0].expected, "a walk reaching frame 1, 9");
 }

@@ -219,7 +219,7 @@ impl Builder<'_> {
                 code: &code,
                 earlier: &calls,
             };
-            let call = self.call(c, &ctx, None)?;
+            let call = self.call(c.span(), c.get_ref(), &ctx, None)?;
             calls.push(call);
         }
         let stem = std::path::Path::new(file)

@@ -2,7 +2,7 @@
 //! call and expectations, checked against the threads and code already built.
 
 use super::build::{one_of, Builder, Res};
-use super::model::CallModel;
+use super::model::{CallModel, NestedModel};
 use super::types::*;
 use crate::code::CodeMap;
 use crate::runtime::{CallContext, CallbackKind};
@@ -65,12 +65,13 @@ impl Builder<'_> {
         Ok(Some(stack.get_ref().clone()))
     }
 
-    /// `nested_at`: a callback index, an ascending array of them, or `"every"`.
-    fn nested_at(&self, value: &Spanned<Value>) -> Res<NestedAt> {
+    /// `nested_at` or a nested call's `at` (`field`): a callback index, an ascending array of
+    /// them, or `"every"`.
+    fn nested_at(&self, value: &Spanned<Value>, field: &str) -> Res<NestedAt> {
         let bad = || {
             self.err(
                 value.span(),
-                "nested_at",
+                field,
                 "expected a callback index (0-based), an array of ascending indices, or \"every\"",
             )
         };
@@ -91,16 +92,15 @@ impl Builder<'_> {
         }
     }
 
-    /// Validates one call; `parent` is the (thread, context) of the call a nested call is made
-    /// from.
+    /// Validates one call, `m` at `span`; `parent` is the (thread, context) of the call a
+    /// nested call is made from.
     pub(super) fn call(
         &self,
-        c: &Spanned<CallModel>,
+        span: Range<usize>,
+        m: &CallModel,
         ctx: &CallCtx,
         parent: Option<(&str, CallContext)>,
     ) -> Res<Call> {
-        let span = c.span();
-        let m = c.get_ref();
         let line = self.src.line(span.start);
         let thread_named = |name: &Spanned<String>, field: &str| -> Res<usize> {
             ctx.threads
@@ -222,30 +222,80 @@ impl Builder<'_> {
             note: m.note.clone(),
             case: m.case.clone(),
         };
-        let parent = (call.caller.clone(), call.context);
-        if let (Some(nested), Action::Api(ApiCall::DoStackSnapshot { nested: slot, .. })) =
-            (&m.nested, &mut call.action)
-        {
-            if let Some(event) = &nested.get_ref().event {
+        if let (Some(at), None) = (&m.at, parent) {
+            return Err(self.err(
+                at.span(),
+                "at",
+                "`at` says where a nested call is made; at the top level, use `nested_at` on the DoStackSnapshot",
+            ));
+        }
+        match (&m.nested, &mut call.action) {
+            (Some(nested), _) if parent.is_some() => {
+                return Err(self.err(
+                    nested.span(),
+                    "nested",
+                    "a nested call cannot make nested calls of its own",
+                ));
+            }
+            (Some(nested), Action::Api(ApiCall::DoStackSnapshot { nested: slot, .. })) => {
+                let parent = (call.caller.as_str(), call.context);
+                *slot = self.nested_calls(nested, m.nested_at.as_ref(), ctx, parent)?;
+            }
+            _ if m.nested.is_some() || m.nested_at.is_some() => {
+                return Err(self.err(
+                    span,
+                    "nested",
+                    "only DoStackSnapshot can make a nested call (from its callback)",
+                ));
+            }
+            _ => {}
+        }
+        Ok(call)
+    }
+
+    /// A `DoStackSnapshot`'s nested calls, with the callbacks each is made at: `nested_at` for
+    /// a lone `[calls.nested]` table, or each call's own `at`.
+    fn nested_calls(
+        &self,
+        nested: &Spanned<NestedModel>,
+        nested_at: Option<&Spanned<Value>>,
+        ctx: &CallCtx,
+        parent: (&str, CallContext),
+    ) -> Res<Vec<(NestedAt, Call)>> {
+        let calls: Vec<(Range<usize>, &CallModel)> = match nested.get_ref() {
+            NestedModel::One(c) => vec![(nested.span(), c.as_ref())],
+            NestedModel::Many(calls) => calls.iter().map(|c| (c.span(), c.get_ref())).collect(),
+        };
+        if calls.len() > MAX_NESTED_CALLS {
+            return Err(self.err(
+                nested.span(),
+                "nested",
+                format!("more than the limit of {MAX_NESTED_CALLS} nested calls"),
+            ));
+        }
+        let mut out = Vec::with_capacity(calls.len());
+        for (span, c) in calls {
+            if let Some(event) = &c.event {
                 return Err(self.err(
                     event.span(),
                     "event",
                     "a nested call is an API call made from the snapshot callback; events cannot be nested",
                 ));
             }
-            let at = match &m.nested_at {
-                None => NestedAt::Frames(vec![0]),
-                Some(v) => self.nested_at(v)?,
-            };
-            *slot = Some((at, Box::new(self.call(nested, ctx, Some((&parent.0, parent.1)))?)));
-        } else if m.nested.is_some() || m.nested_at.is_some() {
-            return Err(self.err(
-                span,
-                "nested",
-                "only DoStackSnapshot can make a nested call (from its callback)",
-            ));
+            let at =
+                match (&c.at, nested_at) {
+                    (Some(_), Some(both)) => return Err(self.err(
+                        both.span(),
+                        "nested_at",
+                        "say once where a nested call is made: `nested_at` here or `at` in the nested call",
+                    )),
+                    (Some(at), None) => self.nested_at(at, "at")?,
+                    (None, Some(at)) => self.nested_at(at, "nested_at")?,
+                    (None, None) => NestedAt::Frames(vec![0]),
+                };
+            out.push((at, self.call(span, c, ctx, Some(parent))?));
         }
-        Ok(call)
+        Ok(out)
     }
 
     /// Rejects fields that do not apply to this kind of call.
@@ -329,7 +379,7 @@ impl Builder<'_> {
                     },
                 ),
                 callback: self.callback(m.callback.as_ref())?,
-                nested: None,
+                nested: Vec::new(),
             },
             "GetFunctionFromIP" | "GetFunctionFromIP2" | "GetFunctionFromIP3" => ApiCall::GetFunctionFromIp {
                 version: match name {

@@ -230,14 +230,13 @@ impl Scenario {
                     if keep {
                         contexts.push(f.context.and_then(Context::from_bytes));
                     }
-                    if let Some((at, call)) = nested {
-                        if at.includes(index) {
-                            let mut inner = blank(call, record.index);
-                            if let Action::Api(api) = &call.action {
-                                self.perform(rt, api, Some(f), captured, &mut inner);
-                            }
-                            nested_records.push(inner);
+                    for (_, call) in nested.iter().filter(|(at, _)| at.includes(index)) {
+                        let mut inner = blank(call, record.index);
+                        inner.callback = Some(index);
+                        if let Action::Api(api) = &call.action {
+                            self.perform(rt, api, Some(f), captured, &mut inner);
                         }
+                        nested_records.push(inner);
                     }
                     let hr = match callback {
                         CallbackBehavior::Return { at, value } if *at == index => *value,
@@ -410,7 +409,7 @@ impl Captured {
                 {
                     out.insert(*call);
                 }
-                if let Some((_, inner)) = nested {
+                for (_, inner) in nested {
                     seeds(inner, out);
                 }
             }
@@ -478,6 +477,7 @@ fn blank(call: &Call, index: usize) -> CallReport {
         walk_start: None,
         events: Vec::new(),
         nested: Vec::new(),
+        callback: None,
         skipped: None,
         note: call.note.clone(),
         case: call.case.clone(),
@@ -558,36 +558,34 @@ fn settle(record: &mut CallReport, result: Result<String, HResult>) -> HResult {
     }
 }
 
-/// Checks a call's `expect` and `expect_frames`, and those of each run of its nested call.
-/// A nested call that did not run at every frame it names (the walk did not reach them), or
-/// never ran at all, is a failed expectation.
+/// Checks a call's `expect` and `expect_frames`, and those of each run of its nested calls.
+/// A nested call that did not run at every callback it names (the walk did not reach them),
+/// or never ran at all, is a failed expectation.
 fn check(expectations: &mut Expectations, call: &Call, record: &CallReport) {
-    if let Action::Api(ApiCall::DoStackSnapshot {
-        nested: Some((at, inner)),
-        ..
-    }) = &call.action
-    {
-        for inner_record in &record.nested {
-            check(expectations, inner, inner_record);
-        }
-        let reported = record.frames.as_ref().map_or(0, Vec::len);
-        let expected = match at {
-            NestedAt::Frames(at) if at.len() != record.nested.len() => {
-                let at: Vec<String> = at.iter().map(usize::to_string).collect();
-                Some(format!("a walk reaching frame {}", at.join(", ")))
+    if let Action::Api(ApiCall::DoStackSnapshot { nested, .. }) = &call.action {
+        for ((at, inner), runs) in nested.iter().zip(nested_runs(nested, &record.nested)) {
+            for inner_record in &runs {
+                check(expectations, inner, inner_record);
             }
-            NestedAt::Every if record.nested.is_empty() => Some("a walk reaching a frame".to_string()),
-            _ => None,
-        };
-        if let Some(expected) = expected {
-            // The nested call (its own line) did not run where the file says.
-            expectations.check(
-                record.index,
-                inner.line,
-                "nested_at",
-                expected,
-                format!("a walk of {reported} frame(s)"),
-            );
+            let reported = record.frames.as_ref().map_or(0, Vec::len);
+            let expected = match at {
+                NestedAt::Frames(at) if at.len() != runs.len() => {
+                    let at: Vec<String> = at.iter().map(usize::to_string).collect();
+                    Some(format!("a walk reaching frame {}", at.join(", ")))
+                }
+                NestedAt::Every if runs.is_empty() => Some("a walk reaching a frame".to_string()),
+                _ => None,
+            };
+            if let Some(expected) = expected {
+                // The nested call (its own line) did not run where the file says.
+                expectations.check(
+                    record.index,
+                    inner.line,
+                    "nested_at",
+                    expected,
+                    format!("a walk of {reported} frame(s)"),
+                );
+            }
         }
     }
     if let Some(expected) = call.expect {
@@ -626,6 +624,24 @@ fn check(expectations: &mut Expectations, call: &Call, record: &CallReport) {
             got.to_string(),
         );
     }
+}
+
+/// Each nested call's runs among `records`, which were made in this order: at each callback,
+/// every nested call made there, in the order the file declares them.
+fn nested_runs<'r>(nested: &[(NestedAt, Call)], records: &'r [CallReport]) -> Vec<Vec<&'r CallReport>> {
+    let mut runs = vec![Vec::new(); nested.len()];
+    let (mut callback, mut next) = (None, 0);
+    for record in records {
+        if record.callback != callback {
+            (callback, next) = (record.callback, 0);
+        }
+        let at = callback.unwrap_or(0);
+        if let Some(j) = (next..nested.len()).find(|&j| nested[j].0.includes(at)) {
+            runs[j].push(record);
+            next = j + 1;
+        }
+    }
+    runs
 }
 
 fn address_of(rt: &Runtime, name: &str) -> u64 {

@@ -22,5 +22,5 @@ pub use report::{
 };
 pub use types::{
     Action, ApiCall, Call, CallbackBehavior, FunctionRef, IpRef, NestedAt, Scenario, Seed, SeedBase, Target,
-    MAX_CALLS, MAX_FILE_BYTES, MAX_FRAMES, MAX_FUNCTIONS, MAX_THREADS, NATIVE_RUN,
+    MAX_CALLS, MAX_FILE_BYTES, MAX_FRAMES, MAX_FUNCTIONS, MAX_NESTED_CALLS, MAX_THREADS, NATIVE_RUN,
 };

@@ -166,8 +166,9 @@ pub(crate) struct CallModel {
     pub seed: Option<Spanned<Value>>,
     pub context_size: Option<Spanned<u32>>,
     pub callback: Option<Spanned<Value>>,
-    pub nested: Option<Box<Spanned<CallModel>>>,
+    pub nested: Option<Spanned<NestedModel>>,
     pub nested_at: Option<Spanned<Value>>,
+    pub at: Option<Spanned<Value>>,
     pub ip: Option<Spanned<Value>>,
     pub function: Option<Spanned<Value>>,
     pub requested: Option<Spanned<u32>>,
@@ -181,4 +182,37 @@ pub(crate) struct CallModel {
     pub expect_fault: Option<Spanned<String>>,
     pub note: Option<String>,
     pub case: Option<String>,
+}
+
+/// A `DoStackSnapshot`'s nested calls: one table (`[calls.nested]`) or an array of them
+/// (`[[calls.nested]]`). A lone table's span is the `nested` value's, set by the builder.
+#[derive(Debug)]
+pub(crate) enum NestedModel {
+    One(Box<CallModel>),
+    Many(Vec<Spanned<CallModel>>),
+}
+
+impl<'de> Deserialize<'de> for NestedModel {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<NestedModel, D::Error> {
+        // Not `#[serde(untagged)]`: that buffers the value and loses the spans inside it.
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = NestedModel;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a table or an array of tables")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<NestedModel, A::Error> {
+                let one = CallModel::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(NestedModel::One(Box::new(one)))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<NestedModel, A::Error> {
+                let mut many = Vec::new();
+                while let Some(call) = seq.next_element()? {
+                    many.push(call);
+                }
+                Ok(NestedModel::Many(many))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
 }

@@ -60,9 +60,12 @@ pub struct CallReport {
     pub walk_start: Option<usize>,
     /// Callbacks the runtime raised and runtime actions, in order.
     pub events: Vec<EventReport>,
-    /// Calls made from inside the snapshot callback.
+    /// Calls made from inside the snapshot callback, in the order they were made.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub nested: Vec<CallReport>,
+    /// For a nested call, the snapshot callback (0-based) it was made from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub callback: Option<usize>,
     /// Why the call did not run, if it did not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
@@ -310,7 +313,8 @@ fn render_call(out: &mut String, c: &CallReport, depth: usize, paint: Paint) {
         _ => {}
     }
     for n in &c.nested {
-        let _ = writeln!(out, "{pad}  nested in callback:");
+        let at = n.callback.map_or(String::new(), |k| format!(" {k}"));
+        let _ = writeln!(out, "{pad}  nested in callback{at}:");
         render_call(out, n, depth + 2, paint);
     }
 }

@@ -104,8 +104,9 @@ pub enum ApiCall {
         context_size: u32,
         /// What the callback does.
         callback: CallbackBehavior,
-        /// A call made from inside the callback at the given frames.
-        nested: Option<(NestedAt, Box<Call>)>,
+        /// Calls made from inside the callback, each at its callbacks, in the order they
+        /// are made at one callback.
+        nested: Vec<(NestedAt, Call)>,
     },
     /// `GetFunctionFromIP` (version 1), `GetFunctionFromIP2` or `GetFunctionFromIP3`.
     GetFunctionFromIp {
@@ -264,6 +265,8 @@ pub const MAX_FUNCTIONS: usize = 65_536;
 pub const MAX_THREADS: usize = 4_096;
 /// The most calls a scenario makes.
 pub const MAX_CALLS: usize = 100_000;
+/// The most nested calls one `DoStackSnapshot` makes (each at one or more callbacks).
+pub const MAX_NESTED_CALLS: usize = 256;
 /// The most frames (calls and explicit Frames) all threads' stacks hold together; one thread's
 /// stack is also limited by its size.
 pub const MAX_FRAMES: usize = 262_144;
