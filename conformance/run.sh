@@ -14,7 +14,7 @@ work="$target/conformance"
 bin="$work/bin"
 results="$work/results"
 mkdir -p "$bin" "$results"
-rm -f "$results"/*
+rm -rf "${results:?}"/*
 
 # Runs a command up to three times (package registries can fail transiently).
 retry() {
@@ -40,7 +40,7 @@ fi
 echo "== building"
 (cd "$root" && cargo build --quiet --release -p conformance-profiler -p simclr)
 cp "$target/release/libconfprof.so" "$bin/"
-for program in Sync Cross Crash; do
+for program in Sync Cross Crash Runtime; do
   mcs -optimize+ -nowarn:414 -out:"$bin/$program.exe" \
     "$root/conformance/programs/Common.cs" "$root/conformance/programs/$program.cs" >/dev/null
   printf '{ "runtimeOptions": { "tfm": "netcoreapp3.1", "framework": { "name": "Microsoft.NETCore.App", "version": "3.1.23" } } }\n' \
@@ -71,6 +71,7 @@ echo "== running on CoreCLR 3.1.23"
 run sync 60 "" Sync.exe
 run noflag 60 "CONF_NO_SNAPSHOT=1" Sync.exe noflag
 run cross 60 "" Cross.exe
+run runtime 60 "" Runtime.exe
 run crash-nullcb 20 "" Crash.exe nullcb
 run crash-nullcb-x 20 "" Crash.exe nullcb_x
 run crash-bogus 20 "" Crash.exe bogus

@@ -200,3 +200,29 @@ fn inputs_that_cannot_be_compared_are_errors_not_passes() {
         assert!(stderr.contains(message), "{what}: {stderr}");
     }
 }
+
+/// The runtime's frame templates against what CoreCLR 3.1.23 reported for the same program
+/// (`conformance/programs/Runtime.cs`, recorded by the real-runtime lane into
+/// `conformance/recorded/`): every case agrees, without a runtime on this machine.
+#[test]
+fn the_frame_templates_reproduce_the_recorded_real_runtime() {
+    let (scenarios, results) = (
+        results_dir("templates-scenarios"),
+        results_dir("templates-results"),
+    );
+    std::fs::create_dir_all(&scenarios).unwrap();
+    std::fs::create_dir_all(&results).unwrap();
+    let recorded = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/recorded");
+    std::fs::copy(
+        scenarios_dir().join("runtime.toml"),
+        scenarios.join("runtime.toml"),
+    )
+    .unwrap();
+    for file in ["runtime.jsonl", "runtime.exit"] {
+        std::fs::copy(recorded.join(file), results.join(file)).unwrap();
+    }
+    let out = simclr(&["conform", scenarios.to_str().unwrap(), results.to_str().unwrap()]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    assert_eq!(text.lines().last().unwrap(), "19 passed, 0 failed", "{text}");
+}

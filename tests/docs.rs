@@ -174,3 +174,16 @@ fn process_docs_list_every_step_and_report_key() {
         }
     }
 }
+
+#[test]
+fn scenario_format_doc_lists_every_template_where_it_goes() {
+    let doc = read("docs/scenario-format.md");
+    for t in sim_clr::scenario::TEMPLATES {
+        assert!(
+            doc.contains(&format!("| `{}` | {} |", t.name, t.doc)),
+            "docs/scenario-format.md does not list template `{}` as: {}",
+            t.name,
+            t.doc
+        );
+    }
+}

@@ -65,6 +65,8 @@ fn cases() -> Vec<(&'static str, String, usize, &'static str)> {
         ("`at` that is no index", call("api = \"DoStackSnapshot\"\n[[calls.nested]]\nat = \"all\"\napi = \"EnumThreads\"\n"), l + 5, "at"),
         ("nested_at and an array of nested calls", call("api = \"DoStackSnapshot\"\nnested_at = 1\n[[calls.nested]]\nat = 0\napi = \"EnumThreads\"\n"), l + 4, "nested_at"),
         ("a nested call with nested calls", call("api = \"DoStackSnapshot\"\n[[calls.nested]]\napi = \"DoStackSnapshot\"\n[[calls.nested.nested]]\napi = \"EnumThreads\"\n"), l + 6, "nested"),
+        ("template with a wrong name", after("[[threads]]\nname = \"u\"\nframes = [{ fn = \"M\" }, { template = \"thread_begin\" }]\n"), l + 3, "template"),
+        ("template with a repeat", after("[[threads]]\nname = \"u\"\nframes = [\n  { fn = \"M\" },\n  { template = \"wait\", repeat = 2 },\n]\n"), l + 5, "template"),
         ("nested call outside DoStackSnapshot", call("api = \"EnumThreads\"\n[calls.nested]\napi = \"EnumThreads\"\n"), l + 1, "nested"),
         ("P/Invoke on a native thread", after("[[threads]]\nname = \"s\"\nkind = \"native\"\n[[calls]]\ncaller = \"s\"\nfrom = \"pinvoke\"\napi = \"EnumThreads\"\n"), l + 6, "from"),
         ("wrong value type", after("[[threads]]\nname = \"u\"\nframes = \"M\"\n"), l + 3, "frames"),

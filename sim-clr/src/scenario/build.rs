@@ -4,6 +4,7 @@
 use super::calls::CallCtx;
 use super::error::{ScenarioError, Source};
 use super::model::{CodeModel, FileModel, FrameModel, ThreadModel};
+use super::templates::{self, Entry, Template, TEMPLATES};
 use super::types::*;
 use crate::code::{CodeKind, CodeMap, FunctionSpec};
 use crate::runtime::{builtin, CallbackKind, Platform, Runtime, RuntimeConfig};
@@ -175,7 +176,7 @@ impl Builder<'_> {
             }
             config.context_size = *size.get_ref();
         }
-        let functions = self.functions(&m.code)?;
+        let functions = self.functions(&m.code, &m.threads)?;
         let code = CodeMap::build(&functions, platform).map_err(|e| match m.code.get(e.function) {
             Some(c) => self.err(c.span(), "shape", e.message),
             None => self.err(0..0, "code", e.message),
@@ -266,7 +267,13 @@ impl Builder<'_> {
         }
     }
 
-    fn functions(&self, code: &[Spanned<CodeModel>]) -> Res<Vec<FunctionSpec>> {
+    /// The scenario's functions: those `code` declares, the runtime's built-ins, and those of
+    /// the templates `threads` use (unless declared).
+    fn functions(
+        &self,
+        code: &[Spanned<CodeModel>],
+        threads: &[Spanned<ThreadModel>],
+    ) -> Res<Vec<FunctionSpec>> {
         let mut out: Vec<FunctionSpec> = Vec::new();
         let builtins = builtins();
         let mut names: std::collections::BTreeSet<&str> = builtins.iter().map(|f| f.name.as_str()).collect();
@@ -341,7 +348,32 @@ impl Builder<'_> {
             out.push(spec);
         }
         out.extend(builtins);
+        let used = threads
+            .iter()
+            .flat_map(|t| &t.get_ref().frames)
+            .filter_map(|f| f.get_ref().template.as_ref())
+            .map(|name| self.template(name))
+            .collect::<Res<Vec<_>>>()?;
+        let declared = out.iter().map(|f| f.name.as_str()).collect();
+        let from_templates = templates::functions(used, &declared);
+        out.extend(from_templates);
         Ok(out)
+    }
+
+    /// The template `name` names.
+    fn template(&self, name: &Spanned<String>) -> Res<&'static Template> {
+        Template::named(name.get_ref()).ok_or_else(|| {
+            let known: Vec<&str> = TEMPLATES.iter().map(|t| t.name).collect();
+            self.err(
+                name.span(),
+                "template",
+                format!(
+                    "no template named `{}` (expected one of: {})",
+                    name.get_ref(),
+                    known.join(", ")
+                ),
+            )
+        })
     }
 
     /// A frame's IP offset: an integer that is an instruction boundary of the function, or
@@ -611,6 +643,37 @@ impl Builder<'_> {
 
     fn frame(&self, f: &Spanned<FrameModel>, t: &mut Thread, code: &CodeMap) -> Res<()> {
         let m = f.get_ref();
+        if let Some(name) = &m.template {
+            if m.function.is_some()
+                || m.frame.is_some()
+                || m.repeat.is_some()
+                || m.offset.is_some()
+                || m.funclet.is_some()
+            {
+                return Err(self.err(
+                    name.span(),
+                    "template",
+                    "a template entry stands alone: no `fn`, `frame`, `repeat`, `offset` or `funclet`",
+                ));
+            }
+            for entry in self.template(name)?.entries() {
+                t.stack.push(match entry {
+                    Entry::Frame(kind) => StackEntry::Frame(kind),
+                    Entry::CoreLib(function) | Entry::Runtime(function) => StackEntry::Call {
+                        function: code.by_name(function).ok_or_else(|| {
+                            self.err(
+                                name.span(),
+                                "template",
+                                format!("`{function}` is not in the code map"),
+                            )
+                        })?,
+                        offset: None,
+                        funclet: None,
+                    },
+                });
+            }
+            return Ok(());
+        }
         let repeat = match &m.repeat {
             Some(r) if !(1..=10_000).contains(r.get_ref()) => {
                 return Err(self.err(r.span(), "repeat", "must be between 1 and 10000"))

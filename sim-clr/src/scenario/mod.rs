@@ -13,6 +13,7 @@ mod host;
 mod model;
 mod process;
 mod report;
+mod templates;
 mod types;
 
 pub use error::ScenarioError;
@@ -20,6 +21,7 @@ pub use host::{HostAction, HostSpec, HostStep, MAX_HOST_STEPS};
 pub use report::{
     cut, CallReport, EventReport, Expectations, FaultReport, FrameReport, Mismatch, Report, TruthEntry,
 };
+pub use templates::{Template, TEMPLATES};
 pub use types::{
     Action, ApiCall, Call, CallbackBehavior, FunctionRef, IpRef, NestedAt, Scenario, Seed, SeedBase, Target,
     MAX_CALLS, MAX_FILE_BYTES, MAX_FRAMES, MAX_FUNCTIONS, MAX_NESTED_CALLS, MAX_THREADS, NATIVE_RUN,

@@ -151,6 +151,7 @@ pub(crate) struct FrameModel {
     pub repeat: Option<Spanned<u32>>,
     pub offset: Option<Spanned<Value>>,
     pub funclet: Option<Spanned<String>>,
+    pub template: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
