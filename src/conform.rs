@@ -324,23 +324,26 @@ fn compare_one(scenario: &Scenario, exit: &str, log: &str) -> Result<Vec<Row>, S
     Ok(rows)
 }
 
-/// `HRESULT [frames]` where frames are method names (`0` for a native run) with `@size`.
-fn describe(hresult: &str, frames: Option<Vec<(Option<String>, u64)>>) -> String {
+/// One callback as compared: the method name (`None` for a native run), the context size,
+/// and the first earlier callback of the walk with the same `FunctionID`.
+type Compared = (Option<String>, u64, Option<usize>);
+
+/// `HRESULT [frames]` where frames are method names (`0` for a native run) with `@size`, and
+/// `=K` when the `FunctionID` is that of callback K (the first earlier one with it).
+fn describe(hresult: &str, frames: Option<Vec<Compared>>) -> String {
     let Some(frames) = frames else {
         return hresult.to_string();
     };
     let names: Vec<String> = frames
         .iter()
-        .map(|(name, size)| {
-            format!(
-                "{}{}",
-                name.as_deref().unwrap_or("0"),
-                if *size == 0 {
-                    String::new()
-                } else {
-                    format!("@{size}")
-                }
-            )
+        .map(|(name, size, same_as)| {
+            let size = if *size == 0 {
+                String::new()
+            } else {
+                format!("@{size}")
+            };
+            let same_as = same_as.map_or(String::new(), |k| format!("={k}"));
+            format!("{}{size}{same_as}", name.as_deref().unwrap_or("0"))
         })
         .collect();
     format!("{hresult} [{}]", names.join(", "))
@@ -354,6 +357,7 @@ fn describe_real(record: &Value) -> String {
                 (
                     f["function"].as_str().map(str::to_string),
                     f["context_size"].as_u64().unwrap_or(0),
+                    f["same_as"].as_u64().map(|k| k as usize),
                 )
             })
             .collect()
@@ -368,7 +372,17 @@ fn describe_simulated(call: &CallReport, faults: &[&FaultReport]) -> String {
     let frames = call.frames.as_ref().map(|frames| {
         frames
             .iter()
-            .map(|f| (f.function.clone(), f.context_size as u64))
+            .enumerate()
+            .map(|(i, f)| {
+                let same_as = f
+                    .function
+                    .is_some()
+                    .then(|| frames[..i].iter().position(|g| g.func_id == f.func_id))
+                    .flatten();
+                // The real profiler names methods through metadata.
+                let name = f.method.clone().or_else(|| f.function.clone());
+                (name, f.context_size as u64, same_as)
+            })
             .collect()
     });
     describe(call.hresult.as_deref().unwrap_or("-"), frames)

@@ -59,12 +59,20 @@ fn synthesize(dir: &Path) -> usize {
                     break 'calls;
                 }
                 let frames = c.get("frames").map(|frames| {
+                    let frames = frames.as_array().unwrap();
                     Value::Array(
                         frames
-                            .as_array()
-                            .unwrap()
                             .iter()
-                            .map(|f| json!({"function": f["function"], "context_size": f["context_size"]}))
+                            .enumerate()
+                            .map(|(i, f)| {
+                                let mut record =
+                                    json!({"function": f["function"], "context_size": f["context_size"]});
+                                let same = frames[..i].iter().position(|g| g["func_id"] == f["func_id"]);
+                                if let (false, Some(k)) = (f["function"].is_null(), same) {
+                                    record["same_as"] = json!(k);
+                                }
+                                record
+                            })
                             .collect(),
                     )
                 });
@@ -225,4 +233,32 @@ fn the_frame_templates_reproduce_the_recorded_real_runtime() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(out.status.success(), "{text}");
     assert_eq!(text.lines().last().unwrap(), "19 passed, 0 failed", "{text}");
+}
+
+/// FunctionID identity is compared: a record whose recursive frames do not repeat the first
+/// one's `FunctionID` differs from the simulator's.
+#[test]
+fn a_record_with_other_function_identities_differs() {
+    let dir = results_dir("identity");
+    synthesize(&dir);
+    let cross = dir.join("cross.jsonl");
+    let text = std::fs::read_to_string(&cross).unwrap();
+    assert!(text.contains(",\"same_as\":0"), "{text}");
+    std::fs::write(&cross, text.replacen(",\"same_as\":0", "", 1)).unwrap();
+    let out = simclr(&[
+        "conform",
+        scenarios_dir().to_str().unwrap(),
+        dir.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.lines().last().unwrap().ends_with(" passed, 1 failed"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.contains("=0") && l.contains("FAIL: differs")),
+        "{text}"
+    );
 }

@@ -6,8 +6,9 @@ use std::sync::Mutex;
 
 static LOG: Mutex<()> = Mutex::new(());
 
-/// One frame as logged: the method name (`None` for `funcId == 0`) and `contextSize`.
-pub type LoggedFrame = (Option<String>, u32);
+/// One frame as logged: the method name (`None` for `funcId == 0`), `contextSize`, and the
+/// first earlier frame of the walk with the same `FunctionID`, if any.
+pub type LoggedFrame = (Option<String>, u32, Option<usize>);
 
 fn quote(text: &str) -> String {
     let mut out = String::from("\"");
@@ -23,24 +24,32 @@ fn quote(text: &str) -> String {
     out
 }
 
-/// Names the frames of a walk (after it, never inside a callback).
+/// Names the frames of a walk (after it, never inside a callback), and says which repeat an
+/// earlier frame's `FunctionID`.
 pub fn name_frames(frames: &[(usize, u32)]) -> Vec<LoggedFrame> {
     frames
         .iter()
-        .map(|&(f, size)| ((f != 0).then(|| names::function_name(f)), size))
+        .enumerate()
+        .map(|(i, &(f, size))| {
+            let same_as = (f != 0)
+                .then(|| frames[..i].iter().position(|&(g, _)| g == f))
+                .flatten();
+            ((f != 0).then(|| names::function_name(f)), size, same_as)
+        })
         .collect()
 }
 
 /// Appends one record: the case label, the caller kind, the API, the argument shape, the
-/// HRESULT and, for walks, each callback's method name (`null` for `funcId == 0`) and
-/// context size.
+/// HRESULT and, for walks, each callback's method name (`null` for `funcId == 0`), context
+/// size, and `same_as`: the first earlier callback with the same `FunctionID`.
 pub fn record(case: &str, caller: &str, api: &str, shape: &str, hr: i32, frames: Option<&[LoggedFrame]>) {
     let frames = frames.map_or("null".to_string(), |frames| {
         let items: Vec<String> = frames
             .iter()
-            .map(|(name, size)| {
+            .map(|(name, size, same_as)| {
                 let name = name.as_deref().map_or("null".to_string(), quote);
-                format!("{{\"function\":{name},\"context_size\":{size}}}")
+                let same_as = same_as.map_or(String::new(), |k| format!(",\"same_as\":{k}"));
+                format!("{{\"function\":{name},\"context_size\":{size}{same_as}}}")
             })
             .collect();
         format!("[{}]", items.join(","))

@@ -222,6 +222,7 @@ impl Scenario {
                 let mut cb = |f: &SnapshotFrame<'_>| -> HResult {
                     frames.push(FrameReport {
                         function: (!f.func_id.is_null()).then(|| function_name(rt, f.func_id)),
+                        method: metadata_name(rt, f.func_id),
                         func_id: format!("0x{:x}", f.func_id.0),
                         ip: format!("0x{:x}", f.ip),
                         context_size: f.context_size(),
@@ -665,6 +666,24 @@ fn function_name(rt: &Runtime, id: FunctionId) -> String {
             || format!("<unknown 0x{:x}>", id.0),
             |i| code.function(i).name.clone(),
         )
+    })
+}
+
+/// The metadata name (`Class::Method`) of a method declared with a `method` other than its
+/// own name.
+fn metadata_name(rt: &Runtime, id: FunctionId) -> Option<String> {
+    rt.with_code(|code| {
+        let function = code.function(code.by_function_id(id)?);
+        let (class, module) = code.metadata().class(function.class_id)?;
+        let method = corprof::MetaDataImport::get_method_props(&*module.import, function.token)
+            .ok()?
+            .name;
+        let name = if class.name == "<Module>" {
+            method
+        } else {
+            format!("{}::{method}", class.name)
+        };
+        (name != function.name).then_some(name)
     })
 }
 

@@ -82,6 +82,10 @@ pub struct CallReport {
 pub struct FrameReport {
     /// The method's name; null for a `funcId == 0` (native run) callback.
     pub function: Option<String>,
+    /// The method's name in metadata (`Class::Method`), when it differs from `function`: an
+    /// instantiation or an overload, declared with `method`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
     /// `funcId` as `"0x…"`.
     pub func_id: String,
     /// `ip` as `"0x…"`.
