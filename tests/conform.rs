@@ -232,7 +232,7 @@ fn the_frame_templates_reproduce_the_recorded_real_runtime() {
     let out = simclr(&["conform", scenarios.to_str().unwrap(), results.to_str().unwrap()]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(out.status.success(), "{text}");
-    assert_eq!(text.lines().last().unwrap(), "19 passed, 0 failed", "{text}");
+    assert_eq!(text.lines().last().unwrap(), "37 passed, 0 failed", "{text}");
 }
 
 /// FunctionID identity is compared: a record whose recursive frames do not repeat the first

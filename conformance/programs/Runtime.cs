@@ -1,7 +1,9 @@
 // The runtime's own frames: what lies between a thread's start, a thread-pool work item, an
 // async continuation, a reflection call, a static constructor, a finalizer or a wait and the
 // managed code above it. Each shape walks its own thread by P/Invoke ("default"), except the
-// wait, which a profiler thread walks under SuspendRuntime.
+// wait, which a profiler thread walks under SuspendRuntime. Then code identity — generic
+// instantiations over reference and value types, overloads — and threads spinning inside
+// catch, finally and filter handlers, walked by a profiler thread under SuspendRuntime.
 using System;
 using System.Runtime.CompilerServices;
 using System.Threading;
@@ -16,6 +18,34 @@ static class Initialized
 class Finalized
 {
     ~Finalized() { Native.Run("t_finalizer:default"); }
+}
+
+class Box<T>
+{
+    // Reference-type instantiations share one body: both frames have one FunctionID.
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void HopRef(string name, bool first)
+    {
+        if (first) { Box<object>.HopRef(name, false); Helpers.Sink++; return; }
+        Native.Run(name);
+    }
+
+    // Value-type instantiations have a body and a FunctionID each.
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void HopValue(string name, bool first)
+    {
+        if (first) { Box<long>.HopValue(name, false); Helpers.Sink++; return; }
+        Native.Run(name);
+    }
+}
+
+static class Overloads
+{
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void Call(int depth, string name) { Native.Run(name); }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void Call(string name) { Call(1, name); Helpers.Sink++; }
 }
 
 class Program
@@ -51,6 +81,61 @@ class Program
         ((ManualResetEvent)gate).WaitOne();
     }
 
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void Thrower() { throw new InvalidOperationException("conformance"); }
+
+    // Makes this thread the profiler's target and spins until the walks are done.
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static bool Spin()
+    {
+        Native.RegisterTarget();
+        Helpers.Ready = true;
+        while (!Helpers.Stop) { }
+        return true;
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void SpinInCatch()
+    {
+        try { Thrower(); }
+        catch (InvalidOperationException) { Spin(); }
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void SpinInFinally()
+    {
+        try { Thrower(); }
+        finally { Spin(); }
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void SpinInFinallyOuter()
+    {
+        try { SpinInFinally(); }
+        catch (InvalidOperationException) { Helpers.Sink++; }
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void SpinInFilter()
+    {
+        try { Thrower(); }
+        catch (InvalidOperationException) when (Spin()) { Helpers.Sink++; }
+    }
+
+    // Starts `spinner`, has a profiler thread walk it under SuspendRuntime, then stops it.
+    static void WalkSpinning(ThreadStart spinner, string name)
+    {
+        Helpers.Ready = false;
+        Helpers.Stop = false;
+        var thread = new Thread(spinner);
+        thread.Start();
+        while (!Helpers.Ready) Thread.Sleep(1);
+        Thread.Sleep(50);
+        Native.Run(name);
+        Helpers.Stop = true;
+        thread.Join();
+    }
+
     static void Main()
     {
         var started = new Thread(Started);
@@ -77,5 +162,11 @@ class Program
             gate.Set();
             waiter.Join();
         }
+        Box<string>.HopRef("t_generic_ref:default", true);
+        Box<int>.HopValue("t_generic_value:default", true);
+        Overloads.Call("t_overload:default");
+        WalkSpinning(SpinInCatch, "t_in_catch:nt_suspended_walk");
+        WalkSpinning(SpinInFinallyOuter, "t_in_finally:nt_suspended_walk");
+        WalkSpinning(SpinInFilter, "t_in_filter:nt_suspended_walk");
     }
 }

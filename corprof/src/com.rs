@@ -583,7 +583,7 @@ mod tests {
 
     #[test]
     fn slots_match_the_real_runtime() {
-        // Slots real-clr.md used against CoreCLR 3.1.
+        // The vtable slots the conformance profiler calls on CoreCLR 3.1.
         type Info = ICorProfilerInfo10Vtbl;
         let info = |o: usize| slot(o);
         let i2 = offset_of!(Info, base.base.base.base.base.base.base.base);

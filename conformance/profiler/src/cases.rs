@@ -327,7 +327,7 @@ fn run_here(label: &str, shape: &str, caller: Caller) -> bool {
         ),
         "fip2_managed" => call("GetFunctionFromIP2", info.get_function_from_ip2(first_ip())),
         "suspended" => {
-            // The sampler protocol of dotnet/samples, step by step (real-clr.md rows 27-36).
+            // The sampler protocol of dotnet/samples, step by step.
             step(
                 "init",
                 "InitializeCurrentThread",
@@ -354,6 +354,18 @@ fn run_here(label: &str, shape: &str, caller: Caller) -> bool {
                 "target",
                 snapshot_shape("target").unwrap(),
             );
+        }
+        "suspended_walk" => {
+            // One walk of the target, plain and with contexts, under SuspendRuntime.
+            step(
+                "init",
+                "InitializeCurrentThread",
+                info.initialize_current_thread(),
+            );
+            step("suspend", "SuspendRuntime", info.suspend_runtime());
+            walk_as("target");
+            walk_as("target_regctx");
+            step("resume", "ResumeRuntime", info.resume_runtime());
         }
         "suspended_null" => {
             step("suspend", "SuspendRuntime", info.suspend_runtime());
