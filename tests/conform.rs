@@ -65,8 +65,13 @@ fn synthesize(dir: &Path) -> usize {
                             .iter()
                             .enumerate()
                             .map(|(i, f)| {
-                                let mut record =
-                                    json!({"function": f["function"], "context_size": f["context_size"]});
+                                // A real profiler names methods through metadata.
+                                let name = if f["method"].is_null() {
+                                    &f["function"]
+                                } else {
+                                    &f["method"]
+                                };
+                                let mut record = json!({"function": name, "context_size": f["context_size"]});
                                 let same = frames[..i].iter().position(|g| g["func_id"] == f["func_id"]);
                                 if let (false, Some(k)) = (f["function"].is_null(), same) {
                                     record["same_as"] = json!(k);
