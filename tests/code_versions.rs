@@ -107,5 +107,9 @@ fn a_version_must_follow_a_method_with_metadata() {
             .unwrap()
             .to_string();
         assert!(err.contains(why), "{err}");
+        assert!(
+            err.contains("field `version_of`") || err.contains("field `rejit`"),
+            "the field at fault is named: {err}"
+        );
     }
 }

@@ -210,6 +210,8 @@ const METHOD_DESC_BASE: u64 = 0x7f00_0800_0000;
 pub struct CodeError {
     /// The spec at fault (its index in the declaration order).
     pub function: usize,
+    /// The spec's field at fault (`shape`, `version_of`, or `code` for the whole map).
+    pub field: &'static str,
     /// What is wrong.
     pub message: String,
 }
@@ -268,17 +270,21 @@ impl CodeMap {
             let start = *cursor;
             *cursor = align16(start + spec.size) + 0x10;
             let cold = spec.split.then(|| (start + COLD_OFFSET, spec.size / 2 + 0x10));
-            let error = |message: String| CodeError {
-                function: map.functions.len(),
-                message,
+            let index = map.functions.len();
+            let error = |field: &'static str| {
+                move |message: String| CodeError {
+                    function: index,
+                    field,
+                    message,
+                }
             };
             let shape = spec
                 .shape
                 .clone()
                 .unwrap_or_else(|| default_shape(spec.kind, spec.frame_size));
-            let machine = MachineCode::build_shared(&shape, start, spec.size).map_err(error)?;
+            let machine = MachineCode::build_shared(&shape, start, spec.size).map_err(error("shape"))?;
             if machine.size() > spec.size {
-                return Err(error(format!(
+                return Err(error("shape")(format!(
                     "its code takes {:#x} bytes, more than its size {:#x}",
                     machine.size(),
                     spec.size
@@ -294,7 +300,7 @@ impl CodeMap {
                         .filter(|&b| map.functions[b].kind.has_metadata() && map.functions[b].version_of.is_none())
                         .filter(|_| spec.kind.has_metadata())
                         .ok_or_else(|| {
-                            error(format!(
+                            error("version_of")(format!(
                                 "`version_of` must name a method with metadata declared before it (not `{of}`), and be one itself"
                             ))
                         })?,
@@ -353,7 +359,11 @@ impl CodeMap {
         map.ranges.sort_unstable();
         map.metadata = metadata.finish();
         map.images = Arc::new(
-            Images::build(platform, &map.functions).map_err(|message| CodeError { function: 0, message })?,
+            Images::build(platform, &map.functions).map_err(|message| CodeError {
+                function: 0,
+                field: "code",
+                message,
+            })?,
         );
         Ok(map)
     }

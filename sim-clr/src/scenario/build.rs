@@ -178,7 +178,7 @@ impl Builder<'_> {
         }
         let functions = self.functions(&m.code, &m.threads)?;
         let code = CodeMap::build(&functions, platform).map_err(|e| match m.code.get(e.function) {
-            Some(c) => self.err(c.span(), "shape", e.message),
+            Some(c) => self.err(c.span(), e.field, e.message),
             None => self.err(0..0, "code", e.message),
         })?;
         let mut threads = Vec::new();
