@@ -91,6 +91,17 @@ fn synthesize(dir: &Path) -> usize {
     cases
 }
 
+/// `simclr conform` of every conformance scenario against the results in `dir`: the exit
+/// code and what it printed.
+fn conform_all(dir: &Path) -> (Option<i32>, String) {
+    let out = simclr(&[
+        "conform",
+        scenarios_dir().to_str().unwrap(),
+        dir.to_str().unwrap(),
+    ]);
+    (out.status.code(), String::from_utf8(out.stdout).unwrap())
+}
+
 fn results_dir(name: &str) -> PathBuf {
     Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("conform-{name}-{}", std::process::id()))
 }
@@ -100,13 +111,8 @@ fn matching_results_pass_every_case() {
     let dir = results_dir("match");
     let cases = synthesize(&dir);
     assert!(cases >= 40, "{cases} conformance cases");
-    let out = simclr(&[
-        "conform",
-        scenarios_dir().to_str().unwrap(),
-        dir.to_str().unwrap(),
-    ]);
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert!(out.status.success(), "{text}");
+    let (code, text) = conform_all(&dir);
+    assert_eq!(code, Some(0), "{text}");
     assert_eq!(text.lines().last().unwrap(), format!("{cases} passed, 0 failed"));
 }
 
@@ -123,13 +129,8 @@ fn a_differing_record_a_missing_run_and_a_survival_fail() {
     std::fs::write(&sync, text).unwrap();
     std::fs::remove_file(dir.join("noflag.exit")).unwrap();
     std::fs::write(dir.join("crash-bogus.exit"), "ok").unwrap();
-    let out = simclr(&[
-        "conform",
-        scenarios_dir().to_str().unwrap(),
-        dir.to_str().unwrap(),
-    ]);
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(out.status.code(), Some(1), "{text}");
+    let (code, text) = conform_all(&dir);
+    assert_eq!(code, Some(1), "{text}");
     assert!(
         text.lines().last().unwrap().ends_with(" passed, 3 failed"),
         "{text}"
@@ -250,13 +251,8 @@ fn a_record_with_other_function_identities_differs() {
     let text = std::fs::read_to_string(&cross).unwrap();
     assert!(text.contains(",\"same_as\":0"), "{text}");
     std::fs::write(&cross, text.replacen(",\"same_as\":0", "", 1)).unwrap();
-    let out = simclr(&[
-        "conform",
-        scenarios_dir().to_str().unwrap(),
-        dir.to_str().unwrap(),
-    ]);
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(out.status.code(), Some(1), "{text}");
+    let (code, text) = conform_all(&dir);
+    assert_eq!(code, Some(1), "{text}");
     assert!(
         text.lines().last().unwrap().ends_with(" passed, 1 failed"),
         "{text}"
