@@ -67,6 +67,7 @@ fn cases() -> Vec<(&'static str, String, usize, &'static str)> {
         ("a nested call with nested calls", call("api = \"DoStackSnapshot\"\n[[calls.nested]]\napi = \"DoStackSnapshot\"\n[[calls.nested.nested]]\napi = \"EnumThreads\"\n"), l + 6, "nested"),
         ("template with a wrong name", after("[[threads]]\nname = \"u\"\nframes = [{ fn = \"M\" }, { template = \"thread_begin\" }]\n"), l + 3, "template"),
         ("template with a repeat", after("[[threads]]\nname = \"u\"\nframes = [\n  { fn = \"M\" },\n  { template = \"wait\", repeat = 2 },\n]\n"), l + 5, "template"),
+        ("a call that is no table", after("calls = [1]\n"), l + 1, "calls"),
         ("nested call outside DoStackSnapshot", call("api = \"EnumThreads\"\n[calls.nested]\napi = \"EnumThreads\"\n"), l + 1, "nested"),
         ("P/Invoke on a native thread", after("[[threads]]\nname = \"s\"\nkind = \"native\"\n[[calls]]\ncaller = \"s\"\nfrom = \"pinvoke\"\napi = \"EnumThreads\"\n"), l + 6, "from"),
         ("wrong value type", after("[[threads]]\nname = \"u\"\nframes = \"M\"\n"), l + 3, "frames"),
@@ -98,11 +99,14 @@ fn every_malformed_scenario_names_file_line_and_field() {
             Err(err) if (err.file.as_str(), err.line, err.field.as_str()) != ("bad.toml", line, field) => {
                 wrong.push(format!("{what}: expected line {line} field `{field}`, got {err}"))
             }
-            Err(err) => assert!(
-                err.to_string()
-                    .starts_with(&format!("bad.toml:{line}: field `{field}`: ")),
-                "{err}"
-            ),
+            Err(err) => {
+                let text = err.to_string();
+                assert!(
+                    text.starts_with(&format!("bad.toml:{line}: field `{field}`: ")),
+                    "{err}"
+                );
+                assert!(!text.contains("Model"), "{what}: an internal type name in {err}");
+            }
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));

@@ -87,6 +87,11 @@ impl<'a> Source<'a> {
     /// or from the text at the error's position.
     pub fn toml_error(&self, err: &toml::de::Error) -> ScenarioError {
         let message = err.message().trim().to_string();
+        // The parser names the Rust type it expected; the file has a table there.
+        let message = match message.split_once("expected struct ") {
+            Some((head, _)) => format!("{head}expected a table"),
+            None => message,
+        };
         let span = err.span().unwrap_or(0..0);
         let quoted = ["unknown field `", "missing field `", "duplicate key `"]
             .iter()
