@@ -517,9 +517,14 @@ impl Builder<'_> {
         }
         if let Some(last) = m.frames.last() {
             if matches!(t.stack.last(), Some(StackEntry::Frame(_))) {
+                let field = if last.get_ref().template.is_some() {
+                    "template"
+                } else {
+                    "frame"
+                };
                 return Err(self.err(
                     last.span(),
-                    "frame",
+                    field,
                     "an explicit Frame lives in the call below it: the last entry must be a call",
                 ));
             }

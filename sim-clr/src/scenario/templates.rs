@@ -31,6 +31,7 @@ pub struct Template {
     pub name: &'static str,
     /// Where it goes on a stack.
     pub doc: &'static str,
+    /// Its entries, leaf first, in parts that templates share.
     pub(super) entries: &'static [&'static [Entry]],
 }
 
