@@ -370,15 +370,14 @@ fn describe_simulated(call: &CallReport, faults: &[&FaultReport]) -> String {
         return format!("fatal {}", f.kind);
     }
     let frames = call.frames.as_ref().map(|frames| {
+        let mut first_with = std::collections::HashMap::new();
         frames
             .iter()
             .enumerate()
             .map(|(i, f)| {
-                let same_as = f
-                    .function
-                    .is_some()
-                    .then(|| frames[..i].iter().position(|g| g.func_id == f.func_id))
-                    .flatten();
+                // The first callback with this FunctionID, if it is an earlier one.
+                let first = *first_with.entry(&f.func_id).or_insert(i);
+                let same_as = (f.function.is_some() && first < i).then_some(first);
                 // The real profiler names methods through metadata.
                 let name = f.method.clone().or_else(|| f.function.clone());
                 (name, f.context_size as u64, same_as)

@@ -27,13 +27,14 @@ fn quote(text: &str) -> String {
 /// Names the frames of a walk (after it, never inside a callback), and says which repeat an
 /// earlier frame's `FunctionID`.
 pub fn name_frames(frames: &[(usize, u32)]) -> Vec<LoggedFrame> {
+    let mut first_with = std::collections::HashMap::new();
     frames
         .iter()
         .enumerate()
         .map(|(i, &(f, size))| {
-            let same_as = (f != 0)
-                .then(|| frames[..i].iter().position(|&(g, _)| g == f))
-                .flatten();
+            // The first frame with this FunctionID, if it is an earlier one.
+            let first = *first_with.entry(f).or_insert(i);
+            let same_as = (f != 0 && first < i).then_some(first);
             ((f != 0).then(|| names::function_name(f)), size, same_as)
         })
         .collect()

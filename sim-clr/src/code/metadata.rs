@@ -261,6 +261,18 @@ impl Metadata {
         Some((class, &self.modules[class.module]))
     }
 
+    /// The name a profiler reads for method `token` of class `class` (`Class::Method`, or
+    /// `Method` for a method without a class): the name [`MetadataBuilder::method`] split.
+    pub fn method_name(&self, class: ClassId, token: MdToken) -> Option<String> {
+        let (class, module) = self.class(class)?;
+        let method = module.import.get_method_props(token).ok()?.name;
+        Some(if class.name == MODULE_TYPE {
+            method
+        } else {
+            format!("{}::{method}", class.name)
+        })
+    }
+
     /// The `ClassID` of class `name` in any module, the first declared.
     pub fn class_named(&self, name: &str) -> Option<ClassId> {
         let index = self.classes.iter().position(|c| c.name == name)?;

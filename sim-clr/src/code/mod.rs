@@ -271,24 +271,26 @@ impl CodeMap {
             *cursor = align16(start + spec.size) + 0x10;
             let cold = spec.split.then(|| (start + COLD_OFFSET, spec.size / 2 + 0x10));
             let index = map.functions.len();
-            let error = |field: &'static str| {
-                move |message: String| CodeError {
-                    function: index,
-                    field,
-                    message,
-                }
+            let error = |field: &'static str, message: String| CodeError {
+                function: index,
+                field,
+                message,
             };
             let shape = spec
                 .shape
                 .clone()
                 .unwrap_or_else(|| default_shape(spec.kind, spec.frame_size));
-            let machine = MachineCode::build_shared(&shape, start, spec.size).map_err(error("shape"))?;
+            let machine =
+                MachineCode::build_shared(&shape, start, spec.size).map_err(|m| error("shape", m))?;
             if machine.size() > spec.size {
-                return Err(error("shape")(format!(
-                    "its code takes {:#x} bytes, more than its size {:#x}",
-                    machine.size(),
-                    spec.size
-                )));
+                return Err(error(
+                    "shape",
+                    format!(
+                        "its code takes {:#x} bytes, more than its size {:#x}",
+                        machine.size(),
+                        spec.size
+                    ),
+                ));
             }
             let managed = spec.kind.is_managed();
             let base = match &spec.version_of {
@@ -300,7 +302,9 @@ impl CodeMap {
                         .filter(|&b| map.functions[b].kind.has_metadata() && map.functions[b].version_of.is_none())
                         .filter(|_| spec.kind.has_metadata())
                         .ok_or_else(|| {
-                            error("version_of")(format!(
+                            error(
+                                "version_of",
+                                format!(
                                 "`version_of` must name a method with metadata declared before it (not `{of}`), and be one itself"
                             ))
                         })?,

@@ -231,9 +231,13 @@ impl Scenario {
                     if keep {
                         contexts.push(f.context.and_then(Context::from_bytes));
                     }
-                    for (_, call) in nested.iter().filter(|(at, _)| at.includes(index)) {
+                    for (j, (_, call)) in nested
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, (at, _))| at.includes(index))
+                    {
                         let mut inner = blank(call, record.index);
-                        inner.callback = Some(index);
+                        (inner.callback, inner.nested_call) = (Some(index), Some(j));
                         if let Action::Api(api) = &call.action {
                             self.perform(rt, api, Some(f), captured, &mut inner);
                         }
@@ -479,6 +483,7 @@ fn blank(call: &Call, index: usize) -> CallReport {
         events: Vec::new(),
         nested: Vec::new(),
         callback: None,
+        nested_call: None,
         skipped: None,
         note: call.note.clone(),
         case: call.case.clone(),
@@ -564,7 +569,12 @@ fn settle(record: &mut CallReport, result: Result<String, HResult>) -> HResult {
 /// or never ran at all, is a failed expectation.
 fn check(expectations: &mut Expectations, call: &Call, record: &CallReport) {
     if let Action::Api(ApiCall::DoStackSnapshot { nested, .. }) = &call.action {
-        for ((at, inner), runs) in nested.iter().zip(nested_runs(nested, &record.nested)) {
+        for (j, (at, inner)) in nested.iter().enumerate() {
+            let runs: Vec<&CallReport> = record
+                .nested
+                .iter()
+                .filter(|r| r.nested_call == Some(j))
+                .collect();
             for inner_record in &runs {
                 check(expectations, inner, inner_record);
             }
@@ -627,24 +637,6 @@ fn check(expectations: &mut Expectations, call: &Call, record: &CallReport) {
     }
 }
 
-/// Each nested call's runs among `records`, which were made in this order: at each callback,
-/// every nested call made there, in the order the file declares them.
-fn nested_runs<'r>(nested: &[(NestedAt, Call)], records: &'r [CallReport]) -> Vec<Vec<&'r CallReport>> {
-    let mut runs = vec![Vec::new(); nested.len()];
-    let (mut callback, mut next) = (None, 0);
-    for record in records {
-        if record.callback != callback {
-            (callback, next) = (record.callback, 0);
-        }
-        let at = callback.unwrap_or(0);
-        if let Some(j) = (next..nested.len()).find(|&j| nested[j].0.includes(at)) {
-            runs[j].push(record);
-            next = j + 1;
-        }
-    }
-    runs
-}
-
 fn address_of(rt: &Runtime, name: &str) -> u64 {
     rt.with_code(|code| code.by_name(name).map_or(0, |i| code.function(i).start))
 }
@@ -674,15 +666,7 @@ fn function_name(rt: &Runtime, id: FunctionId) -> String {
 fn metadata_name(rt: &Runtime, id: FunctionId) -> Option<String> {
     rt.with_code(|code| {
         let function = code.function(code.by_function_id(id)?);
-        let (class, module) = code.metadata().class(function.class_id)?;
-        let method = corprof::MetaDataImport::get_method_props(&*module.import, function.token)
-            .ok()?
-            .name;
-        let name = if class.name == "<Module>" {
-            method
-        } else {
-            format!("{}::{method}", class.name)
-        };
+        let name = code.metadata().method_name(function.class_id, function.token)?;
         (name != function.name).then_some(name)
     })
 }

@@ -66,6 +66,10 @@ pub struct CallReport {
     /// For a nested call, the snapshot callback (0-based) it was made from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub callback: Option<usize>,
+    /// For a nested call, its place among its parent's nested calls (not in the JSON, where
+    /// `line` says which it is).
+    #[serde(skip)]
+    pub(crate) nested_call: Option<usize>,
     /// Why the call did not run, if it did not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
