@@ -8,7 +8,9 @@
 //! `funcId == 0` positions and context sizes. A call the simulator reports as fatal must match
 //! a real process that crashed (or hung) before recording it.
 
+use corprof::FunctionId;
 use serde_json::Value;
+use sim_clr::code::CodeMap;
 use sim_clr::scenario::{CallReport, FaultReport, Scenario};
 use sim_clr::trace::FaultKind;
 use std::collections::BTreeMap;
@@ -272,7 +274,7 @@ fn compare_one(scenario: &Scenario, exit: &str, log: &str) -> Result<Vec<Row>, S
             .iter()
             .filter(|f| f.call == call.index && f.fatal)
             .collect();
-        let simulated = describe_simulated(call, &faults);
+        let simulated = describe_simulated(call, &faults, &scenario.code);
         let (real_text, verdict) = match (real.remove(&case), faults.first()) {
             (Some(record), None) => {
                 let text = describe_real(&record);
@@ -324,26 +326,42 @@ fn compare_one(scenario: &Scenario, exit: &str, log: &str) -> Result<Vec<Row>, S
     Ok(rows)
 }
 
-/// One callback as compared: the method name (`None` for a native run), the context size,
-/// and the first earlier callback of the walk with the same `FunctionID`.
-type Compared = (Option<String>, u64, Option<usize>);
+/// One callback as compared.
+struct Compared {
+    /// The method name (`None` for a native run).
+    name: Option<String>,
+    context_size: u64,
+    /// The first earlier callback of the walk with the same `FunctionID`.
+    same_as: Option<usize>,
+    /// Whether the IP lies in the method's `GetCodeInfo2` regions: `None` for a native run
+    /// (and for records made before the profiler logged it), `Some(None)` when the real
+    /// `GetCodeInfo2` failed.
+    in_code: Option<Option<bool>>,
+}
 
-/// `HRESULT [frames]` where frames are method names (`0` for a native run) with `@size`, and
-/// `=K` when the `FunctionID` is that of callback K (the first earlier one with it).
+/// `HRESULT [frames]` where frames are method names (`0` for a native run) with `@size`,
+/// `=K` when the `FunctionID` is that of callback K (the first earlier one with it), `~` when
+/// the IP lies outside the method's `GetCodeInfo2` regions (code of another tier) and `?`
+/// when `GetCodeInfo2` failed.
 fn describe(hresult: &str, frames: Option<Vec<Compared>>) -> String {
     let Some(frames) = frames else {
         return hresult.to_string();
     };
     let names: Vec<String> = frames
         .iter()
-        .map(|(name, size, same_as)| {
-            let size = if *size == 0 {
+        .map(|f| {
+            let size = if f.context_size == 0 {
                 String::new()
             } else {
-                format!("@{size}")
+                format!("@{}", f.context_size)
             };
-            let same_as = same_as.map_or(String::new(), |k| format!("={k}"));
-            format!("{}{size}{same_as}", name.as_deref().unwrap_or("0"))
+            let same_as = f.same_as.map_or(String::new(), |k| format!("={k}"));
+            let code = match f.in_code {
+                Some(Some(false)) => "~",
+                Some(None) => "?",
+                _ => "",
+            };
+            format!("{}{size}{same_as}{code}", f.name.as_deref().unwrap_or("0"))
         })
         .collect();
     format!("{hresult} [{}]", names.join(", "))
@@ -353,19 +371,18 @@ fn describe_real(record: &Value) -> String {
     let frames = record["frames"].as_array().map(|frames| {
         frames
             .iter()
-            .map(|f| {
-                (
-                    f["function"].as_str().map(str::to_string),
-                    f["context_size"].as_u64().unwrap_or(0),
-                    f["same_as"].as_u64().map(|k| k as usize),
-                )
+            .map(|f| Compared {
+                name: f["function"].as_str().map(str::to_string),
+                context_size: f["context_size"].as_u64().unwrap_or(0),
+                same_as: f["same_as"].as_u64().map(|k| k as usize),
+                in_code: f.get("in_code").map(Value::as_bool),
             })
             .collect()
     });
     describe(record["hresult"].as_str().unwrap_or("?"), frames)
 }
 
-fn describe_simulated(call: &CallReport, faults: &[&FaultReport]) -> String {
+fn describe_simulated(call: &CallReport, faults: &[&FaultReport], code: &CodeMap) -> String {
     if let Some(f) = faults.first() {
         return format!("fatal {}", f.kind);
     }
@@ -378,9 +395,17 @@ fn describe_simulated(call: &CallReport, faults: &[&FaultReport]) -> String {
                 // The first callback with this FunctionID, if it is an earlier one.
                 let first = *first_with.entry(&f.func_id).or_insert(i);
                 let same_as = (f.function.is_some() && first < i).then_some(first);
-                // The real profiler names methods through metadata.
-                let name = f.method.clone().or_else(|| f.function.clone());
-                (name, f.context_size as u64, same_as)
+                // GetCodeInfo2 gives the method's first code, not the version running.
+                let id = u64::from_str_radix(f.func_id.trim_start_matches("0x"), 16).unwrap_or(0);
+                let ip = u64::from_str_radix(f.ip.trim_start_matches("0x"), 16).unwrap_or(0);
+                let base = code.by_function_id(FunctionId(id));
+                Compared {
+                    // The real profiler names methods through metadata.
+                    name: f.method.clone().or_else(|| f.function.clone()),
+                    context_size: f.context_size as u64,
+                    same_as,
+                    in_code: base.map(|b| Some(code.function(b).contains(ip))),
+                }
             })
             .collect()
     });

@@ -2,9 +2,9 @@
 //! the runtime's callbacks on the right thread, in the right state, and can walk from them.
 
 use corprof::flags::GcReason;
-use corprof::{ClassId, HResult, ObjectId, ProfilerCallback, ProfilerInfo, ThreadId};
+use corprof::{ClassId, FunctionId, HResult, ObjectId, ProfilerCallback, ProfilerInfo, ThreadId};
 use sim_clr::scenario::Scenario;
-use sim_clr::{CallbackKind, Runtime};
+use sim_clr::{CallbackKind, Runtime, Unload};
 use std::sync::{Arc, Mutex, Weak};
 use walker::{snapshot, Frame, StackBuffer, WalkOutcome};
 
@@ -58,6 +58,14 @@ impl ProfilerCallback for Recorder {
     fn thread_destroyed(&self, thread: ThreadId) -> HResult {
         self.note(format!("ThreadDestroyed {thread}"))
     }
+
+    fn dynamic_method_unloaded(&self, function: FunctionId) -> HResult {
+        let rt = self.runtime.upgrade().unwrap();
+        let info = rt.get_function_info(function).map(|_| ());
+        self.note(format!(
+            "DynamicMethodUnloaded {function:?}: GetFunctionInfo {info:?}"
+        ))
+    }
 }
 
 const SCENARIO: &str = r#"
@@ -79,7 +87,11 @@ frames = [{ fn = "App::Alloc", repeat = 2 }, { fn = "App::Main" }, { fn = "host!
 "#;
 
 fn setup() -> (Arc<Runtime>, Arc<Recorder>) {
-    let runtime = Arc::new(Scenario::parse("callbacks.toml", SCENARIO).unwrap().runtime());
+    attach(Scenario::parse("callbacks.toml", SCENARIO).unwrap())
+}
+
+fn attach(scenario: Scenario) -> (Arc<Runtime>, Arc<Recorder>) {
+    let runtime = Arc::new(scenario.runtime());
     let recorder = Arc::new(Recorder {
         runtime: Arc::downgrade(&runtime),
         log: Mutex::new(Vec::new()),
@@ -171,4 +183,52 @@ fn a_collection_raises_started_then_finished_on_the_collecting_thread() {
             "GarbageCollectionFinished"
         ]
     );
+}
+
+#[test]
+fn an_attached_profiler_is_told_of_no_thread_started_before_it_and_enumerates_them() {
+    let text = SCENARIO.replace(
+        "event_mask = [\"ENABLE_STACK_SNAPSHOT\", \"ENABLE_OBJECT_ALLOCATED\", \"MONITOR_OBJECT_ALLOCATED\", \"MONITOR_THREADS\"]",
+        "attached = true\nevent_mask = [\"ENABLE_STACK_SNAPSHOT\", \"MONITOR_THREADS\"]",
+    );
+    let (runtime, recorder) = attach(Scenario::parse("attached.toml", &text).unwrap());
+    runtime.announce_threads();
+    runtime.announce_modules();
+    assert!(recorder.log.lock().unwrap().is_empty());
+    let main = runtime.thread("main").unwrap().id;
+    assert_eq!(runtime.enum_threads(), Ok(vec![main]));
+    let enter_leave = corprof::flags::event::MONITOR_ENTERLEAVE;
+    assert_eq!(
+        runtime.set_event_mask(enter_leave),
+        HResult::CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER
+    );
+}
+
+#[test]
+fn a_dynamic_method_id_is_valid_in_its_unload_callback_and_freed_after() {
+    let text = format!("{SCENARIO}[[code]]\nname = \"Dyn\"\nkind = \"lcg\"\n").replace(
+        "[runtime]\n",
+        "[runtime]\nevent_mask_high = [\"MONITOR_DYNAMIC_FUNCTION_UNLOADS\"]\n",
+    );
+    let scenario = Scenario::parse("unload.toml", &text).unwrap();
+    let dynamic = scenario.code.by_name("Dyn").unwrap();
+    let (id, ip) = {
+        let f = scenario.code.function(dynamic);
+        (f.function_id, f.start + 0x10)
+    };
+    let (runtime, recorder) = attach(scenario);
+    assert_eq!(runtime.get_function_from_ip3(ip).map(|(f, _)| f), Ok(id));
+    assert!(runtime.unload("main", &Unload::DynamicMethod(dynamic)));
+    assert_eq!(
+        *recorder.log.lock().unwrap(),
+        [format!("DynamicMethodUnloaded {id:?}: GetFunctionInfo Ok(())")]
+    );
+    assert_eq!(runtime.get_function_from_ip3(ip), Err(HResult::E_FAIL));
+    assert!(runtime.take_faults().is_empty());
+    assert_eq!(
+        runtime.get_function_info(id).map(|_| ()),
+        Err(HResult::E_UNEXPECTED)
+    );
+    let faults = runtime.take_faults();
+    assert_eq!(faults[0].kind, sim_clr::trace::FaultKind::FunctionUseAfterUnload);
 }

@@ -86,6 +86,12 @@ fn cases() -> Vec<(&'static str, String, usize, &'static str)> {
         ("join of a thread without a program", after("[[threads]]\nname = \"u\"\nframes = [{ fn = \"M\" }]\nprogram = [\"join t\"]\n"), l + 4, "program"),
         ("a thread with a program and a body", after("[[threads]]\nname = \"u\"\nkind = \"native\"\nprogram = [\"spin 1\"]\nbody = \"snapshot-sampler\"\n"), l + 5, "body"),
         ("unknown expected outcome", "platform = \"unix\"\n[explore]\nexpect = [\"fine\"]\n".into(), 3, "expect"),
+        ("unload of a method that is not dynamic", after("[[calls]]\nevent = \"unload\"\nthread = \"t\"\nfunction = \"M\"\n"), l + 4, "function"),
+        ("unload naming nothing", after("[[calls]]\nevent = \"unload\"\nthread = \"t\"\n"), l + 2, "function"),
+        ("unload of a module without methods", after("[[calls]]\nevent = \"unload\"\nthread = \"t\"\nmodule = \"none.dll\"\n"), l + 4, "module"),
+        ("unload of code on a stack", after("[[code]]\nname = \"D\"\nkind = \"lcg\"\n[[threads]]\nname = \"u\"\nframes = [{ fn = \"D\" }, { fn = \"M\" }]\n[[calls]]\nevent = \"unload\"\nthread = \"t\"\nfunction = \"D\"\n"), l + 10, "function"),
+        ("unload of unloaded code", after("[[code]]\nname = \"D\"\nkind = \"lcg\"\n[[calls]]\nevent = \"unload\"\nthread = \"t\"\nfunction = \"D\"\n[[calls]]\nevent = \"unload\"\nthread = \"t\"\nfunction = \"D\"\n"), l + 11, "function"),
+        ("attached profiler with a startup-only flag", "platform = \"unix\"\n[runtime]\nattached = true\nevent_mask = [\"MONITOR_ENTERLEAVE\"]\n".into(), 4, "event_mask"),
     ]
 }
 

@@ -217,9 +217,14 @@ fn classes_modules_assemblies_and_the_domain_fit_together() {
 fn the_event_mask_has_a_high_word() {
     let rt = runtime();
     let low = rt.get_event_mask().unwrap();
-    assert_eq!(rt.set_event_mask2(low, 0x8), HResult::S_OK);
-    assert_eq!(rt.get_event_mask2(), Ok((low, 0x8)));
+    let unloads = corprof::flags::high::MONITOR_DYNAMIC_FUNCTION_UNLOADS;
+    assert_eq!(rt.set_event_mask2(low, unloads), HResult::S_OK);
+    assert_eq!(rt.get_event_mask2(), Ok((low, unloads)));
     assert_eq!(rt.get_event_mask(), Ok(low));
+    // The high word's immutable bit changes only in a startup Initialize.
+    let tiering = corprof::flags::high::DISABLE_TIERED_COMPILATION;
+    assert_eq!(rt.set_event_mask2(low, unloads | tiering), HResult::E_FAIL);
+    assert_eq!(rt.get_event_mask2(), Ok((low, unloads)));
 }
 
 #[test]

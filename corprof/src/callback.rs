@@ -7,7 +7,7 @@
 
 use crate::flags::{GcReason, SuspendReason};
 use crate::hresult::HResult;
-use crate::ids::{ClassId, ModuleId, ObjectId, ThreadId};
+use crate::ids::{AssemblyId, ClassId, FunctionId, ModuleId, ObjectId, ThreadId};
 
 /// Runtime→profiler notifications relevant to stack walking.
 #[cfg_attr(feature = "mock", mockall::automock)]
@@ -80,6 +80,25 @@ pub trait ProfilerCallback: Send + Sync {
     /// metadata readable. Raised with the callback state set, so SYNC APIs
     /// (`GetModuleMetaData`) may be called here.
     fn module_load_finished(&self, _module: ModuleId, _status: HResult) -> HResult {
+        HResult::S_OK
+    }
+
+    /// `AssemblyUnloadStarted` (`COR_PRF_MONITOR_ASSEMBLY_LOADS`): a collectible assembly
+    /// starts unloading; its methods' ids are still valid.
+    fn assembly_unload_started(&self, _assembly: AssemblyId) -> HResult {
+        HResult::S_OK
+    }
+
+    /// `AssemblyUnloadFinished` (`COR_PRF_MONITOR_ASSEMBLY_LOADS`): the assembly's code is
+    /// released; its methods' `FunctionID`s name freed memory from here on.
+    fn assembly_unload_finished(&self, _assembly: AssemblyId, _status: HResult) -> HResult {
+        HResult::S_OK
+    }
+
+    /// `ICorProfilerCallback9::DynamicMethodUnloaded`
+    /// (`COR_PRF_HIGH_MONITOR_DYNAMIC_FUNCTION_UNLOADS`): a collected dynamic method is about
+    /// to be freed; its `FunctionID` is valid only during this call.
+    fn dynamic_method_unloaded(&self, _function: FunctionId) -> HResult {
         HResult::S_OK
     }
 

@@ -83,12 +83,12 @@ pub mod event {
     pub const DISABLE_ALL_NGEN_IMAGES: u32 = 0x80000000;
     /// Every bit.
     pub const ALL: u32 = 0x8FFF_FFFF;
-    /// Bits that can only be set during `Initialize`; changing them later fails with `E_FAIL`.
+    /// Bits that can only be set during a startup `Initialize`; changing them later fails with
+    /// `E_FAIL`. (`ENABLE_REJIT` is not one since .NET Core 3.0: ReJIT works after attach.)
     pub const MONITOR_IMMUTABLE: u32 = MONITOR_CODE_TRANSITIONS
         | MONITOR_REMOTING
         | MONITOR_REMOTING_COOKIE
         | MONITOR_REMOTING_ASYNC
-        | ENABLE_REJIT
         | ENABLE_INPROC_DEBUGGING
         | ENABLE_JIT_MAPS
         | DISABLE_OPTIMIZATIONS
@@ -100,6 +100,20 @@ pub mod event {
         | USE_PROFILE_IMAGES
         | DISABLE_TRANSPARENCY_CHECKS_UNDER_FULL_TRUST
         | DISABLE_ALL_NGEN_IMAGES;
+
+    /// Bits a profiler attached to a running process may set (`COR_PRF_ALLOWABLE_AFTER_ATTACH`);
+    /// asking for any other fails with `CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER`.
+    pub const ALLOWABLE_AFTER_ATTACH: u32 = MONITOR_THREADS
+        | MONITOR_MODULE_LOADS
+        | MONITOR_ASSEMBLY_LOADS
+        | MONITOR_APPDOMAIN_LOADS
+        | ENABLE_STACK_SNAPSHOT
+        | MONITOR_GC
+        | MONITOR_SUSPENDS
+        | MONITOR_CLASS_LOADS
+        | MONITOR_EXCEPTIONS
+        | MONITOR_JIT_COMPILATION
+        | ENABLE_REJIT;
 
     /// Every named bit with its `COR_PRF_` name, for parsing and display.
     pub const NAMED: &[(&str, u32)] = &[
@@ -144,6 +158,52 @@ pub mod event {
     /// The bit named `name`, with or without the `COR_PRF_` prefix.
     pub fn from_name(name: &str) -> Option<u32> {
         let name = name.strip_prefix("COR_PRF_").unwrap_or(name);
+        NAMED.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+    }
+}
+
+/// `COR_PRF_HIGH_MONITOR`: the event mask's high word (`SetEventMask2`).
+pub mod high {
+    /// `COR_PRF_HIGH_ADD_ASSEMBLY_REFERENCES`.
+    pub const ADD_ASSEMBLY_REFERENCES: u32 = 0x1;
+    /// `COR_PRF_HIGH_IN_MEMORY_SYMBOLS_UPDATED`.
+    pub const IN_MEMORY_SYMBOLS_UPDATED: u32 = 0x2;
+    /// `COR_PRF_HIGH_MONITOR_DYNAMIC_FUNCTION_UNLOADS`: raise `DynamicMethodUnloaded`.
+    pub const MONITOR_DYNAMIC_FUNCTION_UNLOADS: u32 = 0x4;
+    /// `COR_PRF_HIGH_DISABLE_TIERED_COMPILATION`.
+    pub const DISABLE_TIERED_COMPILATION: u32 = 0x8;
+    /// `COR_PRF_HIGH_BASIC_GC`.
+    pub const BASIC_GC: u32 = 0x10;
+    /// `COR_PRF_HIGH_MONITOR_GC_MOVED_OBJECTS`.
+    pub const MONITOR_GC_MOVED_OBJECTS: u32 = 0x20;
+    /// `COR_PRF_HIGH_MONITOR_LARGEOBJECT_ALLOCATED`.
+    pub const MONITOR_LARGEOBJECT_ALLOCATED: u32 = 0x40;
+    /// Bits an attached profiler may set (`COR_PRF_HIGH_ALLOWABLE_AFTER_ATTACH`).
+    pub const ALLOWABLE_AFTER_ATTACH: u32 = IN_MEMORY_SYMBOLS_UPDATED
+        | MONITOR_DYNAMIC_FUNCTION_UNLOADS
+        | BASIC_GC
+        | MONITOR_GC_MOVED_OBJECTS
+        | MONITOR_LARGEOBJECT_ALLOCATED;
+    /// Bits that can only be set during a startup `Initialize` (`COR_PRF_HIGH_MONITOR_IMMUTABLE`).
+    pub const MONITOR_IMMUTABLE: u32 = DISABLE_TIERED_COMPILATION;
+
+    /// Every named bit with its `COR_PRF_HIGH_` name, for parsing and display.
+    pub const NAMED: &[(&str, u32)] = &[
+        ("ADD_ASSEMBLY_REFERENCES", ADD_ASSEMBLY_REFERENCES),
+        ("IN_MEMORY_SYMBOLS_UPDATED", IN_MEMORY_SYMBOLS_UPDATED),
+        (
+            "MONITOR_DYNAMIC_FUNCTION_UNLOADS",
+            MONITOR_DYNAMIC_FUNCTION_UNLOADS,
+        ),
+        ("DISABLE_TIERED_COMPILATION", DISABLE_TIERED_COMPILATION),
+        ("BASIC_GC", BASIC_GC),
+        ("MONITOR_GC_MOVED_OBJECTS", MONITOR_GC_MOVED_OBJECTS),
+        ("MONITOR_LARGEOBJECT_ALLOCATED", MONITOR_LARGEOBJECT_ALLOCATED),
+    ];
+
+    /// The bit named `name`, with or without the `COR_PRF_HIGH_` prefix.
+    pub fn from_name(name: &str) -> Option<u32> {
+        let name = name.strip_prefix("COR_PRF_HIGH_").unwrap_or(name);
         NAMED.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
     }
 }

@@ -5,11 +5,14 @@
 //! *is* the simulated thread the callback is raised on: the library's calls from that OS
 //! thread are attributed to it. Calls from any other OS thread (one the library started
 //! itself) are attributed to a native thread that never ran managed code.
+//!
+//! The vtable reaches `ICorProfilerCallback3`: callbacks of later interfaces
+//! (`ICorProfilerCallback9::DynamicMethodUnloaded`) are not delivered to a hosted library.
 
 use crate::out::hr;
 use corprof::com::{ICorProfilerCallback2Vtbl, BOOL, HRESULT};
 use corprof::flags::{GcReason, SuspendReason};
-use corprof::{ClassId, HResult, ModuleId, ObjectId, ProfilerCallback, ThreadId};
+use corprof::{AssemblyId, ClassId, HResult, ModuleId, ObjectId, ProfilerCallback, ThreadId};
 use std::cell::Cell;
 use std::ffi::c_void;
 
@@ -144,6 +147,16 @@ impl ProfilerCallback for Callbacks {
     fn module_load_finished(&self, module: ModuleId, status: HResult) -> HResult {
         // SAFETY: the slot has the signature its vtable declares; `this` is the live object.
         self.call(|v, this| unsafe { (v.base.ModuleLoadFinished)(this, id(module.0), hr(status)) })
+    }
+
+    fn assembly_unload_started(&self, assembly: AssemblyId) -> HResult {
+        // SAFETY: the slot has the signature its vtable declares; `this` is the live object.
+        self.call(|v, this| unsafe { (v.base.AssemblyUnloadStarted)(this, id(assembly.0)) })
+    }
+
+    fn assembly_unload_finished(&self, assembly: AssemblyId, status: HResult) -> HResult {
+        // SAFETY: the slot has the signature its vtable declares; `this` is the live object.
+        self.call(|v, this| unsafe { (v.base.AssemblyUnloadFinished)(this, id(assembly.0), hr(status)) })
     }
 
     fn implements_callback3(&self) -> bool {

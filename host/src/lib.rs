@@ -59,6 +59,9 @@ pub enum HostError {
     InitializeFailed(HResult),
     /// A profiler is already attached to this runtime.
     AlreadyAttached,
+    /// The runtime's profiler is one attached after startup (`[runtime] attached`); hosting
+    /// loads libraries only as the runtime does at startup, through `Initialize`.
+    AttachAfterStartup,
 }
 
 impl fmt::Display for HostError {
@@ -75,6 +78,10 @@ impl fmt::Display for HostError {
             }
             HostError::InitializeFailed(hr) => write!(f, "the profiler's Initialize failed: {hr}"),
             HostError::AlreadyAttached => write!(f, "a profiler is already attached to this runtime"),
+            HostError::AttachAfterStartup => write!(
+                f,
+                "the scenario's profiler attached after startup (`attached = true`); a hosted library is loaded at startup only"
+            ),
         }
     }
 }
@@ -123,6 +130,9 @@ impl Hosted {
     /// Loads the profiler library at `path`, creates its profiler object for `clsid` and
     /// attaches it to `rt` (see [`Hosted::attach`]).
     pub fn load(path: &Path, clsid: Guid, rt: Arc<Runtime>) -> Result<Hosted, HostError> {
+        if rt.attached() {
+            return Err(HostError::AttachAfterStartup);
+        }
         let library = Library::open(path).map_err(|message| HostError::Load {
             path: path.to_path_buf(),
             message,
@@ -178,6 +188,10 @@ impl Hosted {
         if self.profiler.is_some() {
             return Err(HostError::AlreadyAttached);
         }
+        if self.rt.attached() {
+            return Err(HostError::AttachAfterStartup);
+        }
+
         // SAFETY: per the contract; the reference is the host's until `detach`.
         unsafe {
             (unknown(callback).AddRef)(callback);

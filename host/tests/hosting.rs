@@ -238,6 +238,22 @@ fn misuse_of_the_com_surface_gets_the_documented_hresult() {
 }
 
 #[test]
+fn a_runtime_whose_profiler_attached_after_startup_cannot_host_a_library() {
+    let _one = serial();
+    let attached = Scenario::parse(
+        "attached.toml",
+        &SCENARIO.replace(
+            "platform = \"unix\"",
+            "platform = \"unix\"\n[runtime]\nattached = true",
+        ),
+    )
+    .unwrap()
+    .runtime();
+    let hosted = Hosted::load(walker(), CLSID, Arc::new(attached));
+    assert_eq!(hosted.err(), Some(HostError::AttachAfterStartup));
+}
+
+#[test]
 fn host_steps_drive_the_library_until_the_simulated_process_dies() {
     let _one = serial();
     let steps = r#"

@@ -23,5 +23,7 @@ pub mod synth;
 pub mod thread;
 pub mod trace;
 
-pub use runtime::{CallContext, CallbackKind, Platform, Runtime, RuntimeConfig, UnknownThread, MAX_EVENTS};
+pub use runtime::{
+    CallContext, CallbackKind, Platform, Runtime, RuntimeConfig, UnknownThread, Unload, MAX_EVENTS,
+};
 pub use snapshot::MAX_WALK_FRAMES;

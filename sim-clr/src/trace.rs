@@ -38,6 +38,9 @@ pub enum FaultKind {
     BogusThreadId,
     /// A freed `Thread` was dereferenced (a walk after `ThreadDestroyed` and deletion).
     ThreadUseAfterFree,
+    /// A `FunctionID` of unloaded code was used (after `DynamicMethodUnloaded` or
+    /// `AssemblyUnloadFinished`): its MethodDesc is freed memory.
+    FunctionUseAfterUnload,
     /// A Windows cross-thread walk of a thread being destroyed: the runtime's fatal error
     /// `CORPROF_E_STACKSNAPSHOT_INVALID_TGT_THREAD` (R11.1, R37).
     WalkOfDestroyedThread,
@@ -51,10 +54,11 @@ pub enum FaultKind {
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 7] = [
+    pub const ALL: [FaultKind; 8] = [
         FaultKind::NullCallback,
         FaultKind::BogusThreadId,
         FaultKind::ThreadUseAfterFree,
+        FaultKind::FunctionUseAfterUnload,
         FaultKind::WalkOfDestroyedThread,
         FaultKind::AccessViolation,
         FaultKind::Deadlock,
@@ -77,6 +81,7 @@ impl FaultKind {
             FaultKind::NullCallback => "null_callback",
             FaultKind::BogusThreadId => "bogus_thread_id",
             FaultKind::ThreadUseAfterFree => "thread_use_after_free",
+            FaultKind::FunctionUseAfterUnload => "function_use_after_unload",
             FaultKind::WalkOfDestroyedThread => "walk_of_destroyed_thread",
             FaultKind::AccessViolation => "access_violation",
             FaultKind::Deadlock => "deadlock",

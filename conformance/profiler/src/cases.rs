@@ -139,17 +139,17 @@ fn walk(label: &str, caller: Caller, name: &str, shape: Shape) {
             )
         }
     };
-    let mut frames: Vec<(usize, u32)> = Vec::new();
-    let mut nested: Option<(HRESULT, Vec<(usize, u32)>)> = None;
+    let mut frames: Vec<(usize, u32, usize)> = Vec::new();
+    let mut nested: Option<(HRESULT, Vec<(usize, u32, usize)>)> = None;
     let mut callback = |f: RawFrame| {
         let index = frames.len();
-        frames.push((f.func_id, f.context_size));
+        frames.push((f.func_id, f.context_size, f.ip));
         match shape.callback {
             Callback::Return(at, value) if at == index => value,
             Callback::Nested if index == 0 => {
                 let mut inner = Vec::new();
                 let mut cb = |g: RawFrame| {
-                    inner.push((g.func_id, g.context_size));
+                    inner.push((g.func_id, g.context_size, g.ip));
                     S_OK
                 };
                 let hr = info.do_stack_snapshot(0, Some(&mut cb), 0, None, 0);

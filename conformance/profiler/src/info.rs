@@ -171,6 +171,31 @@ impl Info {
         (hr, class, module, token)
     }
 
+    /// `GetCodeInfo2`: whether `ip` lies in one of `function`'s code regions, `None` when the
+    /// call fails.
+    pub fn code_contains(self, function: UintPtr, ip: UintPtr) -> Option<bool> {
+        // COR_PRF_CODE_INFO: { UINT_PTR startAddress; SIZE_T size; }; a method has at most a
+        // hot and a cold region.
+        let mut regions = [[0usize; 2]; 2];
+        let mut count = 0u32;
+        // SAFETY: the runtime's ICorProfilerInfo10 slot, called with its declared arguments and valid out-pointers.
+        let hr = unsafe {
+            (self.v2().GetCodeInfo2)(
+                self.this(),
+                function,
+                2,
+                &mut count,
+                regions.as_mut_ptr() as *mut c_void,
+            )
+        };
+        let filled = &regions[..(count as usize).min(2)];
+        (hr == 0).then(|| {
+            filled
+                .iter()
+                .any(|&[start, size]| ip >= start && ip - start < size)
+        })
+    }
+
     /// `GetClassIDInfo`: (hr, module, typedef).
     pub fn get_class_id_info(self, class: UintPtr) -> (HRESULT, UintPtr, u32) {
         let (mut module, mut token) = (0, 0);

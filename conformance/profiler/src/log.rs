@@ -1,14 +1,21 @@
 //! The log: one JSON line per API call, appended to the file `CONF_LOG` names.
 
+use crate::info::Info;
 use crate::names;
 use std::io::Write;
 use std::sync::Mutex;
 
 static LOG: Mutex<()> = Mutex::new(());
 
-/// One frame as logged: the method name (`None` for `funcId == 0`), `contextSize`, and the
-/// first earlier frame of the walk with the same `FunctionID`, if any.
-pub type LoggedFrame = (Option<String>, u32, Option<usize>);
+/// One frame as logged: the method name (`None` for `funcId == 0`), `contextSize`, the first
+/// earlier frame of the walk with the same `FunctionID`, if any, and whether its IP lies in
+/// the method's `GetCodeInfo2` regions (`None` for `funcId == 0` or when the call failed).
+pub struct LoggedFrame {
+    name: Option<String>,
+    context_size: u32,
+    same_as: Option<usize>,
+    in_code: Option<bool>,
+}
 
 fn quote(text: &str) -> String {
     let mut out = String::from("\"");
@@ -24,33 +31,53 @@ fn quote(text: &str) -> String {
     out
 }
 
-/// Names the frames of a walk (after it, never inside a callback), and says which repeat an
-/// earlier frame's `FunctionID`.
-pub fn name_frames(frames: &[(usize, u32)]) -> Vec<LoggedFrame> {
+/// Names the frames of a walk, given as (`FunctionID`, context size, IP), after it (never
+/// inside a callback); says which repeat an earlier frame's `FunctionID` and which lie
+/// outside their method's code regions.
+pub fn name_frames(frames: &[(usize, u32, usize)]) -> Vec<LoggedFrame> {
     let mut first_with = std::collections::HashMap::new();
     frames
         .iter()
         .enumerate()
-        .map(|(i, &(f, size))| {
+        .map(|(i, &(f, context_size, ip))| {
             // The first frame with this FunctionID, if it is an earlier one.
             let first = *first_with.entry(f).or_insert(i);
-            let same_as = (f != 0 && first < i).then_some(first);
-            ((f != 0).then(|| names::function_name(f)), size, same_as)
+            let managed = f != 0;
+            LoggedFrame {
+                name: managed.then(|| names::function_name(f)),
+                context_size,
+                same_as: (managed && first < i).then_some(first),
+                in_code: if managed {
+                    Info::get().code_contains(f, ip)
+                } else {
+                    None
+                },
+            }
         })
         .collect()
 }
 
 /// Appends one record: the case label, the caller kind, the API, the argument shape, the
 /// HRESULT and, for walks, each callback's method name (`null` for `funcId == 0`), context
-/// size, and `same_as`: the first earlier callback with the same `FunctionID`.
+/// size, `same_as`: the first earlier callback with the same `FunctionID`, and for a managed
+/// callback `in_code`: whether its IP is in the method's `GetCodeInfo2` regions (`null` when
+/// that call failed).
 pub fn record(case: &str, caller: &str, api: &str, shape: &str, hr: i32, frames: Option<&[LoggedFrame]>) {
     let frames = frames.map_or("null".to_string(), |frames| {
         let items: Vec<String> = frames
             .iter()
-            .map(|(name, size, same_as)| {
-                let name = name.as_deref().map_or("null".to_string(), quote);
-                let same_as = same_as.map_or(String::new(), |k| format!(",\"same_as\":{k}"));
-                format!("{{\"function\":{name},\"context_size\":{size}{same_as}}}")
+            .map(|f| {
+                let name = f.name.as_deref().map_or("null".to_string(), quote);
+                let same_as = f.same_as.map_or(String::new(), |k| format!(",\"same_as\":{k}"));
+                let in_code = match (&f.name, f.in_code) {
+                    (None, _) => String::new(),
+                    (Some(_), Some(inside)) => format!(",\"in_code\":{inside}"),
+                    (Some(_), None) => ",\"in_code\":null".to_string(),
+                };
+                format!(
+                    "{{\"function\":{name},\"context_size\":{}{same_as}{in_code}}}",
+                    f.context_size
+                )
             })
             .collect();
         format!("[{}]", items.join(","))

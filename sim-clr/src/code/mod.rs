@@ -128,6 +128,9 @@ pub struct Function {
     pub version_of: Option<FunctionIndex>,
     /// The ReJIT id of this code (0 for the original IL's code).
     pub rejit_id: ReJitId,
+    /// The code was unloaded ([`CodeMap::unload`]): no address maps to it, and its
+    /// `FunctionID` names freed memory.
+    pub unloaded: bool,
 }
 
 impl Function {
@@ -236,6 +239,8 @@ pub struct CodeMap {
     modules: Vec<String>,
     metadata: Metadata,
     images: Arc<Images>,
+    /// How many times code was unloaded: caches of lookups are valid for one generation.
+    generation: u32,
 }
 
 impl CodeMap {
@@ -358,6 +363,7 @@ impl CodeMap {
                 type_args,
                 version_of: base,
                 rejit_id: ReJitId(spec.rejit),
+                unloaded: false,
             });
         }
         map.ranges.sort_unstable();
@@ -406,6 +412,21 @@ impl CodeMap {
         let i = self.ranges.partition_point(|&(start, _, _)| start <= ip);
         let &(start, end, index) = self.ranges.get(i.checked_sub(1)?)?;
         (ip >= start && ip < end).then_some(index)
+    }
+
+    /// Unloads function `index` (a collected dynamic method, or a method of an unloaded
+    /// collectible assembly): its code ranges are released, so [`CodeMap::lookup`] no longer
+    /// finds them, and it is marked [`Function::unloaded`].
+    pub fn unload(&mut self, index: FunctionIndex) {
+        self.ranges.retain(|&(_, _, i)| i != index);
+        self.functions[index].unloaded = true;
+        self.generation = self.generation.wrapping_add(1);
+    }
+
+    /// Changes whenever code is unloaded: a cache of [`CodeMap::lookup`] answers made in
+    /// another generation may name released code.
+    pub fn generation(&self) -> u32 {
+        self.generation
     }
 
     /// The managed method whose `FunctionID` is `id`.

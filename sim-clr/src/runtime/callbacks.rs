@@ -329,14 +329,15 @@ impl Runtime {
     /// Raises `ModuleLoadFinished` for every managed module, in declaration order, on the
     /// first live managed thread, as the runtime does while it loads them (needs
     /// `COR_PRF_MONITOR_MODULE_LOADS`). The callback state is set, so the profiler may call
-    /// SYNC APIs such as `GetModuleMetaData` there.
+    /// SYNC APIs such as `GetModuleMetaData` there. An attached profiler is told of none: the
+    /// modules were loaded before it attached.
     pub fn announce_modules(&self) {
         let Some(profiler) = self.profiler.lock().unwrap_or_else(|e| e.into_inner()).clone() else {
             return;
         };
         let (thread, modules) = {
             let st = self.lock();
-            if !st.monitors(event::MONITOR_MODULE_LOADS) {
+            if st.config.attached || !st.monitors(event::MONITOR_MODULE_LOADS) {
                 return;
             }
             let thread = st
@@ -364,11 +365,12 @@ impl Runtime {
 
     /// Raises `ThreadCreated` and `ThreadAssignedToOSThread` for every live managed thread, on
     /// that thread, as the runtime does when threads start (needs `COR_PRF_MONITOR_THREADS`).
+    /// An attached profiler is told of none: the threads started before it attached.
     pub fn announce_threads(&self) {
         let profiler = self.profiler.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let threads: Vec<(String, ThreadId, u32)> = {
             let st = self.lock();
-            if !st.monitors(event::MONITOR_THREADS) {
+            if st.config.attached || !st.monitors(event::MONITOR_THREADS) {
                 return;
             }
             st.threads

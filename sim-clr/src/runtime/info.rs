@@ -5,7 +5,7 @@ use super::{suspension, Runtime, State};
 use crate::code::metadata::{APP_DOMAIN, APP_DOMAIN_NAME, PROCESS_ID};
 use crate::process::fiber;
 use crate::thread::{Lifecycle, ThreadKind};
-use corprof::flags::event;
+use corprof::flags::{event, high as event_high};
 use corprof::metadata::{AppDomainInfo, AssemblyInfo, ClassInfo, ModuleInfo, MODULE_DISK};
 use corprof::{
     AppDomainId, AssemblyId, ClassId, CodeInfo, Context, FrameInfo, FunctionId, FunctionInfo, HResult,
@@ -85,9 +85,9 @@ impl ProfilerInfo for Runtime {
 
     fn get_rejit_ids(&self, function: FunctionId) -> Result<Vec<ReJitId>, HResult> {
         let _call = fiber::RuntimeCall::enter();
-        let st = self.lock();
+        let mut st = self.lock();
         st.sync_entry(true)?;
-        let base = st.code.by_function_id(function).ok_or(HResult::E_INVALIDARG)?;
+        let base = st.method(function, "GetReJITIDs")?;
         let mut ids: Vec<ReJitId> = st
             .code
             .versions(base)
@@ -100,11 +100,10 @@ impl ProfilerInfo for Runtime {
 
     fn get_function_info(&self, function: FunctionId) -> Result<FunctionInfo, HResult> {
         let _call = fiber::RuntimeCall::enter();
-        let st = self.lock();
+        let mut st = self.lock();
         st.async_entry()?;
-        let f = st
-            .code
-            .function(st.code.by_function_id(function).ok_or(HResult::E_INVALIDARG)?);
+        let index = st.method(function, "GetFunctionInfo")?;
+        let f = st.code.function(index);
         Ok(FunctionInfo {
             class_id: f.class_id,
             module_id: f.module_id,
@@ -143,16 +142,8 @@ impl ProfilerInfo for Runtime {
     fn set_event_mask(&self, mask: u32) -> HResult {
         let _call = fiber::RuntimeCall::enter();
         let mut st = self.lock();
-        if let Err(hr) = st.async_entry() {
-            return hr;
-        }
-        if !st.initializing
-            && mask & event::MONITOR_IMMUTABLE != st.config.event_mask & event::MONITOR_IMMUTABLE
-        {
-            return HResult::E_FAIL;
-        }
-        st.config.event_mask = mask;
-        HResult::S_OK
+        let high = st.config.event_mask_high;
+        set_masks(&mut st, mask, high)
     }
 
     fn get_event_mask(&self) -> Result<u32, HResult> {
@@ -269,11 +260,10 @@ impl ProfilerInfo for Runtime {
         function: FunctionId,
     ) -> Result<(Arc<dyn MetaDataImport>, MdToken), HResult> {
         let _call = fiber::RuntimeCall::enter();
-        let st = self.lock();
+        let mut st = self.lock();
         st.sync_entry(false)?;
-        let f = st
-            .code
-            .function(st.code.by_function_id(function).ok_or(HResult::E_INVALIDARG)?);
+        let index = st.method(function, "GetTokenAndMetaDataFromFunction")?;
+        let f = st.code.function(index);
         let m = st
             .code
             .metadata()
@@ -317,11 +307,8 @@ impl ProfilerInfo for Runtime {
     }
 
     fn set_event_mask2(&self, low: u32, high: u32) -> HResult {
-        let hr = self.set_event_mask(low);
-        if hr == HResult::S_OK {
-            self.lock().config.event_mask_high = high;
-        }
-        hr
+        let _call = fiber::RuntimeCall::enter();
+        set_masks(&mut self.lock(), low, high)
     }
 
     fn get_event_mask2(&self) -> Result<(u32, u32), HResult> {
@@ -360,8 +347,15 @@ impl Runtime {
         requested: u32,
         code_infos: Option<&mut [CodeInfo]>,
     ) -> Result<u32, HResult> {
-        let st = self.lock();
-        let base = st.code.by_function_id(function).ok_or(HResult::E_INVALIDARG)?;
+        let mut st = self.lock();
+        let base = st.method(
+            function,
+            if rejit.is_some() {
+                "GetCodeInfo3"
+            } else {
+                "GetCodeInfo2"
+            },
+        )?;
         if requested != 0 && code_infos.is_none() {
             return Err(HResult::E_INVALIDARG);
         }
@@ -440,4 +434,28 @@ fn lookup(st: &State, ip: u64, no_metadata_ok: bool) -> Result<(FunctionId, ReJi
         return Err(HResult::E_FAIL);
     }
     Ok((f.function_id, f.rejit_id))
+}
+
+/// `SetEventMask2` behind the lock: immutable bits may change only inside a startup
+/// `Initialize` (an attaching profiler's `InitializeForAttach` is not one), and an attached
+/// profiler may set only the bits allowed after attach.
+fn set_masks(st: &mut State, low: u32, high: u32) -> HResult {
+    if let Err(hr) = st.async_entry() {
+        return hr;
+    }
+    let config = &st.config;
+    let startup_init = st.initializing && !config.attached;
+    if !startup_init
+        && (low & event::MONITOR_IMMUTABLE != config.event_mask & event::MONITOR_IMMUTABLE
+            || high & event_high::MONITOR_IMMUTABLE != config.event_mask_high & event_high::MONITOR_IMMUTABLE)
+    {
+        return HResult::E_FAIL;
+    }
+    if config.attached
+        && (low & !event::ALLOWABLE_AFTER_ATTACH != 0 || high & !event_high::ALLOWABLE_AFTER_ATTACH != 0)
+    {
+        return HResult::CORPROF_E_UNSUPPORTED_FOR_ATTACHING_PROFILER;
+    }
+    (st.config.event_mask, st.config.event_mask_high) = (low, high);
+    HResult::S_OK
 }

@@ -22,19 +22,21 @@ mod code_manager;
 mod info;
 mod notifications;
 mod suspension;
+mod unload;
 
 pub use callbacks::{builtin, CallContext, CallbackKind, UnknownThread};
 pub(crate) use callbacks::{Entered, OBJECT_BASE};
 pub(crate) use callers::Caller;
 pub(crate) use notifications::Notification;
 pub(crate) use suspension::Suspension;
+pub use unload::Unload;
 
-use crate::code::CodeMap;
+use crate::code::{CodeMap, FunctionIndex};
 use crate::memory::AddressSpace;
 use crate::thread::{Lifecycle, Thread};
 use crate::trace::{Event, Fault, FaultKind};
 use corprof::flags::event;
-use corprof::{Context, HResult, ProfilerCallback, ThreadId};
+use corprof::{Context, FunctionId, HResult, ProfilerCallback, ThreadId};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Which operating system's runtime is simulated (R11, R13, R43).
@@ -67,6 +69,11 @@ pub struct RuntimeConfig {
     pub gc_initialized: bool,
     /// The profiler is detaching (R1).
     pub detaching: bool,
+    /// The profiler was attached to the running process, not loaded at startup: it may only
+    /// set the event-mask bits allowed after attach, and the runtime announces no thread or
+    /// module that existed before it (it finds them with `EnumThreads`). `DoStackSnapshot`
+    /// is allowed (R1).
+    pub attached: bool,
     /// An EE suspension is in progress (R9).
     pub suspend_in_progress: bool,
     /// The profiler's event mask (R3).
@@ -84,6 +91,7 @@ impl Default for RuntimeConfig {
             started: true,
             gc_initialized: true,
             detaching: false,
+            attached: false,
             suspend_in_progress: false,
             event_mask: event::ENABLE_STACK_SNAPSHOT,
             event_mask_high: 0,
@@ -224,6 +232,23 @@ impl State {
             return Err(HResult::E_UNEXPECTED);
         }
         Ok(t)
+    }
+
+    /// Looks `id` up for API `api` as the runtime does, by dereferencing it: `E_INVALIDARG`
+    /// when it names no method; a method whose code was unloaded is freed memory, a fatal
+    /// fault and `E_UNEXPECTED`.
+    pub fn method(&mut self, id: FunctionId, api: &str) -> Result<FunctionIndex, HResult> {
+        let index = self.code.by_function_id(id).ok_or(HResult::E_INVALIDARG)?;
+        let f = self.code.function(index);
+        if f.unloaded {
+            let message = format!(
+                "{api} used FunctionID {:#x} of {}, unloaded and freed (drop a method's ids at DynamicMethodUnloaded or AssemblyUnloadStarted)",
+                id.0, f.name
+            );
+            self.fault(FaultKind::FunctionUseAfterUnload, true, message);
+            return Err(HResult::E_UNEXPECTED);
+        }
+        Ok(index)
     }
 
     pub fn relayout(&mut self, index: usize) {
@@ -409,6 +434,12 @@ impl Runtime {
     /// The current event mask (what the runtime consults before raising a callback).
     pub fn event_mask(&self) -> u32 {
         self.lock().config.event_mask
+    }
+
+    /// Whether the profiler was attached to the running process rather than loaded at
+    /// startup ([`RuntimeConfig::attached`]).
+    pub fn attached(&self) -> bool {
+        self.lock().config.attached
     }
 
     /// The platform simulated.

@@ -13,7 +13,7 @@ use crate::thread::{
     ExceptionState, FrameKind, Funclet, Lifecycle, Mode, OsContext, StackEntry, Thread, ThreadKind,
     STACK_SIZE,
 };
-use corprof::flags::event;
+use corprof::flags::{event, high};
 use corprof::Context;
 use std::ops::Range;
 use toml::{Spanned, Value};
@@ -162,9 +162,32 @@ impl Builder<'_> {
         config.started = r.started.unwrap_or(true);
         config.gc_initialized = r.gc_initialized.unwrap_or(true);
         config.detaching = r.detaching.unwrap_or(false);
+        config.attached = r.attached.unwrap_or(false);
         config.suspend_in_progress = r.suspend_in_progress.unwrap_or(false);
         if let Some(mask) = &r.event_mask {
             config.event_mask = self.bits(mask, "event_mask", event::from_name)?;
+            let refused = config.event_mask & !event::ALLOWABLE_AFTER_ATTACH;
+            if config.attached && refused != 0 {
+                return Err(self.err(
+                    mask.span(),
+                    "event_mask",
+                    format!(
+                        "an attached profiler cannot have set 0x{refused:08x}: only the bits allowed after attach (0x{:08x})",
+                        event::ALLOWABLE_AFTER_ATTACH
+                    ),
+                ));
+            }
+        }
+        if let Some(mask) = &r.event_mask_high {
+            config.event_mask_high = self.bits(mask, "event_mask_high", high::from_name)?;
+            let refused = config.event_mask_high & !high::ALLOWABLE_AFTER_ATTACH;
+            if config.attached && refused != 0 {
+                return Err(self.err(
+                    mask.span(),
+                    "event_mask_high",
+                    format!("an attached profiler cannot have set 0x{refused:08x}"),
+                ));
+            }
         }
         if let Some(size) = &r.context_size {
             if (*size.get_ref() as usize) < Context::SIZE {

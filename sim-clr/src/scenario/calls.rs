@@ -4,9 +4,9 @@
 use super::build::{one_of, Builder, Res};
 use super::model::{CallModel, NestedModel};
 use super::types::*;
-use crate::code::CodeMap;
-use crate::runtime::{CallContext, CallbackKind};
-use crate::thread::Thread;
+use crate::code::{CodeKind, CodeMap, FunctionIndex};
+use crate::runtime::{CallContext, CallbackKind, Unload};
+use crate::thread::{StackEntry, Thread};
 use crate::trace::FaultKind;
 use corprof::flags::{event, snapshot};
 use corprof::{Context, HResult, Register};
@@ -184,16 +184,27 @@ impl Builder<'_> {
                         "an event names its `thread`; `caller` and `from` do not apply",
                     ));
                 }
-                self.only(m, &["thread"], ev.get_ref())?;
-                self.choice(
+                // `None`: an unload, whose fields say what is unloaded.
+                let plain = self.choice(
                     ev,
                     "event",
                     &[
-                        ("thread_exit", Action::ThreadExit),
-                        ("thread_delete", Action::ThreadDelete),
-                        ("gc", Action::Gc),
+                        ("thread_exit", Some(Action::ThreadExit)),
+                        ("thread_delete", Some(Action::ThreadDelete)),
+                        ("gc", Some(Action::Gc)),
+                        ("unload", None),
                     ],
-                )?
+                )?;
+                match plain {
+                    Some(action) => {
+                        self.only(m, &["thread"], ev.get_ref())?;
+                        action
+                    }
+                    None => {
+                        self.only(m, &["thread", "function", "module"], "an unload")?;
+                        Action::Unload(self.unload(m, ev, ctx)?)
+                    }
+                }
             }
             _ => return Err(self.err(span, "api", "each call needs exactly one of `api` or `event`")),
         };
@@ -300,13 +311,14 @@ impl Builder<'_> {
 
     /// Rejects fields that do not apply to this kind of call.
     fn only(&self, m: &CallModel, allowed: &[&str], what: &str) -> Res<()> {
-        let given: [(&str, Option<Range<usize>>); 13] = [
+        let given: [(&str, Option<Range<usize>>); 14] = [
             ("target", m.target.as_ref().map(|v| v.span())),
             ("flags", m.flags.as_ref().map(|v| v.span())),
             ("seed", m.seed.as_ref().map(|v| v.span())),
             ("callback", m.callback.as_ref().map(|v| v.span())),
             ("ip", m.ip.as_ref().map(|v| v.span())),
             ("function", m.function.as_ref().map(|v| v.span())),
+            ("module", m.module.as_ref().map(|v| v.span())),
             ("frame_info", m.frame_info.as_ref().map(|v| v.span())),
             ("mask", m.mask.as_ref().map(|v| v.span())),
             ("thread", m.thread.as_ref().map(|v| v.span())),
@@ -614,6 +626,93 @@ impl Builder<'_> {
             }),
             Some(_) => Err(self.err(span, field, "offset must be an integer")),
         }
+    }
+
+    /// An `unload` event: `function` names a dynamic method, `module` a collectible
+    /// assembly's module. Code with a frame on a stack, or already unloaded, cannot be.
+    fn unload(&self, m: &CallModel, ev: &Spanned<String>, ctx: &CallCtx) -> Res<Unload> {
+        let (unload, span, field) = match (&m.function, &m.module) {
+            (Some(f), None) => {
+                let name = f
+                    .get_ref()
+                    .as_str()
+                    .ok_or_else(|| self.err(f.span(), "function", "expected the name of a dynamic method"))?;
+                self.known_function(name, f.span(), "function", ctx)?;
+                let index = ctx.code.by_name(name).unwrap_or_default();
+                if ctx.code.function(index).kind != CodeKind::Lcg {
+                    return Err(self.err(
+                        f.span(),
+                        "function",
+                        format!("`{name}` is not a dynamic method (kind = \"lcg\"); other methods unload only with their assembly (`module`)"),
+                    ));
+                }
+                (Unload::DynamicMethod(index), f.span(), "function")
+            }
+            (None, Some(module)) => {
+                let name = module.get_ref();
+                let functions: Vec<FunctionIndex> = (ctx.code.functions().iter().enumerate())
+                    .filter(|(_, f)| f.module == *name && f.kind.has_metadata())
+                    .map(|(i, _)| i)
+                    .collect();
+                let def = ctx.code.metadata().modules().iter().find(|d| d.name == *name);
+                let (Some(def), false) = (def, functions.is_empty()) else {
+                    return Err(self.err(
+                        module.span(),
+                        "module",
+                        format!("no method with metadata is in module `{name}`"),
+                    ));
+                };
+                if name.ends_with("System.Private.CoreLib.dll") {
+                    return Err(self.err(
+                        module.span(),
+                        "module",
+                        "System.Private.CoreLib is never unloaded",
+                    ));
+                }
+                let unload = Unload::Assembly {
+                    assembly: def.assembly,
+                    functions,
+                };
+                (unload, module.span(), "module")
+            }
+            _ => return Err(self.err(
+                ev.span(),
+                "function",
+                "an unload names one of `function` (a dynamic method) or `module` (a collectible assembly)",
+            )),
+        };
+        let functions = match &unload {
+            Unload::DynamicMethod(f) => std::slice::from_ref(f),
+            Unload::Assembly { functions, .. } => functions.as_slice(),
+        };
+        let on_stack = ctx.threads.iter().find_map(|t| {
+            t.stack.iter().find_map(|e| match e {
+                StackEntry::Call { function, .. } if functions.contains(function) => Some((t, *function)),
+                _ => None,
+            })
+        });
+        if let Some((t, f)) = on_stack {
+            return Err(self.err(
+                span,
+                field,
+                format!(
+                    "`{}` has a frame on thread `{}`: code on a stack is never unloaded",
+                    ctx.code.function(f).name,
+                    t.name
+                ),
+            ));
+        }
+        let twice = ctx.earlier.iter().any(|c| match &c.action {
+            Action::Unload(Unload::DynamicMethod(f)) => functions.contains(f),
+            Action::Unload(Unload::Assembly { functions: other, .. }) => {
+                other.iter().any(|f| functions.contains(f))
+            }
+            _ => false,
+        });
+        if twice {
+            return Err(self.err(span, field, "this code was unloaded by an earlier call"));
+        }
+        Ok(unload)
     }
 
     fn known_function(&self, name: &str, span: Range<usize>, field: &str, ctx: &CallCtx) -> Res<()> {

@@ -127,6 +127,10 @@ impl Scenario {
             Action::Gc => {
                 runtime.collect_garbage(&call.caller);
             }
+            Action::Unload(unload) => {
+                let unloaded = runtime.unload(&call.caller, unload);
+                debug_assert!(unloaded, "callers are validated");
+            }
         }
         record
             .events
@@ -466,6 +470,7 @@ fn blank(call: &Call, index: usize) -> CallReport {
             Action::ThreadExit => "event:thread_exit".into(),
             Action::ThreadDelete => "event:thread_delete".into(),
             Action::Gc => "event:gc".into(),
+            Action::Unload(_) => "event:unload".into(),
         },
         caller: call.caller.clone(),
         from: match call.context {

@@ -87,8 +87,10 @@ pub(crate) struct RuntimeModel {
     pub started: Option<bool>,
     pub gc_initialized: Option<bool>,
     pub detaching: Option<bool>,
+    pub attached: Option<bool>,
     pub suspend_in_progress: Option<bool>,
     pub event_mask: Option<Spanned<Value>>,
+    pub event_mask_high: Option<Spanned<Value>>,
     pub context_size: Option<Spanned<u32>>,
 }
 
@@ -172,6 +174,7 @@ pub(crate) struct CallModel {
     pub at: Option<Spanned<Value>>,
     pub ip: Option<Spanned<Value>>,
     pub function: Option<Spanned<Value>>,
+    pub module: Option<Spanned<String>>,
     pub requested: Option<Spanned<u32>>,
     #[serde(default)]
     pub null_buffer: bool,

@@ -68,6 +68,8 @@ pub enum Action {
     ThreadDelete,
     /// An induced garbage collection on the thread.
     Gc,
+    /// Code is unloaded on the thread: a collected dynamic method, or a collectible assembly.
+    Unload(crate::runtime::Unload),
 }
 
 /// The callbacks at which a `DoStackSnapshot`'s nested call is made (`nested_at`).

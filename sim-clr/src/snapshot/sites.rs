@@ -4,8 +4,8 @@
 //! A walk looks up every frame's IP twice in the code map (is it managed? how is it
 //! unwound?), and follows several pointers from the function to its unwind state. Return
 //! addresses repeat (recursion, common callers, the same stacks sampled again and again), so
-//! a direct-mapped cache by address answers most lookups with one load. The code map never
-//! changes after it is built, so entries never go stale.
+//! a direct-mapped cache by address answers most lookups with one load. A cache belongs to
+//! one generation of the code map: unloading code starts a new one.
 
 use crate::code::machine::UnwindRule;
 use crate::code::CodeMap;

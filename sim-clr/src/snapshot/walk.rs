@@ -70,12 +70,17 @@ pub(crate) struct Walk {
     /// The bytes of the CONTEXT handed to callbacks.
     pub(super) bytes: Vec<u8>,
     sites: Sites,
+    /// The code map's generation `sites` was filled in.
+    generation: u32,
 }
 
 /// Walks thread `t` from `seed` into the runtime's spare [`Walk`]; `gprs` keeps each frame's
 /// registers for the callback's CONTEXT.
 pub(super) fn walk(st: &mut State, t: usize, seed: Option<Context>, gprs: bool) -> Box<Walk> {
     let mut walk = st.spare_walk.take().unwrap_or_default();
+    if walk.generation != st.code.generation() {
+        (walk.sites, walk.generation) = (Sites::default(), st.code.generation());
+    }
     walk.frames.clear();
     walk.gprs.clear();
     let mut record = Record {

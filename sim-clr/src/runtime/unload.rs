@@ -1,0 +1,95 @@
+//! Unloading code: a collected dynamic method (`DynamicMethodUnloaded`) and a collectible
+//! assembly (`AssemblyUnloadStarted` / `AssemblyUnloadFinished`).
+//!
+//! The callback that announces an unload is raised while the ids are still valid; then the
+//! code's address ranges are released, so `GetFunctionFromIP` on a stale IP fails with
+//! `E_FAIL`, and its `FunctionID`s name freed memory (a fault when used).
+
+use super::{CallContext, Runtime};
+use crate::code::FunctionIndex;
+use crate::trace::Event;
+use corprof::flags::{event, high};
+use corprof::{AssemblyId, HResult};
+
+/// What is unloaded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unload {
+    /// One dynamic method (LCG), collected.
+    DynamicMethod(FunctionIndex),
+    /// A collectible assembly, with the functions of its module.
+    Assembly {
+        /// The assembly's id.
+        assembly: AssemblyId,
+        /// Its functions.
+        functions: Vec<FunctionIndex>,
+    },
+}
+
+impl Runtime {
+    /// Unloads code on thread `thread` (the finalizer or the thread that unloads the
+    /// assembly), raising the callbacks the event mask asks for. Returns false when no
+    /// thread is named `thread`.
+    pub fn unload(&self, thread: &str, unload: &Unload) -> bool {
+        let profiler = self.profiler.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let raise = |kind: &str,
+                     bits: (u32, u32),
+                     detail: &str,
+                     f: &dyn Fn(&dyn corprof::ProfilerCallback) -> HResult| {
+            let wanted = {
+                let mut st = self.lock();
+                let wanted =
+                    st.config.event_mask & bits.0 == bits.0 && st.config.event_mask_high & bits.1 == bits.1;
+                if wanted {
+                    st.record(Event {
+                        kind: kind.into(),
+                        on: thread.to_string(),
+                        detail: Some(detail.to_string()),
+                    });
+                }
+                wanted
+            };
+            if let (true, Some(p)) = (wanted, &profiler) {
+                f(p.as_ref());
+            }
+        };
+        let ran = self.on_thread(thread, CallContext::Thread, |rt| {
+            let release = |functions: &[FunctionIndex]| {
+                let mut st = rt.lock();
+                for &f in functions {
+                    st.code.unload(f);
+                }
+            };
+            match unload {
+                Unload::DynamicMethod(f) => {
+                    let (id, name) = {
+                        let st = rt.lock();
+                        let function = st.code.function(*f);
+                        (function.function_id, function.name.clone())
+                    };
+                    raise(
+                        "DynamicMethodUnloaded",
+                        (0, high::MONITOR_DYNAMIC_FUNCTION_UNLOADS),
+                        &name,
+                        &|p| p.dynamic_method_unloaded(id),
+                    );
+                    release(&[*f]);
+                }
+                Unload::Assembly { assembly, functions } => {
+                    let bits = (event::MONITOR_ASSEMBLY_LOADS, 0);
+                    let module = functions
+                        .first()
+                        .map(|&f| rt.lock().code.function(f).module.clone());
+                    let module = module.unwrap_or_default();
+                    raise("AssemblyUnloadStarted", bits, &module, &|p| {
+                        p.assembly_unload_started(*assembly)
+                    });
+                    release(functions);
+                    raise("AssemblyUnloadFinished", bits, &module, &|p| {
+                        p.assembly_unload_finished(*assembly, HResult::S_OK)
+                    });
+                }
+            }
+        });
+        ran.is_ok()
+    }
+}
