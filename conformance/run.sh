@@ -40,6 +40,7 @@ fi
 echo "== building"
 (cd "$root" && cargo build --quiet --release -p conformance-profiler -p simclr)
 cp "$target/release/libconfprof.so" "$bin/"
+mcs -optimize+ -target:library -out:"$bin/Plugin.dll" "$root/conformance/programs/Plugin.cs" >/dev/null
 for program in Sync Cross Crash Runtime; do
   mcs -optimize+ -nowarn:414 -out:"$bin/$program.exe" \
     "$root/conformance/programs/Common.cs" "$root/conformance/programs/$program.cs" >/dev/null

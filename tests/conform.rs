@@ -3,6 +3,7 @@
 //! fail. Also checks that the conformance scenarios are valid and their labels unique.
 
 use serde_json::{json, Value};
+use sim_clr::scenario::Scenario;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -36,6 +37,15 @@ fn synthesize(dir: &Path) -> usize {
     for stem in stems() {
         let file = scenarios_dir().join(format!("{stem}.toml"));
         let out = simclr(&["run", file.to_str().unwrap(), "--json"]);
+        // What a real profiler's GetCodeInfo2 gives: the regions of the method's first code.
+        let scenario = Scenario::parse("conformance.toml", &std::fs::read_to_string(&file).unwrap()).unwrap();
+        let in_code = |f: &Value| {
+            let hex = |v: &Value| u64::from_str_radix(v.as_str()?.trim_start_matches("0x"), 16).ok();
+            let base = scenario
+                .code
+                .by_function_id(corprof::FunctionId(hex(&f["func_id"])?))?;
+            Some(scenario.code.function(base).contains(hex(&f["ip"])?))
+        };
         let report: Value = serde_json::from_slice(&out.stdout).unwrap();
         let fatal = |index: u64| {
             report["faults"]
@@ -75,6 +85,9 @@ fn synthesize(dir: &Path) -> usize {
                                 let same = frames[..i].iter().position(|g| g["func_id"] == f["func_id"]);
                                 if let (false, Some(k)) = (f["function"].is_null(), same) {
                                     record["same_as"] = json!(k);
+                                }
+                                if let Some(inside) = in_code(f) {
+                                    record["in_code"] = json!(inside);
                                 }
                                 record
                             })
@@ -158,7 +171,12 @@ fn conformance_scenarios_are_valid_and_labels_unique() {
         let file = scenarios_dir().join(format!("{stem}.toml"));
         let scenario = sim_clr::scenario::Scenario::load(&file).unwrap_or_else(|e| panic!("{e}"));
         let mut labels: Vec<String> = Vec::new();
-        for call in &scenario.calls {
+        // Events (a thread's exit, an unload) move the process between the recorded calls.
+        for call in scenario
+            .calls
+            .iter()
+            .filter(|c| matches!(c.action, sim_clr::scenario::Action::Api(_)))
+        {
             labels.push(
                 call.case
                     .clone()
@@ -215,14 +233,13 @@ fn inputs_that_cannot_be_compared_are_errors_not_passes() {
     }
 }
 
-/// The runtime's frame templates against what CoreCLR 3.1.23 reported for the same program
-/// (`conformance/programs/Runtime.cs`, recorded by the real-runtime lane into
-/// `conformance/recorded/`): every case agrees, without a runtime on this machine.
-#[test]
-fn the_frame_templates_reproduce_the_recorded_real_runtime() {
+/// Runs `simclr conform` on `runtime.toml` and the real runtime's recorded log of it
+/// (`conformance/recorded/`), after `edit` has changed the log; returns the exit status and
+/// the output.
+fn conform_recorded(name: &str, edit: impl Fn(String) -> String) -> (Option<i32>, String) {
     let (scenarios, results) = (
-        results_dir("templates-scenarios"),
-        results_dir("templates-results"),
+        results_dir(&format!("{name}-scenarios")),
+        results_dir(&format!("{name}-results")),
     );
     std::fs::create_dir_all(&scenarios).unwrap();
     std::fs::create_dir_all(&results).unwrap();
@@ -232,13 +249,38 @@ fn the_frame_templates_reproduce_the_recorded_real_runtime() {
         scenarios.join("runtime.toml"),
     )
     .unwrap();
-    for file in ["runtime.jsonl", "runtime.exit"] {
-        std::fs::copy(recorded.join(file), results.join(file)).unwrap();
-    }
+    std::fs::copy(recorded.join("runtime.exit"), results.join("runtime.exit")).unwrap();
+    let log = std::fs::read_to_string(recorded.join("runtime.jsonl")).unwrap();
+    std::fs::write(results.join("runtime.jsonl"), edit(log)).unwrap();
     let out = simclr(&["conform", scenarios.to_str().unwrap(), results.to_str().unwrap()]);
-    let text = String::from_utf8(out.stdout).unwrap();
-    assert!(out.status.success(), "{text}");
-    assert_eq!(text.lines().last().unwrap(), "37 passed, 0 failed", "{text}");
+    (out.status.code(), String::from_utf8(out.stdout).unwrap())
+}
+
+/// The runtime frame templates, code versions and unloading against the real runtime's
+/// recorded log (`conformance/recorded/`): every case agrees, without a runtime on this
+/// machine.
+#[test]
+fn the_frame_templates_reproduce_the_recorded_real_runtime() {
+    let (code, text) = conform_recorded("templates", |log| log);
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(text.lines().last().unwrap(), "41 passed, 0 failed", "{text}");
+}
+
+/// Code ranges are compared: a record whose tier-1 frame lay inside `GetCodeInfo2`'s regions
+/// differs from the simulator's.
+#[test]
+fn a_record_with_other_code_ranges_differs() {
+    let (code, text) = conform_recorded("ranges", |log| {
+        assert!(log.contains("\"in_code\":false"), "{log}");
+        log.replace("\"in_code\":false", "\"in_code\":true")
+    });
+    assert_eq!(code, Some(1), "{text}");
+    assert_eq!(text.lines().last().unwrap(), "40 passed, 1 failed", "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("t_tierup") && l.contains("Tiered::Rec~") && l.contains("FAIL: differs")),
+        "{text}"
+    );
 }
 
 /// FunctionID identity is compared: a record whose recursive frames do not repeat the first

@@ -3,8 +3,12 @@
 // managed code above it. Each shape walks its own thread by P/Invoke ("default"), except the
 // wait, which a profiler thread walks under SuspendRuntime. Then code identity — generic
 // instantiations over reference and value types, overloads — and threads spinning inside
-// catch, finally and filter handlers, walked by a profiler thread under SuspendRuntime.
+// catch, finally and filter handlers, walked by a profiler thread under SuspendRuntime. Last,
+// code versions and unloading: a method with a tier-0 and a tier-1 activation on one stack,
+// and an IP saved in a collectible assembly, looked up before and after it unloads.
 using System;
+using System.IO;
+using System.Reflection;
 using System.Runtime.CompilerServices;
 using System.Threading;
 using System.Threading.Tasks;
@@ -46,6 +50,34 @@ static class Overloads
 
     [MethodImpl(MethodImplOptions.NoInlining)]
     public static void Call(string name) { Call(1, name); Helpers.Sink++; }
+}
+
+static class Tiered
+{
+    // No loop: CoreCLR 3.1 compiles a method with a loop fully optimized at once, without
+    // tiering. Phase 0 runs tier-0 code and stays on the stack while Warm has the method
+    // promoted; phase 2 then runs the tier-1 code.
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void Rec(int phase)
+    {
+        if (phase == 0) { Warm(); Helpers.Sink++; return; }
+        if (phase == 2) { Native.Run("t_tierup:default"); Helpers.Sink++; return; }
+        Helpers.Sink++;
+    }
+
+    // Calls Rec often enough for call counting to promote it, and waits for the background
+    // tier-1 compilation.
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void Warm()
+    {
+        for (int round = 0; round < 10; round++)
+        {
+            for (int i = 0; i < 100; i++) Rec(1);
+            System.Threading.Thread.Sleep(100);
+        }
+        Rec(2);
+        Helpers.Sink++;
+    }
 }
 
 class Program
@@ -136,6 +168,26 @@ class Program
         thread.Join();
     }
 
+    // Runs Plugin::Run from a collectible context (the profiler saves the IP of its frame),
+    // then unloads the context; returns a weak reference to it. AssemblyLoadContext is
+    // reached by reflection: the compiler's reference assemblies do not have it.
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static WeakReference RunPlugin()
+    {
+        var type = Type.GetType("System.Runtime.Loader.AssemblyLoadContext, System.Runtime.Loader", true);
+        var context = Activator.CreateInstance(type, new object[] { "plugin", true });
+        var path = Path.Combine(Path.GetDirectoryName(typeof(Program).Assembly.Location), "Plugin.dll");
+        var plugin = (Assembly)type.GetMethod("LoadFromAssemblyPath").Invoke(context, new object[] { path });
+        var run = plugin.GetType("Plugin").GetMethod("Run");
+        run.Invoke(null, new object[] { (Action)SaveInPlugin });
+        Native.Run("t_unload/before:fip_saved");
+        type.GetMethod("Unload").Invoke(context, null);
+        return new WeakReference(context);
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void SaveInPlugin() { Native.Run("t_unload/save:save2"); }
+
     static void Main()
     {
         var started = new Thread(Started);
@@ -168,5 +220,14 @@ class Program
         WalkSpinning(SpinInCatch, "t_in_catch:nt_suspended_walk");
         WalkSpinning(SpinInFinallyOuter, "t_in_finally:nt_suspended_walk");
         WalkSpinning(SpinInFilter, "t_in_filter:nt_suspended_walk");
+        Tiered.Rec(0);
+        var unloaded = RunPlugin();
+        for (int i = 0; i < 20 && unloaded.IsAlive; i++)
+        {
+            GC.Collect();
+            GC.WaitForPendingFinalizers();
+        }
+        GC.Collect();
+        Native.Run("t_unload/after:fip_saved");
     }
 }

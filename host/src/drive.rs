@@ -71,6 +71,9 @@ impl Hosted {
                 HostAction::Gc => {
                     rt.collect_garbage(&step.thread);
                 }
+                HostAction::Unload(unload) => {
+                    rt.unload(&step.thread, unload);
+                }
             }
             if let Some(fatal) = rt.take_faults().into_iter().find(|f| f.fatal) {
                 return Ok(Ending::of(&fatal));

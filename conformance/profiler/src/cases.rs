@@ -42,6 +42,8 @@ impl Caller {
 
 static ARMED: Mutex<Option<String>> = Mutex::new(None);
 static TARGET: AtomicUsize = AtomicUsize::new(0);
+/// The IP a `saveK` case kept, for a later `fip_saved`.
+static SAVED_IP: AtomicUsize = AtomicUsize::new(0);
 
 /// Arms a case for the next `Marker` allocation (or GC for `gc…` labels).
 pub fn arm(name: &str) {
@@ -117,8 +119,8 @@ impl Shape {
 }
 
 /// Walks with `shape` (named `name`) and logs the call (and a nested call, if any) under
-/// `label`.
-fn walk(label: &str, caller: Caller, name: &str, shape: Shape) {
+/// `label`; returns each callback's IP.
+fn walk(label: &str, caller: Caller, name: &str, shape: Shape) -> Vec<UintPtr> {
     let info = Info::get();
     let mut seed = match shape.seed {
         Seed::None => None,
@@ -178,6 +180,7 @@ fn walk(label: &str, caller: Caller, name: &str, shape: Shape) {
             Some(&named),
         );
     }
+    frames.iter().map(|&(_, _, ip)| ip).collect()
 }
 
 /// The first frame's IP of a walk of the calling thread.
@@ -326,6 +329,10 @@ fn run_here(label: &str, shape: &str, caller: Caller) -> bool {
             info.get_function_from_ip(crate::RunCase as *const () as usize).0,
         ),
         "fip2_managed" => call("GetFunctionFromIP2", info.get_function_from_ip2(first_ip())),
+        "fip_saved" => call(
+            "GetFunctionFromIP",
+            info.get_function_from_ip(SAVED_IP.load(Ordering::SeqCst)).0,
+        ),
         "suspended" => {
             // The sampler protocol of dotnet/samples, step by step.
             step(
@@ -386,10 +393,17 @@ fn run_here(label: &str, shape: &str, caller: Caller) -> bool {
             );
             walk_as("target");
         }
-        other => match snapshot_shape(other) {
-            Some(s) => walk(label, caller, other, s),
-            None => return false,
-        },
+        other => {
+            // `saveK`: a plain walk of this thread that keeps callback K's IP.
+            let save = other.strip_prefix("save").and_then(|k| k.parse::<usize>().ok());
+            let Some(s) = snapshot_shape(if save.is_some() { "default" } else { other }) else {
+                return false;
+            };
+            let ips = walk(label, caller, other, s);
+            if let Some(ip) = save.and_then(|k| ips.get(k)) {
+                SAVED_IP.store(*ip, Ordering::SeqCst);
+            }
+        }
     }
     true
 }

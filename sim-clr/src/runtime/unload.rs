@@ -6,7 +6,7 @@
 //! `E_FAIL`, and its `FunctionID`s name freed memory (a fault when used).
 
 use super::{CallContext, Runtime};
-use crate::code::FunctionIndex;
+use crate::code::{CodeKind, CodeMap, FunctionIndex};
 use crate::trace::Event;
 use corprof::flags::{event, high};
 use corprof::{AssemblyId, HResult};
@@ -23,6 +23,49 @@ pub enum Unload {
         /// Its functions.
         functions: Vec<FunctionIndex>,
     },
+}
+
+impl Unload {
+    /// The unload of dynamic method `name`; the error says why it cannot be unloaded alone.
+    pub fn dynamic_method(code: &CodeMap, name: &str) -> Result<Unload, String> {
+        let index = code
+            .by_name(name)
+            .ok_or_else(|| format!("no function named `{name}` in [[code]]"))?;
+        if code.function(index).kind != CodeKind::Lcg {
+            return Err(format!(
+                "`{name}` is not a dynamic method (kind = \"lcg\"); other methods unload only with their assembly (`module`)"
+            ));
+        }
+        Ok(Unload::DynamicMethod(index))
+    }
+
+    /// The unload of the collectible assembly of module `name`, with its methods; the error
+    /// says why it cannot be.
+    pub fn assembly(code: &CodeMap, name: &str) -> Result<Unload, String> {
+        let functions: Vec<FunctionIndex> = (code.functions().iter().enumerate())
+            .filter(|(_, f)| f.module == name && f.kind.has_metadata())
+            .map(|(i, _)| i)
+            .collect();
+        let def = code.metadata().modules().iter().find(|d| d.name == name);
+        let (Some(def), false) = (def, functions.is_empty()) else {
+            return Err(format!("no method with metadata is in module `{name}`"));
+        };
+        if name.ends_with("System.Private.CoreLib.dll") {
+            return Err("System.Private.CoreLib is never unloaded".into());
+        }
+        Ok(Unload::Assembly {
+            assembly: def.assembly,
+            functions,
+        })
+    }
+
+    /// The functions unloaded.
+    pub fn functions(&self) -> &[FunctionIndex] {
+        match self {
+            Unload::DynamicMethod(f) => std::slice::from_ref(f),
+            Unload::Assembly { functions, .. } => functions,
+        }
+    }
 }
 
 impl Runtime {

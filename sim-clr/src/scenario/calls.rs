@@ -4,7 +4,7 @@
 use super::build::{one_of, Builder, Res};
 use super::model::{CallModel, NestedModel};
 use super::types::*;
-use crate::code::{CodeKind, CodeMap, FunctionIndex};
+use crate::code::CodeMap;
 use crate::runtime::{CallContext, CallbackKind, Unload};
 use crate::thread::{StackEntry, Thread};
 use crate::trace::FaultKind;
@@ -629,7 +629,8 @@ impl Builder<'_> {
     }
 
     /// An `unload` event: `function` names a dynamic method, `module` a collectible
-    /// assembly's module. Code with a frame on a stack, or already unloaded, cannot be.
+    /// assembly's module. Code with a frame on the stack of a thread that has not exited, or
+    /// already unloaded, cannot be.
     fn unload(&self, m: &CallModel, ev: &Spanned<String>, ctx: &CallCtx) -> Res<Unload> {
         let (unload, span, field) = match (&m.function, &m.module) {
             (Some(f), None) => {
@@ -637,55 +638,28 @@ impl Builder<'_> {
                     .get_ref()
                     .as_str()
                     .ok_or_else(|| self.err(f.span(), "function", "expected the name of a dynamic method"))?;
-                self.known_function(name, f.span(), "function", ctx)?;
-                let index = ctx.code.by_name(name).unwrap_or_default();
-                if ctx.code.function(index).kind != CodeKind::Lcg {
-                    return Err(self.err(
-                        f.span(),
-                        "function",
-                        format!("`{name}` is not a dynamic method (kind = \"lcg\"); other methods unload only with their assembly (`module`)"),
-                    ));
-                }
-                (Unload::DynamicMethod(index), f.span(), "function")
+                let unload = Unload::dynamic_method(ctx.code, name);
+                (unload, f.span(), "function")
             }
-            (None, Some(module)) => {
-                let name = module.get_ref();
-                let functions: Vec<FunctionIndex> = (ctx.code.functions().iter().enumerate())
-                    .filter(|(_, f)| f.module == *name && f.kind.has_metadata())
-                    .map(|(i, _)| i)
-                    .collect();
-                let def = ctx.code.metadata().modules().iter().find(|d| d.name == *name);
-                let (Some(def), false) = (def, functions.is_empty()) else {
-                    return Err(self.err(
-                        module.span(),
-                        "module",
-                        format!("no method with metadata is in module `{name}`"),
-                    ));
-                };
-                if name.ends_with("System.Private.CoreLib.dll") {
-                    return Err(self.err(
-                        module.span(),
-                        "module",
-                        "System.Private.CoreLib is never unloaded",
-                    ));
-                }
-                let unload = Unload::Assembly {
-                    assembly: def.assembly,
-                    functions,
-                };
-                (unload, module.span(), "module")
-            }
+            (None, Some(module)) => (
+                Unload::assembly(ctx.code, module.get_ref()),
+                module.span(),
+                "module",
+            ),
             _ => return Err(self.err(
                 ev.span(),
                 "function",
                 "an unload names one of `function` (a dynamic method) or `module` (a collectible assembly)",
             )),
         };
-        let functions = match &unload {
-            Unload::DynamicMethod(f) => std::slice::from_ref(f),
-            Unload::Assembly { functions, .. } => functions.as_slice(),
+        let unload = unload.map_err(|message| self.err(span.clone(), field, message))?;
+        let functions = unload.functions();
+        // Threads that exited earlier hold no frames any more.
+        let exited = |t: &Thread| {
+            (ctx.earlier.iter())
+                .any(|c| c.caller == t.name && matches!(c.action, Action::ThreadExit | Action::ThreadDelete))
         };
-        let on_stack = ctx.threads.iter().find_map(|t| {
+        let on_stack = ctx.threads.iter().filter(|t| !exited(t)).find_map(|t| {
             t.stack.iter().find_map(|e| match e {
                 StackEntry::Call { function, .. } if functions.contains(function) => Some((t, *function)),
                 _ => None,
@@ -703,10 +677,7 @@ impl Builder<'_> {
             ));
         }
         let twice = ctx.earlier.iter().any(|c| match &c.action {
-            Action::Unload(Unload::DynamicMethod(f)) => functions.contains(f),
-            Action::Unload(Unload::Assembly { functions: other, .. }) => {
-                other.iter().any(|f| functions.contains(f))
-            }
+            Action::Unload(earlier) => earlier.functions().iter().any(|f| functions.contains(f)),
             _ => false,
         });
         if twice {

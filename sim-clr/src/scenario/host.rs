@@ -9,12 +9,16 @@
 use super::error::{ScenarioError, Source};
 use super::model::{HostModel, HostStepModel};
 use crate::code::CodeMap;
-use crate::runtime::{CallContext, CallbackKind};
+use crate::runtime::{CallContext, CallbackKind, Unload};
 use crate::thread::Thread;
 use corprof::ClassId;
 use toml::Spanned;
 
 type Res<T> = Result<T, ScenarioError>;
+
+/// What a step with several actions, or none, is told.
+const ONE_ACTION: &str =
+    "a step has exactly one of `call` (an export), `raise` (a callback), `gc = true` or `unload` (a module)";
 
 /// The most `[[host.steps]]` a file may have.
 pub const MAX_HOST_STEPS: usize = 10_000;
@@ -63,6 +67,9 @@ pub enum HostAction {
     },
     /// The thread starts a garbage collection (`GC.Collect()`).
     Gc,
+    /// The thread unloads a collectible assembly (`AssemblyLoadContext.Unload` and the
+    /// collections that free it).
+    Unload(Unload),
 }
 
 /// Validates the `[host]` table.
@@ -103,8 +110,8 @@ fn step(src: &Source<'_>, s: &Spanned<HostStepModel>, threads: &[Thread], code: 
                 format!("no thread named `{}`", m.thread.get_ref()),
             )
         })?;
-    let action = match (&m.call, &m.raise, m.gc) {
-        (Some(export), None, None) => HostAction::Call {
+    let action = match (&m.call, &m.raise, m.gc, &m.unload) {
+        (Some(export), None, None, None) => HostAction::Call {
             export: export.get_ref().clone(),
             arg: m.arg.as_ref().map(|a| a.get_ref().clone()),
             context: if thread.is_managed() {
@@ -113,7 +120,7 @@ fn step(src: &Source<'_>, s: &Spanned<HostStepModel>, threads: &[Thread], code: 
                 CallContext::Thread
             },
         },
-        (None, Some(raise), None) => {
+        (None, Some(raise), None, None) => {
             let callback = CallbackKind::parse(raise.get_ref())
                 .filter(|&k| k != CallbackKind::FunctionEnter)
                 .ok_or_else(|| {
@@ -147,14 +154,11 @@ fn step(src: &Source<'_>, s: &Spanned<HostStepModel>, threads: &[Thread], code: 
             };
             HostAction::Raise { callback, class }
         }
-        (None, None, Some(true)) => HostAction::Gc,
-        _ => {
-            return Err(src.error(
-                s.span(),
-                "steps",
-                "a step has exactly one of `call` (an export), `raise` (a callback) or `gc = true`",
-            ))
-        }
+        (None, None, Some(true), None) => HostAction::Gc,
+        (None, None, None, Some(module)) => HostAction::Unload(
+            Unload::assembly(code, module.get_ref()).map_err(|e| src.error(module.span(), "unload", e))?,
+        ),
+        _ => return Err(src.error(s.span(), "steps", ONE_ACTION)),
     };
     if m.arg.is_some() && !matches!(action, HostAction::Call { .. }) {
         return Err(src.error(s.span(), "arg", "`arg` goes with `call`"));

@@ -50,6 +50,7 @@ pub(crate) struct HostStepModel {
     pub raise: Option<Spanned<String>>,
     pub class: Option<Spanned<String>>,
     pub gc: Option<bool>,
+    pub unload: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
