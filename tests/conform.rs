@@ -263,7 +263,7 @@ fn conform_recorded(name: &str, edit: impl Fn(String) -> String) -> (Option<i32>
 fn the_frame_templates_reproduce_the_recorded_real_runtime() {
     let (code, text) = conform_recorded("templates", |log| log);
     assert_eq!(code, Some(0), "{text}");
-    assert_eq!(text.lines().last().unwrap(), "41 passed, 0 failed", "{text}");
+    assert_eq!(text.lines().last().unwrap(), "47 passed, 0 failed", "{text}");
 }
 
 /// Code ranges are compared: a record whose tier-1 frame lay inside `GetCodeInfo2`'s regions
@@ -275,7 +275,7 @@ fn a_record_with_other_code_ranges_differs() {
         log.replace("\"in_code\":false", "\"in_code\":true")
     });
     assert_eq!(code, Some(1), "{text}");
-    assert_eq!(text.lines().last().unwrap(), "40 passed, 1 failed", "{text}");
+    assert_eq!(text.lines().last().unwrap(), "46 passed, 1 failed", "{text}");
     assert!(
         text.lines()
             .any(|l| l.starts_with("t_tierup") && l.contains("Tiered::Rec~") && l.contains("FAIL: differs")),

@@ -52,6 +52,34 @@ static class Overloads
     public static void Call(string name) { Call(1, name); Helpers.Sink++; }
 }
 
+static class GenericMethods
+{
+    // A generic method: reference-type instantiations share one body and FunctionID, a
+    // value-type one has its own.
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void Hop<T>(string name, int step)
+    {
+        if (step == 0) { Hop<int>(name, 1); Helpers.Sink++; return; }
+        if (step == 1) { Hop<object>(name, 2); Helpers.Sink++; return; }
+        Native.Run(name);
+    }
+}
+
+interface IRunner { void Go(string name); }
+
+class Runner : IRunner
+{
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public void Go(string name) { Native.Run(name); }
+}
+
+struct ValueRunner : IRunner
+{
+    public int Pad;
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public void Go(string name) { Native.Run(name); Pad++; }
+}
+
 static class Tiered
 {
     // No loop: CoreCLR 3.1 compiles a method with a loop fully optimized at once, without
@@ -188,6 +216,29 @@ class Program
     [MethodImpl(MethodImplOptions.NoInlining)]
     static void SaveInPlugin() { Native.Run("t_unload/save:save2"); }
 
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void FirstTarget() { Native.Run("t_multicast:default"); }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void SecondTarget() { Helpers.Sink++; }
+
+    // Dispatch stubs and delegates: an interface call, an interface call on a boxed struct
+    // (an unboxing stub), a multicast delegate and a closure.
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void Dispatch()
+    {
+        IRunner runner = new Runner();
+        runner.Go("t_interface:default");
+        IRunner boxed = new ValueRunner();
+        boxed.Go("t_unboxing:default");
+        Action both = FirstTarget;
+        both += SecondTarget;
+        both();
+        int captured = Helpers.Sink;
+        Action closure = () => { Helpers.Sink += captured; Native.Run("t_closure:default"); };
+        closure();
+    }
+
     static void Main()
     {
         var started = new Thread(Started);
@@ -220,6 +271,9 @@ class Program
         WalkSpinning(SpinInCatch, "t_in_catch:nt_suspended_walk");
         WalkSpinning(SpinInFinallyOuter, "t_in_finally:nt_suspended_walk");
         WalkSpinning(SpinInFilter, "t_in_filter:nt_suspended_walk");
+        GenericMethods.Hop<string>("t_generic_method:default", 0);
+        Dispatch();
+        Helpers.MatrixAt(500, "t_deep:default");
         Tiered.Rec(0);
         var unloaded = RunPlugin();
         for (int i = 0; i < 20 && unloaded.IsAlive; i++)
