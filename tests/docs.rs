@@ -187,3 +187,27 @@ fn scenario_format_doc_lists_every_template_where_it_goes() {
         );
     }
 }
+
+#[test]
+fn scenario_format_doc_lists_every_enum_word() {
+    use sim_clr::scenario::names::*;
+    let words = quoted(&read("docs/scenario-format.md"));
+    let tables: [(&str, Vec<&str>); 8] = [
+        ("platform", PLATFORMS.iter().map(|(n, _)| *n).collect()),
+        ("kind", CODE_KINDS.iter().map(|(n, _)| *n).collect()),
+        ("thread kind", THREAD_KINDS.iter().map(|(n, _)| *n).collect()),
+        ("mode", MODES.iter().map(|(n, _)| *n).collect()),
+        ("state", LIFECYCLES.iter().map(|(n, _)| *n).collect()),
+        ("exception", EXCEPTION_STATES.iter().map(|(n, _)| *n).collect()),
+        ("os_context", OS_CONTEXTS.iter().map(|(n, _)| *n).collect()),
+        ("funclet", FUNCLETS.iter().map(|(n, _)| *n).collect()),
+    ];
+    for (field, names) in tables {
+        for name in names {
+            assert!(
+                words.iter().any(|w| w == name || w == &format!("\"{name}\"")),
+                "docs/scenario-format.md does not list `{name}` ({field})"
+            );
+        }
+    }
+}

@@ -118,6 +118,9 @@ impl Shape {
     }
 }
 
+/// A walk's callbacks: (`FunctionID`, context size, IP) each.
+type Callbacks = Vec<(usize, u32, usize)>;
+
 /// Walks with `shape` (named `name`) and logs the call (and a nested call, if any) under
 /// `label`; returns each callback's IP.
 fn walk(label: &str, caller: Caller, name: &str, shape: Shape) -> Vec<UintPtr> {
@@ -141,8 +144,8 @@ fn walk(label: &str, caller: Caller, name: &str, shape: Shape) -> Vec<UintPtr> {
             )
         }
     };
-    let mut frames: Vec<(usize, u32, usize)> = Vec::new();
-    let mut nested: Option<(HRESULT, Vec<(usize, u32, usize)>)> = None;
+    let mut frames: Callbacks = Vec::new();
+    let mut nested: Option<(HRESULT, Callbacks)> = None;
     let mut callback = |f: RawFrame| {
         let index = frames.len();
         frames.push((f.func_id, f.context_size, f.ip));

@@ -9,11 +9,14 @@ mod build;
 mod calls;
 mod error;
 mod exec;
+mod functions;
 mod host;
 mod model;
+pub mod names;
 mod process;
 mod report;
 mod templates;
+mod threads;
 mod types;
 
 pub use error::ScenarioError;
