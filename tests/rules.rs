@@ -6,58 +6,74 @@
 
 use corprof::flags::snapshot;
 use corprof::{Context, FunctionId, HResult, ProfilerInfo, Register, SnapshotFrame, ThreadId};
-use sim_clr::scenario::{CallReport, Report, Scenario};
-use sim_clr::{CallContext, CallbackKind, Runtime};
+use fixtures::compose::{CallSpec, Compose, Frame, ThreadSpec, Value};
+use sim_clr::scenario::{
+    CallReport, CallbackBehavior, NestedAt, Scenario, Seed, SeedBase, SeedValue, Target,
+};
+use sim_clr::thread::{ExceptionState, FrameKind, Funclet, Mode, OsContext};
+use sim_clr::{CallContext, CallbackKind, Platform, Runtime};
 
-/// Code and threads shared by the tests: `main` (managed, called through P/Invoke), `worker`
-/// (managed, running managed code), `sampler` (never managed).
-const WORLD: &str = r#"
-[[code]]
-name = "App::Leaf"
-kind = "jit"
-[[code]]
-name = "App::Mid"
-kind = "jit"
-[[code]]
-name = "App::Main"
-kind = "jit"
-[[code]]
-name = "IL_STUB"
-kind = "il_stub"
-[[code]]
-name = "native!run"
-kind = "native"
-[[code]]
-name = "host!main"
-kind = "native"
-[[code]]
-name = "sampler!loop"
-kind = "native"
-[[threads]]
-name = "main"
-frames = [{ fn = "App::Leaf" }, { fn = "App::Mid" }, { fn = "App::Main" }, { fn = "host!main" }]
-[[threads]]
-name = "worker"
-frames = [{ fn = "App::Leaf", repeat = 2 }, { fn = "App::Main" }, { fn = "host!main" }]
-[[threads]]
-name = "sampler"
-kind = "native"
-frames = [{ fn = "sampler!loop" }]
-"#;
+/// The event mask of every scenario unless a test sets its own.
+const MASK: [&str; 8] = [
+    "ENABLE_STACK_SNAPSHOT",
+    "ENABLE_OBJECT_ALLOCATED",
+    "MONITOR_OBJECT_ALLOCATED",
+    "MONITOR_SUSPENDS",
+    "MONITOR_EXCEPTIONS",
+    "MONITOR_GC",
+    "MONITOR_THREADS",
+    "MONITOR_ENTERLEAVE",
+];
 
-const MASK: &str = r#"event_mask = ["ENABLE_STACK_SNAPSHOT", "ENABLE_OBJECT_ALLOCATED", "MONITOR_OBJECT_ALLOCATED", "MONITOR_SUSPENDS", "MONITOR_EXCEPTIONS", "MONITOR_GC", "MONITOR_THREADS", "MONITOR_ENTERLEAVE"]"#;
-
-/// Builds a scenario: `runtime` lines go in `[runtime]`, `threads` are extra `[[threads]]`
-/// tables, `calls` the `[[calls]]` tables.
-fn scenario(platform: &str, runtime: &str, threads: &str, calls: &str) -> Scenario {
-    let mask = if runtime.contains("event_mask") { "" } else { MASK };
-    let text =
-        format!("platform = \"{platform}\"\n[runtime]\n{mask}\n{runtime}\n{WORLD}\n{threads}\n{calls}");
-    Scenario::parse("inline.toml", &text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+/// The code and threads shared by the tests, on `platform`, with [`MASK`]: `main` (managed,
+/// called through P/Invoke), `worker` (managed, running managed code), `sampler` (never
+/// managed). Tests add their own runtime fields, threads and calls.
+fn world(platform: Platform) -> Compose {
+    let managed = [
+        ("App::Leaf", "jit"),
+        ("App::Mid", "jit"),
+        ("App::Main", "jit"),
+        ("IL_STUB", "il_stub"),
+    ];
+    let native = [
+        ("native!run", "native"),
+        ("host!main", "native"),
+        ("sampler!loop", "native"),
+    ];
+    let code = managed
+        .into_iter()
+        .chain(native)
+        .fold(Compose::new(platform).event_mask(&MASK), |c, (name, kind)| {
+            c.code(name, kind)
+        });
+    let main = [
+        Frame::Call("App::Leaf"),
+        Frame::Call("App::Mid"),
+        Frame::Call("App::Main"),
+        Frame::Call("host!main"),
+    ];
+    let worker = [
+        Frame::Repeat("App::Leaf", 2),
+        Frame::Call("App::Main"),
+        Frame::Call("host!main"),
+    ];
+    code.thread(ThreadSpec::new("main", &main))
+        .thread(ThreadSpec::new("worker", &worker))
+        .thread(ThreadSpec::native("sampler", &[Frame::Call("sampler!loop")]))
 }
 
-fn run(platform: &str, runtime: &str, threads: &str, calls: &str) -> Report {
-    scenario(platform, runtime, threads, calls).run()
+/// The contexts calls are made from.
+const THREAD: CallContext = CallContext::Thread;
+const PINVOKE: CallContext = CallContext::PInvoke;
+
+/// A `DoStackSnapshot` by `caller` from `from`.
+fn dss(caller: &str, from: CallContext) -> CallSpec {
+    CallSpec::snapshot(caller, from)
+}
+
+/// The `ThreadID` of the thread named `name`.
+fn on(name: &str) -> Target {
+    Target::Thread(name.into())
 }
 
 fn hr(call: &CallReport) -> &str {
@@ -74,10 +90,6 @@ fn names(call: &CallReport) -> Vec<String> {
         .iter()
         .map(|f| f.function.clone().unwrap_or_else(|| "0".into()))
         .collect()
-}
-
-fn dss(caller: &str, from: &str, extra: &str) -> String {
-    format!("[[calls]]\ncaller = \"{caller}\"\nfrom = \"{from}\"\napi = \"DoStackSnapshot\"\n{extra}\n")
 }
 
 /// Runs `f` on `thread` in `context` against a fresh runtime of `s`.
@@ -100,49 +112,50 @@ fn walk(rt: &Runtime, thread: ThreadId, flags: u32, seed: Option<&Context>) -> (
 
 #[test]
 fn r01_a_detaching_profiler_is_refused() {
-    let r = run(
-        "unix",
-        "detaching = true",
-        "",
-        &dss("main", "pinvoke", "flags = 6"),
-    );
+    let r = world(Platform::Unix)
+        .runtime("detaching", true)
+        .call(dss("main", PINVOKE).flags(6))
+        .build()
+        .run();
     assert_eq!(hr(&r.calls[0]), "CORPROF_E_PROFILER_DETACHING");
 }
 
 #[test]
 fn r01_never_unsupported_call_sequence_even_outside_callbacks() {
-    let r = run("unix", "", "", &dss("main", "pinvoke", ""));
+    let r = world(Platform::Unix).call(dss("main", PINVOKE)).build().run();
     assert_eq!(hr(&r.calls[0]), "S_OK");
 }
 
 #[test]
 fn r02_runtime_not_started_is_unsafe_before_anything_else() {
-    let r = run(
-        "unix",
-        "started = false\ngc_initialized = false",
-        "",
-        &dss("sampler", "thread", "flags = 6\ntarget = \"bogus\""),
-    );
+    let r = world(Platform::Unix)
+        .runtime("started", false)
+        .runtime("gc_initialized", false)
+        .call(dss("sampler", THREAD).flags(6).target(Target::Raw(1)))
+        .build()
+        .run();
     assert_eq!(hr(&r.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNSAFE");
     assert!(r.faults.is_empty());
 }
 
 #[test]
 fn r03_snapshot_flag_is_required_and_checked_before_the_flags() {
-    let r = run("unix", "event_mask = 0", "", &dss("main", "pinvoke", "flags = 2"));
+    let r = world(Platform::Unix)
+        .runtime("event_mask", 0i64)
+        .call(dss("main", PINVOKE).flags(2))
+        .build()
+        .run();
     assert_eq!(hr(&r.calls[0]), "CORPROF_E_INCONSISTENT_WITH_FLAGS");
 }
 
 #[test]
 fn r04_zero_is_the_caller_and_a_non_zero_id_is_not_validated() {
-    let r = run(
-        "unix",
-        "",
-        "",
-        &(dss("main", "pinvoke", "target = 0")
-            + &dss("main", "pinvoke", "target = \"self\"")
-            + &dss("sampler", "thread", "target = \"bogus\"")),
-    );
+    let r = world(Platform::Unix)
+        .call(dss("main", PINVOKE).target(Target::Zero))
+        .call(dss("main", PINVOKE).target(on("self")))
+        .call(dss("sampler", THREAD).target(Target::Raw(1)))
+        .build()
+        .run();
     assert_eq!(names(&r.calls[0]), names(&r.calls[1]));
     assert_eq!(names(&r.calls[0]), ["App::Leaf", "App::Mid", "App::Main", "0"]);
     assert_eq!(r.faults[0].kind, "bogus_thread_id");
@@ -151,17 +164,11 @@ fn r04_zero_is_the_caller_and_a_non_zero_id_is_not_validated() {
 
 #[test]
 fn r05_invalid_flags_are_rejected_before_the_thread_is_dereferenced() {
-    for flags in ["2", "4", "0x80000000", "3"] {
-        let r = run(
-            "unix",
-            "",
-            "",
-            &dss(
-                "sampler",
-                "thread",
-                &format!("target = \"bogus\"\nflags = {flags}"),
-            ),
-        );
+    for flags in [2, 4, 0x8000_0000, 3] {
+        let r = world(Platform::Unix)
+            .call(dss("sampler", THREAD).target(Target::Raw(1)).flags(flags))
+            .build()
+            .run();
         assert_eq!(hr(&r.calls[0]), "E_INVALIDARG", "flags {flags}");
         assert!(r.faults.is_empty());
     }
@@ -169,37 +176,58 @@ fn r05_invalid_flags_are_rejected_before_the_thread_is_dereferenced() {
 
 #[test]
 fn r06_nothing_to_walk_is_success_without_callbacks() {
-    let native = run("unix", "", "", &dss("sampler", "thread", "target = 0"));
+    let native = world(Platform::Unix)
+        .call(dss("sampler", THREAD).target(Target::Zero))
+        .build()
+        .run();
     assert_eq!((hr(&native.calls[0]), names(&native.calls[0]).len()), ("S_OK", 0));
-    let gc = run(
-        "unix",
-        "",
-        "[[threads]]\nname = \"gc\"\ngc_special = true\nframes = [{ fn = \"native!run\" }]",
-        &dss("main", "pinvoke", "target = \"gc\""),
-    );
+    let gc = world(Platform::Unix)
+        .thread(ThreadSpec::new("gc", &[Frame::Call("native!run")]).set("gc_special", true))
+        .call(dss("main", PINVOKE).target(on("gc")))
+        .build()
+        .run();
     assert_eq!((hr(&gc.calls[0]), names(&gc.calls[0]).len()), ("S_OK", 0));
-    let early = run("unix", "gc_initialized = false", "", &dss("main", "pinvoke", ""));
+    let early = world(Platform::Unix)
+        .runtime("gc_initialized", false)
+        .call(dss("main", PINVOKE))
+        .build()
+        .run();
     assert_eq!((hr(&early.calls[0]), names(&early.calls[0]).len()), ("S_OK", 0));
 }
 
 #[test]
 fn r07_context_size_is_ignored_and_a_null_callback_only_crashes_when_a_frame_is_reached() {
-    let r = run(
-        "unix",
-        "",
-        "",
-        &(dss("main", "ObjectAllocated", "seed = \"zero\"\ncontext_size = 16")
-            + &dss("sampler", "thread", "target = \"worker\"\ncallback = \"null\"")),
-    );
+    let r = world(Platform::Unix)
+        .call(
+            dss("main", CallContext::Callback(CallbackKind::ObjectAllocated))
+                .seed(Seed::Context {
+                    base: SeedBase::Zero,
+                    overrides: vec![],
+                })
+                .context_size(16),
+        )
+        .call(
+            dss("sampler", THREAD)
+                .target(on("worker"))
+                .callback(CallbackBehavior::Null),
+        )
+        .build()
+        .run();
     assert_eq!(hr(&r.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNMANAGED_CTX");
     assert_eq!(hr(&r.calls[1]), "E_NOTIMPL");
     assert!(r.faults.is_empty());
-    let crash = run("unix", "", "", &dss("main", "pinvoke", "callback = \"null\""));
+    let crash = world(Platform::Unix)
+        .call(dss("main", PINVOKE).callback(CallbackBehavior::Null))
+        .build()
+        .run();
     assert_eq!(
         (crash.faults[0].kind.as_str(), crash.faults[0].fatal),
         ("null_callback", true)
     );
-    let survive = run("windows", "", "", &dss("main", "pinvoke", "callback = \"null\""));
+    let survive = world(Platform::Windows)
+        .call(dss("main", PINVOKE).callback(CallbackBehavior::Null))
+        .build()
+        .run();
     assert_eq!(
         (hr(&survive.calls[0]), survive.faults[0].fatal),
         ("E_UNEXPECTED", false)
@@ -208,56 +236,54 @@ fn r07_context_size_is_ignored_and_a_null_callback_only_crashes_when_a_frame_is_
 
 #[test]
 fn r08_the_hijack_lock_makes_a_nested_walk_of_the_same_thread_unsafe() {
-    let r = run(
-        "unix",
-        "",
-        "",
-        &(dss("main", "pinvoke", "nested_at = 1") + "[calls.nested]\napi = \"DoStackSnapshot\"\n"),
-    );
+    let nested = CallSpec::inner("DoStackSnapshot");
+    let r = world(Platform::Unix)
+        .call(dss("main", PINVOKE).nested(NestedAt::Frames(vec![1]), nested))
+        .build()
+        .run();
     assert_eq!(hr(&r.calls[0]), "S_OK");
     assert_eq!(hr(&r.calls[0].nested[0]), "CORPROF_E_STACKSNAPSHOT_UNSAFE");
-    let held = run(
-        "unix",
-        "",
-        "[[threads]]\nname = \"held\"\nhijack_lock_held = true\nframes = [{ fn = \"App::Main\" }]",
-        &dss("held", "pinvoke", ""),
-    );
+    let held = world(Platform::Unix)
+        .thread(ThreadSpec::new("held", &[Frame::Call("App::Main")]).set("hijack_lock_held", true))
+        .call(dss("held", PINVOKE))
+        .build()
+        .run();
     assert_eq!(hr(&held.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNSAFE");
 }
 
 #[test]
 fn r09_suspension_in_progress_refuses_managed_callers_only() {
-    let r = run(
-        "windows",
-        "suspend_in_progress = true",
-        "",
-        &(dss("main", "pinvoke", "target = \"worker\"") + &dss("sampler", "thread", "target = \"worker\"")),
-    );
+    let r = world(Platform::Windows)
+        .runtime("suspend_in_progress", true)
+        .call(dss("main", PINVOKE).target(on("worker")))
+        .call(dss("sampler", THREAD).target(on("worker")))
+        .build()
+        .run();
     assert_eq!(hr(&r.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNSAFE");
     assert_eq!(hr(&r.calls[1]), "S_OK");
 }
 
 #[test]
 fn r10_a_forbid_suspend_region_is_unsafe_even_for_the_thread_itself() {
-    let r = run(
-        "unix",
-        "",
-        "[[threads]]\nname = \"busy\"\nforbid_suspend = 2\nframes = [{ fn = \"App::Main\" }]",
-        &dss("busy", "pinvoke", ""),
-    );
+    let r = world(Platform::Unix)
+        .thread(ThreadSpec::new("busy", &[Frame::Call("App::Main")]).set("forbid_suspend", 2i64))
+        .call(dss("busy", PINVOKE))
+        .build()
+        .run();
     assert_eq!(hr(&r.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNSAFE");
 }
 
 #[test]
 fn r11_cross_thread_without_suspend_runtime() {
-    let unix = run("unix", "", "", &dss("sampler", "thread", "target = \"worker\""));
+    let unix = world(Platform::Unix)
+        .call(dss("sampler", THREAD).target(on("worker")))
+        .build()
+        .run();
     assert_eq!(hr(&unix.calls[0]), "E_NOTIMPL");
-    let windows = run(
-        "windows",
-        "",
-        "",
-        &dss("sampler", "thread", "target = \"worker\""),
-    );
+    let windows = world(Platform::Windows)
+        .call(dss("sampler", THREAD).target(on("worker")))
+        .build()
+        .run();
     assert_eq!(hr(&windows.calls[0]), "S_OK");
     let events: Vec<&str> = windows.calls[0].events.iter().map(|e| e.kind.as_str()).collect();
     assert_eq!(events.first(), Some(&"RuntimeThreadSuspended"));
@@ -266,20 +292,17 @@ fn r11_cross_thread_without_suspend_runtime() {
         windows.calls[0].events.iter().all(|e| e.on == "sampler"),
         "R11.3: raised on the caller"
     );
-    let fails = run(
-        "windows",
-        "",
-        "[[threads]]\nname = \"stuck\"\nsuspend_fails = true\nframes = [{ fn = \"App::Main\" }]",
-        &dss("sampler", "thread", "target = \"stuck\""),
-    );
+    let fails = world(Platform::Windows)
+        .thread(ThreadSpec::new("stuck", &[Frame::Call("App::Main")]).set("suspend_fails", true))
+        .call(dss("sampler", THREAD).target(on("stuck")))
+        .build()
+        .run();
     assert_eq!(hr(&fails.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNSAFE");
-    let dead = run(
-        "windows",
-        "",
-        "",
-        &("[[calls]]\nevent = \"thread_exit\"\nthread = \"worker\"\n".to_string()
-            + &dss("sampler", "thread", "target = \"worker\"")),
-    );
+    let dead = world(Platform::Windows)
+        .call(CallSpec::event("thread_exit", "worker"))
+        .call(dss("sampler", THREAD).target(on("worker")))
+        .build()
+        .run();
     assert_eq!(dead.faults[0].kind, "walk_of_destroyed_thread");
     assert_eq!(dead.calls[1].hresult, None, "a fatal error never returns");
 }
@@ -288,7 +311,7 @@ fn r11_cross_thread_without_suspend_runtime() {
 /// notes a discarded seed) keeps at most `MAX_EVENTS` of them; the take says how many it lost.
 #[test]
 fn r12_discarded_seeds_noted_in_bounded_memory() {
-    let s = scenario("unix", "", "", "");
+    let s = world(Platform::Unix).build();
     let walks = sim_clr::MAX_EVENTS + 100;
     let events = with_runtime(&s, "main", CallContext::PInvoke, |rt| {
         let seed = Context::zeroed();
@@ -311,12 +334,17 @@ fn r12_discarded_seeds_noted_in_bounded_memory() {
 
 #[test]
 fn r12_a_preemptive_targets_seed_is_discarded_unchecked() {
-    let r = run(
-        "unix",
-        "",
-        "",
-        &(dss("main", "pinvoke", "seed = \"zero\"") + &dss("main", "pinvoke", "seed = { rip = 0x42 }")),
-    );
+    let r = world(Platform::Unix)
+        .call(dss("main", PINVOKE).seed(Seed::Context {
+            base: SeedBase::Zero,
+            overrides: vec![],
+        }))
+        .call(dss("main", PINVOKE).seed(Seed::Context {
+            base: SeedBase::Zero,
+            overrides: vec![(None, SeedValue::Raw(0x42))],
+        }))
+        .build()
+        .run();
     for call in &r.calls {
         assert_eq!(hr(call), "S_OK");
         assert_eq!(names(call), ["App::Leaf", "App::Mid", "App::Main", "0"]);
@@ -327,39 +355,57 @@ fn r12_a_preemptive_targets_seed_is_discarded_unchecked() {
 #[test]
 fn r13_cooperative_cross_thread_targets_must_have_a_trustworthy_context() {
     for bad in [
-        "debugger_filter",
-        "get_context_fails",
-        "in_kernel",
-        "exception_active",
-        "no_exception_reporting",
+        OsContext::DebuggerFilter,
+        OsContext::GetContextFails,
+        OsContext::InKernel,
+        OsContext::ExceptionActive,
+        OsContext::NoExceptionReporting,
     ] {
-        let t =
-            format!("[[threads]]\nname = \"t\"\nos_context = \"{bad}\"\nframes = [{{ fn = \"App::Main\" }}]");
-        let r = run("windows", "", &t, &dss("sampler", "thread", "target = \"t\""));
-        assert_eq!(hr(&r.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNSAFE", "{bad}");
+        let t = ThreadSpec::new("t", &[Frame::Call("App::Main")]).os_context(bad);
+        let r = world(Platform::Windows)
+            .thread(t)
+            .call(dss("sampler", THREAD).target(on("t")))
+            .build()
+            .run();
+        assert_eq!(hr(&r.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNSAFE", "{bad:?}");
     }
-    let race = run(
-        "windows",
-        "",
-        "[[threads]]\nname = \"t\"\nmode_race = true\nframes = [{ fn = \"App::Main\" }]",
-        &dss("sampler", "thread", "target = \"t\""),
-    );
+    let race = world(Platform::Windows)
+        .thread(ThreadSpec::new("t", &[Frame::Call("App::Main")]).set("mode_race", true))
+        .call(dss("sampler", THREAD).target(on("t")))
+        .build()
+        .run();
     assert_eq!(hr(&race.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNSAFE", "R13.3");
-    let stale = run("windows", "", "[[threads]]\nname = \"t\"\nos_context = \"stale\"\nframes = [{ fn = \"App::Leaf\" }, { frame = \"HelperMethodFrame\" }, { fn = \"App::Main\" }]", &dss("sampler", "thread", "target = \"t\""));
+    let stale = world(Platform::Windows)
+        .thread(
+            ThreadSpec::new(
+                "t",
+                &[
+                    Frame::Call("App::Leaf"),
+                    Frame::Explicit(FrameKind::HelperMethod),
+                    Frame::Call("App::Main"),
+                ],
+            )
+            .os_context(OsContext::Stale),
+        )
+        .call(dss("sampler", THREAD).target(on("t")))
+        .build()
+        .run();
     assert_eq!(hr(&stale.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNSAFE", "R13.4");
-    let unix = run(
-        "unix",
-        "",
-        "",
-        &dss("main", "GarbageCollectionStarted", "target = \"worker\""),
-    );
+    let unix = world(Platform::Unix)
+        .call(
+            dss(
+                "main",
+                CallContext::Callback(CallbackKind::GarbageCollectionStarted),
+            )
+            .target(on("worker")),
+        )
+        .build()
+        .run();
     assert_eq!(hr(&unix.calls[0]), "E_NOTIMPL");
-    let selfseed = run(
-        "windows",
-        "",
-        "",
-        &dss("sampler", "thread", "target = \"worker\""),
-    );
+    let selfseed = world(Platform::Windows)
+        .call(dss("sampler", THREAD).target(on("worker")))
+        .build()
+        .run();
     assert_eq!(
         names(&selfseed.calls[0]),
         ["App::Leaf", "App::Leaf", "App::Main", "0"],
@@ -369,101 +415,108 @@ fn r13_cooperative_cross_thread_targets_must_have_a_trustworthy_context() {
 
 #[test]
 fn r14_the_seed_ip_must_be_managed_code() {
-    let r = run(
-        "unix",
-        "",
-        "",
-        &(dss(
-            "main",
-            "ObjectAllocated",
-            "seed = { thread = \"main\", frame = 3 }",
-        ) + &dss(
-            "main",
-            "ObjectAllocated",
-            "seed = { thread = \"main\", frame = 1 }",
-        )),
-    );
+    let r = world(Platform::Unix)
+        .call(
+            dss("main", CallContext::Callback(CallbackKind::ObjectAllocated)).seed(Seed::Context {
+                base: SeedBase::Frame("main".into(), 3),
+                overrides: vec![],
+            }),
+        )
+        .call(
+            dss("main", CallContext::Callback(CallbackKind::ObjectAllocated)).seed(Seed::Context {
+                base: SeedBase::Frame("main".into(), 1),
+                overrides: vec![],
+            }),
+        )
+        .build()
+        .run();
     assert_eq!(hr(&r.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNMANAGED_CTX");
     assert_eq!(names(&r.calls[1]), ["App::Mid", "App::Main", "0"]);
 }
 
 #[test]
 fn r15_an_unseeded_walk_during_unwinding_is_unmanaged_ctx() {
-    let t = "[[threads]]\nname = \"t\"\nexception = \"unwinding\"\nframes = [{ fn = \"App::Main\" }, { fn = \"host!main\" }]";
-    let r = run(
-        "unix",
-        "",
-        t,
-        &(dss("t", "pinvoke", "") + &dss("t", "ExceptionThrown", "seed = { thread = \"t\", frame = 0 }")),
-    );
+    let t = ThreadSpec::new("t", &[Frame::Call("App::Main"), Frame::Call("host!main")])
+        .exception(ExceptionState::Unwinding);
+    let r = world(Platform::Unix)
+        .thread(t.clone())
+        .call(dss("t", PINVOKE))
+        .call(
+            dss("t", CallContext::Callback(CallbackKind::ExceptionThrown)).seed(Seed::Context {
+                base: SeedBase::Frame("t".into(), 0),
+                overrides: vec![],
+            }),
+        )
+        .build()
+        .run();
     assert_eq!(hr(&r.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNMANAGED_CTX");
     assert_eq!(hr(&r.calls[1]), "S_OK", "seeded: R15 does not apply");
 }
 
 #[test]
 fn r16_an_inconsistent_exception_state_is_unsafe_seeded_or_not() {
-    let t = "[[threads]]\nname = \"t\"\nexception = \"inconsistent\"\nframes = [{ fn = \"App::Main\" }]";
-    let r = run(
-        "unix",
-        "",
-        t,
-        &(dss("t", "pinvoke", "") + &dss("t", "ObjectAllocated", "seed = { thread = \"t\", frame = 0 }")),
-    );
+    let t = ThreadSpec::new("t", &[Frame::Call("App::Main")]).exception(ExceptionState::Inconsistent);
+    let r = world(Platform::Unix)
+        .thread(t.clone())
+        .call(dss("t", PINVOKE))
+        .call(
+            dss("t", CallContext::Callback(CallbackKind::ObjectAllocated)).seed(Seed::Context {
+                base: SeedBase::Frame("t".into(), 0),
+                overrides: vec![],
+            }),
+        )
+        .build()
+        .run();
     assert_eq!(hr(&r.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNSAFE");
     assert_eq!(hr(&r.calls[1]), "CORPROF_E_STACKSNAPSHOT_UNSAFE");
 }
 
 #[test]
 fn r17_walk_outcomes_map_to_hresults() {
-    let empty = run(
-        "unix",
-        "",
-        "[[threads]]\nname = \"t\"\nframes = [{ fn = \"IL_STUB\" }]",
-        &dss("t", "pinvoke", ""),
-    );
+    let empty = world(Platform::Unix)
+        .thread(ThreadSpec::new("t", &[Frame::Call("IL_STUB")]))
+        .call(dss("t", PINVOKE))
+        .build()
+        .run();
     assert_eq!(
         (hr(&empty.calls[0]), names(&empty.calls[0]).len()),
         ("S_OK", 0),
         "the walk stopped only at a frame without metadata"
     );
-    let none = run(
-        "unix",
-        "",
-        "[[threads]]\nname = \"t\"\nframes = [{ fn = \"native!run\" }]",
-        &dss("t", "ThreadDestroyed", ""),
-    );
+    let none = world(Platform::Unix)
+        .thread(ThreadSpec::new("t", &[Frame::Call("native!run")]))
+        .call(dss("t", CallContext::Callback(CallbackKind::ThreadDestroyed)))
+        .build()
+        .run();
     assert_eq!(hr(&none.calls[0]), "E_FAIL", "no frame at all: SWA_FAILED");
-    let outside = run(
-        "windows",
-        "",
-        "",
-        &dss(
-            "sampler",
-            "thread",
-            "target = \"worker\"\nseed = { thread = \"main\", frame = 0 }",
-        ),
-    );
+    let outside = world(Platform::Windows)
+        .call(dss("sampler", THREAD).target(on("worker")).seed(Seed::Context {
+            base: SeedBase::Frame("main".into(), 0),
+            overrides: vec![],
+        }))
+        .build()
+        .run();
     assert_eq!(
         (hr(&outside.calls[0]), names(&outside.calls[0]).len()),
         ("E_FAIL", 1)
     );
-    let av = run(
-        "windows",
-        "",
-        "",
-        &dss(
-            "sampler",
-            "thread",
-            "target = \"worker\"\nseed = { rip = { fn = \"App::Main\" }, rsp = 0x1000 }",
-        ),
-    );
+    let av = world(Platform::Windows)
+        .call(dss("sampler", THREAD).target(on("worker")).seed(Seed::Context {
+            base: SeedBase::Zero,
+            overrides: vec![
+                (None, SeedValue::Function("App::Main".into(), 0)),
+                (Some(Register::Rsp), SeedValue::Raw(0x1000)),
+            ],
+        }))
+        .build()
+        .run();
     assert_eq!(hr(&av.calls[0]), "E_UNEXPECTED");
     assert_eq!(av.faults[0].kind, "access_violation");
 }
 
 #[test]
 fn r18_cleanup_resumes_the_target_and_releases_the_hijack_lock() {
-    let s = scenario("windows", "", "", "");
+    let s = world(Platform::Windows).build();
     let rt = s.runtime();
     let worker = rt.thread("worker").unwrap().id;
     rt.on_thread("sampler", CallContext::Thread, |rt| {
@@ -491,9 +544,11 @@ fn r18_cleanup_resumes_the_target_and_releases_the_hijack_lock() {
 
 #[test]
 fn r19_a_walk_under_suspend_runtime_does_not_suspend_the_target_itself() {
-    let calls = "[[calls]]\ncaller = \"sampler\"\napi = \"SuspendRuntime\"\n".to_string()
-        + &dss("sampler", "thread", "target = \"worker\"");
-    let r = run("windows", "", "", &calls);
+    let r = world(Platform::Windows)
+        .call(CallSpec::api("SuspendRuntime", "sampler", THREAD))
+        .call(dss("sampler", THREAD).target(on("worker")))
+        .build()
+        .run();
     assert_eq!(hr(&r.calls[1]), "S_OK");
     assert!(r.calls[1]
         .events
@@ -503,15 +558,44 @@ fn r19_a_walk_under_suspend_runtime_does_not_suspend_the_target_itself() {
 
 #[test]
 fn r20_only_managed_frames_with_metadata_are_reported() {
-    let t = "[[threads]]\nname = \"t\"\nframes = [{ fn = \"App::Leaf\" }, { fn = \"IL_STUB\" }, { fn = \"App::Main\" }, { frame = \"GCFrame\" }, { fn = \"host!main\" }]";
-    let r = run("unix", "", t, &dss("t", "ObjectAllocated", ""));
+    let t = ThreadSpec::new(
+        "t",
+        &[
+            Frame::Call("App::Leaf"),
+            Frame::Call("IL_STUB"),
+            Frame::Call("App::Main"),
+            Frame::Explicit(FrameKind::Gc),
+            Frame::Call("host!main"),
+        ],
+    );
+    let r = world(Platform::Unix)
+        .thread(t.clone())
+        .call(dss("t", CallContext::Callback(CallbackKind::ObjectAllocated)))
+        .build()
+        .run();
     assert_eq!(names(&r.calls[0]), ["App::Leaf", "App::Main", "0"]);
 }
 
 #[test]
 fn r21_one_marker_per_native_run_below_managed_code_and_none_on_top() {
-    let t = "[[threads]]\nname = \"t\"\nframes = [{ fn = \"native!run\", repeat = 3 }, { frame = \"InlinedCallFrame\" }, { fn = \"App::Leaf\" }, { fn = \"IL_STUB\" }, { fn = \"native!run\", repeat = 4 }, { frame = \"InlinedCallFrame\" }, { fn = \"App::Main\" }, { fn = \"host!main\" }]";
-    let r = run("unix", "", t, &dss("t", "thread", ""));
+    let t = ThreadSpec::new(
+        "t",
+        &[
+            Frame::Repeat("native!run", 3),
+            Frame::Explicit(FrameKind::InlinedCall),
+            Frame::Call("App::Leaf"),
+            Frame::Call("IL_STUB"),
+            Frame::Repeat("native!run", 4),
+            Frame::Explicit(FrameKind::InlinedCall),
+            Frame::Call("App::Main"),
+            Frame::Call("host!main"),
+        ],
+    );
+    let r = world(Platform::Unix)
+        .thread(t.clone())
+        .call(dss("t", THREAD))
+        .build()
+        .run();
     assert_eq!(
         names(&r.calls[0]),
         ["App::Leaf", "0", "App::Main", "0"],
@@ -521,7 +605,7 @@ fn r21_one_marker_per_native_run_below_managed_code_and_none_on_top() {
 
 #[test]
 fn r22_r23_frames_come_leaf_first_with_the_leaf_ip_then_return_addresses() {
-    let s = scenario("windows", "", "", "");
+    let s = world(Platform::Windows).build();
     with_runtime(&s, "sampler", CallContext::Thread, |rt| {
         let worker = rt.thread("worker").unwrap();
         let (hr, seen) = walk(rt, worker.id, 0, None);
@@ -540,7 +624,7 @@ fn r22_r23_frames_come_leaf_first_with_the_leaf_ip_then_return_addresses() {
 
 #[test]
 fn r24_frame_info_repeats_the_callback_arguments_with_null_generic_context() {
-    let s = scenario("unix", "", "", "");
+    let s = world(Platform::Unix).build();
     with_runtime(&s, "main", CallContext::PInvoke, |rt| {
         let (_, seen) = walk(rt, ThreadId::NULL, 0, None);
         for (func, ip, info, _) in &seen {
@@ -567,7 +651,7 @@ fn r24_frame_info_repeats_the_callback_arguments_with_null_generic_context() {
 
 #[test]
 fn r25_each_context_holds_that_frames_registers() {
-    let s = scenario("unix", "", "", "");
+    let s = world(Platform::Unix).build();
     with_runtime(
         &s,
         "main",
@@ -596,17 +680,16 @@ fn r25_each_context_holds_that_frames_registers() {
 
 #[test]
 fn r26_any_value_but_s_ok_aborts_the_walk() {
-    for value in ["S_FALSE", "E_FAIL", "0x12345", "0x80131361"] {
-        let r = run(
-            "unix",
-            "",
-            "",
-            &dss(
-                "main",
-                "pinvoke",
-                &format!("callback = {{ return = \"{value}\", at = 2 }}"),
-            ),
-        );
+    for value in [
+        HResult::S_FALSE,
+        HResult::E_FAIL,
+        HResult(0x12345),
+        HResult(0x8013_1361),
+    ] {
+        let r = world(Platform::Unix)
+            .call(dss("main", PINVOKE).callback(CallbackBehavior::Return { at: 2, value }))
+            .build()
+            .run();
         assert_eq!(hr(&r.calls[0]), "CORPROF_E_STACKSNAPSHOT_ABORTED");
         assert_eq!(names(&r.calls[0]).len(), 3, "no callback after the aborting one");
     }
@@ -614,12 +697,16 @@ fn r26_any_value_but_s_ok_aborts_the_walk() {
 
 #[test]
 fn r27_calls_from_the_callback_inherit_the_call_state() {
-    let nested = "nested_at = 0\n[calls.nested]\napi = \"GetFunctionFromIP2\"\nip = \"frame\"\n";
-    let calls = dss("main", "pinvoke", nested)
-        + &dss("main", "ExceptionThrown", nested)
-        + "[[calls]]\ncaller = \"sampler\"\napi = \"SuspendRuntime\"\n"
-        + &dss("sampler", "thread", &format!("target = \"worker\"\n{nested}"));
-    let r = run("unix", "", "", &calls);
+    let at = || NestedAt::Frames(vec![0]);
+    let nested = || CallSpec::inner("GetFunctionFromIP2").set("ip", "frame");
+    let thrown = CallContext::Callback(CallbackKind::ExceptionThrown);
+    let r = world(Platform::Unix)
+        .call(dss("main", PINVOKE).nested(at(), nested()))
+        .call(dss("main", thrown).nested(at(), nested()))
+        .call(CallSpec::api("SuspendRuntime", "sampler", THREAD))
+        .call(dss("sampler", THREAD).target(on("worker")).nested(at(), nested()))
+        .build()
+        .run();
     assert_eq!(hr(&r.calls[0].nested[0]), "CORPROF_E_UNSUPPORTED_CALL_SEQUENCE");
     assert_eq!(hr(&r.calls[1].nested[0]), "S_OK");
     assert_eq!(hr(&r.calls[3].nested[0]), "S_OK");
@@ -627,8 +714,21 @@ fn r27_calls_from_the_callback_inherit_the_call_state() {
 
 #[test]
 fn r28_a_funclet_is_reported_under_its_containing_method() {
-    let t = "[[threads]]\nname = \"t\"\nexception = \"unwinding_in_managed\"\nframes = [{ fn = \"App::Main\" }, { fn = \"App::Leaf\" }, { fn = \"App::Main\" }, { fn = \"host!main\" }]";
-    let r = run("unix", "", t, &dss("t", "ExceptionThrown", ""));
+    let t = ThreadSpec::new(
+        "t",
+        &[
+            Frame::Call("App::Main"),
+            Frame::Call("App::Leaf"),
+            Frame::Call("App::Main"),
+            Frame::Call("host!main"),
+        ],
+    )
+    .exception(ExceptionState::UnwindingInManaged);
+    let r = world(Platform::Unix)
+        .thread(t.clone())
+        .call(dss("t", CallContext::Callback(CallbackKind::ExceptionThrown)))
+        .build()
+        .run();
     assert_eq!(names(&r.calls[0]), ["App::Main", "App::Leaf", "App::Main", "0"]);
 }
 
@@ -636,17 +736,26 @@ fn r28_a_funclet_is_reported_under_its_containing_method() {
 fn r28_after_a_second_pass_funclet_the_parent_is_skipped() {
     // Real CoreCLR 3.1: Run, CatchAt, Main, 0 inside a catch; Run, Filter, FilterAt, 0,
     // Thrower, FilterAt, Main, 0 inside a filter (conformance/scenarios/sync.toml).
-    let t = |funclet: &str| {
-        format!(
-            "[[threads]]\nname = \"t\"\nframes = [{{ fn = \"App::Leaf\" }}, {{ fn = \"App::Mid\", funclet = \"{funclet}\" }}, \
-             {{ fn = \"native!run\" }}, {{ frame = \"HelperMethodFrame\" }}, {{ fn = \"App::Leaf\" }}, {{ fn = \"App::Mid\" }}, {{ fn = \"App::Main\" }}, {{ fn = \"host!main\" }}]"
+    let t = |funclet: Funclet| {
+        ThreadSpec::new(
+            "t",
+            &[
+                Frame::Call("App::Leaf"),
+                Frame::Funclet("App::Mid", funclet),
+                Frame::Call("native!run"),
+                Frame::Explicit(FrameKind::HelperMethod),
+                Frame::Call("App::Leaf"),
+                Frame::Call("App::Mid"),
+                Frame::Call("App::Main"),
+                Frame::Call("host!main"),
+            ],
         )
     };
     for (funclet, expected) in [
-        ("catch", vec!["App::Leaf", "App::Mid", "App::Main", "0"]),
-        ("finally", vec!["App::Leaf", "App::Mid", "App::Main", "0"]),
+        (Funclet::Catch, vec!["App::Leaf", "App::Mid", "App::Main", "0"]),
+        (Funclet::Finally, vec!["App::Leaf", "App::Mid", "App::Main", "0"]),
         (
-            "filter",
+            Funclet::Filter,
             vec![
                 "App::Leaf",
                 "App::Mid",
@@ -658,14 +767,30 @@ fn r28_after_a_second_pass_funclet_the_parent_is_skipped() {
             ],
         ),
     ] {
-        let r = run("unix", "", &t(funclet), &dss("t", "pinvoke", ""));
-        assert_eq!(names(&r.calls[0]), expected, "{funclet}");
+        let r = world(Platform::Unix)
+            .thread(t(funclet))
+            .call(dss("t", PINVOKE))
+            .build()
+            .run();
+        assert_eq!(names(&r.calls[0]), expected, "{funclet:?}");
     }
 }
 
 #[test]
 fn r29_a_pending_hijack_is_removed_before_the_walk() {
-    let s = scenario("windows", "", "[[threads]]\nname = \"h\"\nhijacked = true\nframes = [{ fn = \"App::Leaf\" }, { fn = \"App::Main\" }, { fn = \"host!main\" }]", "");
+    let s = world(Platform::Windows)
+        .thread(
+            ThreadSpec::new(
+                "h",
+                &[
+                    Frame::Call("App::Leaf"),
+                    Frame::Call("App::Main"),
+                    Frame::Call("host!main"),
+                ],
+            )
+            .set("hijacked", true),
+        )
+        .build();
     let rt = s.runtime();
     let before = rt.thread("h").unwrap();
     let (slot, original) = before.layout.hijacked_slot.expect("hijacked");
@@ -689,13 +814,19 @@ fn r29_a_pending_hijack_is_removed_before_the_walk() {
 
 #[test]
 fn r30_walks_are_allowed_while_a_gc_runs() {
-    let r = run("unix", "", "", &dss("main", "GarbageCollectionStarted", ""));
+    let r = world(Platform::Unix)
+        .call(dss(
+            "main",
+            CallContext::Callback(CallbackKind::GarbageCollectionStarted),
+        ))
+        .build()
+        .run();
     assert_eq!(names(&r.calls[0]), ["App::Leaf", "App::Mid", "App::Main", "0"]);
 }
 
 #[test]
 fn r31_the_seed_is_copied_whole_and_never_written() {
-    let s = scenario("unix", "", "", "");
+    let s = world(Platform::Unix).build();
     with_runtime(
         &s,
         "main",
@@ -723,15 +854,18 @@ fn r31_the_seed_is_copied_whole_and_never_written() {
 /// A callback the earlier walk never made skips the call, and its expectation says why.
 #[test]
 fn r14_a_seed_from_an_earlier_walks_callback() {
-    let from = "ObjectAllocated";
-    let first = dss("main", from, "flags = [\"REGISTER_CONTEXT\"]");
-    let seeded = |k: usize| dss("main", from, &format!("seed = {{ call = 1, callback = {k} }}"));
-    let r = run(
-        "unix",
-        "",
-        "",
-        &(first.clone() + &seeded(1) + &seeded(3) + &seeded(9) + "expect = \"S_OK\"\n"),
-    );
+    let from = CallContext::Callback(CallbackKind::ObjectAllocated);
+    let first = || dss("main", from).flags(snapshot::REGISTER_CONTEXT);
+    let seeded = |k: usize| {
+        dss("main", from).seed(Seed::Context {
+            base: SeedBase::Callback { call: 1, callback: k },
+            overrides: vec![],
+        })
+    };
+    let r = world(Platform::Unix)
+        .calls([first(), seeded(1), seeded(3), seeded(9).expect(HResult::S_OK)])
+        .build()
+        .run();
     assert_eq!(names(&r.calls[0]), ["App::Leaf", "App::Mid", "App::Main", "0"]);
     assert_eq!(hr(&r.calls[1]), "S_OK");
     assert_eq!(names(&r.calls[1]), ["App::Mid", "App::Main", "0"]);
@@ -747,15 +881,17 @@ fn r14_a_seed_from_an_earlier_walks_callback() {
         "{failed:?}"
     );
     // Only an earlier walk with contexts can be named.
+    // A seed naming a call but no callback: not expressible as a `Seed`, so written as is.
+    let call_only = dss("main", from).set(
+        "seed",
+        Value::Table([("call".to_string(), Value::from(1u32))].into()),
+    );
     for (calls, why) in [
-        (seeded(0), "is not an earlier DoStackSnapshot"),
-        (dss("main", from, "") + &seeded(0), "its callbacks get no CONTEXT"),
-        (
-            first + &dss("main", from, "seed = { call = 1 }"),
-            "`call` and `callback`",
-        ),
+        (vec![seeded(0)], "is not an earlier DoStackSnapshot"),
+        (vec![dss("main", from), seeded(0)], "its callbacks get no CONTEXT"),
+        (vec![first(), call_only], "`call` and `callback`"),
     ] {
-        let text = format!("platform = \"unix\"\n[runtime]\n{MASK}\n{WORLD}\n{calls}");
+        let text = world(Platform::Unix).calls(calls).text();
         let e = Scenario::parse("inline.toml", &text).unwrap_err().to_string();
         assert!(e.contains(why), "{e}");
     }
@@ -763,13 +899,28 @@ fn r14_a_seed_from_an_earlier_walks_callback() {
 
 #[test]
 fn r32_an_unseeded_walk_starts_at_the_most_recent_frame() {
-    let t = "[[threads]]\nname = \"t\"\nmode = \"cooperative\"\nframes = [{ fn = \"native!run\" }, { fn = \"App::Leaf\" }, { fn = \"App::Mid\" }, { fn = \"native!run\" }, { frame = \"InlinedCallFrame\" }, { fn = \"App::Main\" }, { fn = \"host!main\" }]";
-    let r = run(
-        "unix",
-        "",
-        t,
-        &(dss("t", "thread", "") + &dss("t", "thread", "seed = { thread = \"t\", frame = 1 }")),
-    );
+    let t = ThreadSpec::new(
+        "t",
+        &[
+            Frame::Call("native!run"),
+            Frame::Call("App::Leaf"),
+            Frame::Call("App::Mid"),
+            Frame::Call("native!run"),
+            Frame::Explicit(FrameKind::InlinedCall),
+            Frame::Call("App::Main"),
+            Frame::Call("host!main"),
+        ],
+    )
+    .mode(Mode::Cooperative);
+    let r = world(Platform::Unix)
+        .thread(t.clone())
+        .call(dss("t", THREAD))
+        .call(dss("t", THREAD).seed(Seed::Context {
+            base: SeedBase::Frame("t".into(), 1),
+            overrides: vec![],
+        }))
+        .build()
+        .run();
     assert_eq!(names(&r.calls[0]), ["App::Main", "0"]);
     assert_eq!(
         names(&r.calls[1]),
@@ -779,38 +930,49 @@ fn r32_an_unseeded_walk_starts_at_the_most_recent_frame() {
 
 #[test]
 fn r33_a_runtime_helper_on_top_needs_a_seed() {
-    let t = "[[threads]]\nname = \"t\"\nmode = \"cooperative\"\nframes = [{ fn = \"native!run\" }, { fn = \"App::Leaf\" }, { fn = \"App::Main\" }, { fn = \"host!main\" }]";
-    let r = run(
-        "windows",
-        "",
-        t,
-        &(dss("sampler", "thread", "target = \"t\"")
-            + &dss(
-                "sampler",
-                "thread",
-                "target = \"t\"\nseed = { thread = \"t\", frame = 1 }",
-            )),
-    );
+    let t = ThreadSpec::new(
+        "t",
+        &[
+            Frame::Call("native!run"),
+            Frame::Call("App::Leaf"),
+            Frame::Call("App::Main"),
+            Frame::Call("host!main"),
+        ],
+    )
+    .mode(Mode::Cooperative);
+    let r = world(Platform::Windows)
+        .thread(t.clone())
+        .call(dss("sampler", THREAD).target(on("t")))
+        .call(dss("sampler", THREAD).target(on("t")).seed(Seed::Context {
+            base: SeedBase::Frame("t".into(), 1),
+            overrides: vec![],
+        }))
+        .build()
+        .run();
     assert_eq!(hr(&r.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNMANAGED_CTX");
     assert_eq!(names(&r.calls[1]), ["App::Leaf", "App::Main", "0"]);
 }
 
 #[test]
 fn r34_only_the_seed_ip_is_checked() {
-    let r = run(
-        "unix",
-        "",
-        "",
-        &(dss(
-            "main",
-            "ObjectAllocated",
-            "seed = { rip = { fn = \"IL_STUB\", offset = 4 }, rsp = 0x20 }",
-        ) + &dss(
-            "main",
-            "ObjectAllocated",
-            "seed = { thread = \"main\", frame = 0, rsp = 0x7ffdfff00000 }",
-        )),
-    );
+    let r = world(Platform::Unix)
+        .call(
+            dss("main", CallContext::Callback(CallbackKind::ObjectAllocated)).seed(Seed::Context {
+                base: SeedBase::Zero,
+                overrides: vec![
+                    (None, SeedValue::Function("IL_STUB".into(), 4)),
+                    (Some(Register::Rsp), SeedValue::Raw(0x20)),
+                ],
+            }),
+        )
+        .call(
+            dss("main", CallContext::Callback(CallbackKind::ObjectAllocated)).seed(Seed::Context {
+                base: SeedBase::Frame("main".into(), 0),
+                overrides: vec![(Some(Register::Rsp), SeedValue::Raw(0x7ffdfff00000))],
+            }),
+        )
+        .build()
+        .run();
     assert_eq!(
         r.faults[0].kind, "access_violation",
         "an IL-stub IP passes; the unmapped RSP then faults"
@@ -820,13 +982,16 @@ fn r34_only_the_seed_ip_is_checked() {
 
 #[test]
 fn r35_an_enter_hook_walk_begins_at_the_slow_path_frame() {
-    let r = run("unix", "", "", &dss("main", "FunctionEnter", ""));
+    let r = world(Platform::Unix)
+        .call(dss("main", CallContext::Callback(CallbackKind::FunctionEnter)))
+        .build()
+        .run();
     assert_eq!(names(&r.calls[0]), ["App::Leaf", "App::Mid", "App::Main", "0"]);
 }
 
 #[test]
 fn threads_are_found_by_thread_id() {
-    let rt = scenario("unix", "", "", "").runtime();
+    let rt = world(Platform::Unix).build().runtime();
     let main = rt.thread("main").unwrap();
     assert_eq!(rt.thread_by_id(main.id).map(|t| t.name), Some("main".into()));
     assert_eq!(rt.thread_name(main.id).as_deref(), Some("main"));
@@ -838,7 +1003,7 @@ fn threads_are_found_by_thread_id() {
 
 #[test]
 fn on_thread_with_an_unknown_name_is_an_error_and_runs_nothing() {
-    let rt = scenario("unix", "", "", "").runtime();
+    let rt = world(Platform::Unix).build().runtime();
     let mut ran = false;
     let result = rt.on_thread("smapler", CallContext::Thread, |_| ran = true);
     assert_eq!(result, Err(sim_clr::UnknownThread("smapler".into())));
