@@ -439,7 +439,7 @@ fn r15_an_unseeded_walk_during_unwinding_is_unmanaged_ctx() {
     let t = ThreadSpec::new("t", &[Frame::Call("App::Main"), Frame::Call("host!main")])
         .exception(ExceptionState::Unwinding);
     let r = world(Platform::Unix)
-        .thread(t.clone())
+        .thread(t)
         .call(dss("t", PINVOKE))
         .call(
             dss("t", CallContext::Callback(CallbackKind::ExceptionThrown)).seed(Seed::Context {
@@ -457,7 +457,7 @@ fn r15_an_unseeded_walk_during_unwinding_is_unmanaged_ctx() {
 fn r16_an_inconsistent_exception_state_is_unsafe_seeded_or_not() {
     let t = ThreadSpec::new("t", &[Frame::Call("App::Main")]).exception(ExceptionState::Inconsistent);
     let r = world(Platform::Unix)
-        .thread(t.clone())
+        .thread(t)
         .call(dss("t", PINVOKE))
         .call(
             dss("t", CallContext::Callback(CallbackKind::ObjectAllocated)).seed(Seed::Context {
@@ -569,7 +569,7 @@ fn r20_only_managed_frames_with_metadata_are_reported() {
         ],
     );
     let r = world(Platform::Unix)
-        .thread(t.clone())
+        .thread(t)
         .call(dss("t", CallContext::Callback(CallbackKind::ObjectAllocated)))
         .build()
         .run();
@@ -592,7 +592,7 @@ fn r21_one_marker_per_native_run_below_managed_code_and_none_on_top() {
         ],
     );
     let r = world(Platform::Unix)
-        .thread(t.clone())
+        .thread(t)
         .call(dss("t", THREAD))
         .build()
         .run();
@@ -725,7 +725,7 @@ fn r28_a_funclet_is_reported_under_its_containing_method() {
     )
     .exception(ExceptionState::UnwindingInManaged);
     let r = world(Platform::Unix)
-        .thread(t.clone())
+        .thread(t)
         .call(dss("t", CallContext::Callback(CallbackKind::ExceptionThrown)))
         .build()
         .run();
@@ -913,7 +913,7 @@ fn r32_an_unseeded_walk_starts_at_the_most_recent_frame() {
     )
     .mode(Mode::Cooperative);
     let r = world(Platform::Unix)
-        .thread(t.clone())
+        .thread(t)
         .call(dss("t", THREAD))
         .call(dss("t", THREAD).seed(Seed::Context {
             base: SeedBase::Frame("t".into(), 1),
@@ -941,7 +941,7 @@ fn r33_a_runtime_helper_on_top_needs_a_seed() {
     )
     .mode(Mode::Cooperative);
     let r = world(Platform::Windows)
-        .thread(t.clone())
+        .thread(t)
         .call(dss("sampler", THREAD).target(on("t")))
         .call(dss("sampler", THREAD).target(on("t")).seed(Seed::Context {
             base: SeedBase::Frame("t".into(), 1),

@@ -158,29 +158,13 @@ impl Builder<'_> {
         config.attached = r.attached.unwrap_or(false);
         config.suspend_in_progress = r.suspend_in_progress.unwrap_or(false);
         if let Some(mask) = &r.event_mask {
-            config.event_mask = self.bits(mask, "event_mask", event::from_name)?;
-            let refused = config.event_mask & !event::ALLOWABLE_AFTER_ATTACH;
-            if config.attached && refused != 0 {
-                return Err(self.err(
-                    mask.span(),
-                    "event_mask",
-                    format!(
-                        "an attached profiler cannot have set 0x{refused:08x}: only the bits allowed after attach (0x{:08x})",
-                        event::ALLOWABLE_AFTER_ATTACH
-                    ),
-                ));
-            }
+            let allowed = event::ALLOWABLE_AFTER_ATTACH;
+            config.event_mask = self.mask(mask, "event_mask", event::from_name, allowed, config.attached)?;
         }
         if let Some(mask) = &r.event_mask_high {
-            config.event_mask_high = self.bits(mask, "event_mask_high", high::from_name)?;
-            let refused = config.event_mask_high & !high::ALLOWABLE_AFTER_ATTACH;
-            if config.attached && refused != 0 {
-                return Err(self.err(
-                    mask.span(),
-                    "event_mask_high",
-                    format!("an attached profiler cannot have set 0x{refused:08x}"),
-                ));
-            }
+            let allowed = high::ALLOWABLE_AFTER_ATTACH;
+            config.event_mask_high =
+                self.mask(mask, "event_mask_high", high::from_name, allowed, config.attached)?;
         }
         if let Some(size) = &r.context_size {
             if (*size.get_ref() as usize) < Context::SIZE {
@@ -255,6 +239,28 @@ impl Builder<'_> {
             process,
             host,
         })
+    }
+
+    /// An event mask (its low or high word): an attached profiler can have set only the bits
+    /// `allowed` after attach.
+    fn mask(
+        &self,
+        value: &Spanned<Value>,
+        field: &str,
+        lookup: fn(&str) -> Option<u32>,
+        allowed: u32,
+        attached: bool,
+    ) -> Res<u32> {
+        let mask = self.bits(value, field, lookup)?;
+        let refused = mask & !allowed;
+        if attached && refused != 0 {
+            return Err(self.err(
+                value.span(),
+                field,
+                format!("an attached profiler cannot have set 0x{refused:08x}: only the bits allowed after attach (0x{allowed:08x})"),
+            ));
+        }
+        Ok(mask)
     }
 
     /// A flag word given as a number, a name, or a list of names.
