@@ -5,8 +5,10 @@
 //! the real runtime did: `NAME.jsonl` (one record per call, written by the conformance
 //! profiler) and `NAME.exit` (`ok`, `crash` or `hang`). Each scenario call with a `case` label
 //! is compared with the real record of that label: HRESULT, number of frames, method names,
-//! `funcId == 0` positions and context sizes. A call the simulator reports as fatal must match
-//! a real process that crashed (or hung) before recording it.
+//! `funcId == 0` positions, context sizes, which callbacks share a `FunctionID`, and which
+//! callbacks' IPs lie outside their method's `GetCodeInfo2` regions. A call the simulator
+//! reports as fatal must match a real process that crashed (or hung) before recording it.
+//! The notation is described in `docs/real-runtime.md`.
 
 use corprof::FunctionId;
 use serde_json::Value;
