@@ -81,4 +81,12 @@ run crash-double 5 "" Crash.exe double
 # 4. The comparison: the simulator running each scenario, and the simulator hosting the same
 #    libconfprof.so, driven by each scenario's [host] steps ("hosted: N passed, M failed").
 echo "== comparing with the simulator"
-"$target/release/simclr" conform "$root/conformance/scenarios" "$results" --hosted "$bin/libconfprof.so"
+status=0
+"$target/release/simclr" conform "$root/conformance/scenarios" "$results" --hosted "$bin/libconfprof.so" || status=$?
+
+# 5. Recording: each log turned into a scenario by `simclr record`, which must reproduce every
+#    recorded answer ("recorded: N passed, M failed").
+echo "== recording every log into a scenario and running it"
+rm -rf "${work:?}/recorded"
+"$target/release/simclr" record "$results" -o "$work/recorded" || status=$?
+exit "$status"

@@ -28,6 +28,7 @@ mod hosted;
 mod hybrid;
 mod mutants;
 mod progress;
+mod record;
 mod unwind_check;
 mod unwind_fuzz;
 
@@ -232,6 +233,16 @@ enum Command {
         #[arg(long, default_value = "fuzz-failures")]
         out: PathBuf,
     },
+    /// Turn a log the conformance profiler wrote on a real runtime into a scenario that
+    /// reproduces every recorded answer. Given a results folder, record every `NAME.jsonl`
+    /// into OUT/NAME.toml, then compare each with its log (`recorded: N passed, M failed`).
+    Record {
+        /// A log (`NAME.jsonl`), or a folder of them.
+        log: PathBuf,
+        /// Where to write the scenario (a folder when LOG is one); standard output if absent.
+        #[arg(short, long)]
+        out: Option<PathBuf>,
+    },
     /// Compare a real runtime's answers with the simulator's (see conformance/run.sh).
     Conform {
         /// Directory of scenarios (`NAME.toml`) with `case` labels.
@@ -332,6 +343,7 @@ fn main() -> ExitCode {
             results,
             hosted,
         } => conform(&scenarios, &results, hosted.as_deref()),
+        Command::Record { log, out } => record(&log, out.as_deref()),
         Command::Mutants {
             schedules,
             seed,
@@ -542,6 +554,54 @@ fn catalog() -> ExitCode {
         status(&reports)
     } else {
         ExitCode::from(1)
+    }
+}
+
+/// `simclr record`: one log into a scenario, or a results folder into a folder of scenarios
+/// compared with their logs.
+fn record(log: &std::path::Path, out: Option<&std::path::Path>) -> ExitCode {
+    let fail = |e: String| {
+        eprintln!("error: {e}");
+        ExitCode::from(2)
+    };
+    if !log.is_dir() {
+        let name = log
+            .file_stem()
+            .map_or("recorded".into(), |s| s.to_string_lossy().into_owned());
+        let text = match std::fs::read_to_string(log) {
+            Ok(text) => text,
+            Err(e) => return fail(format!("cannot read {}: {e}", log.display())),
+        };
+        return match (record::scenario(&name, &text), out) {
+            (Err(e), _) => fail(format!("{}: {e}", log.display())),
+            (Ok(scenario), None) => {
+                print!("{scenario}");
+                ExitCode::SUCCESS
+            }
+            (Ok(scenario), Some(path)) => match std::fs::write(path, scenario) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(format!("cannot write {}: {e}", path.display())),
+            },
+        };
+    }
+    let Some(out) = out else {
+        return fail("recording a folder needs `-o FOLDER` for the scenarios".into());
+    };
+    if let Err(e) = record::folder(log, out) {
+        return fail(e);
+    }
+    match conform::compare(out, log, None) {
+        Ok(comparison) => {
+            let (passed, failed, table) = comparison.simulated;
+            print!("{table}");
+            println!("recorded: {passed} passed, {failed} failed");
+            if failed == 0 {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => fail(e),
     }
 }
 

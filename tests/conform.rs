@@ -55,6 +55,25 @@ fn synthesize(dir: &Path) -> usize {
                 .find(|f| f["call"] == index && f["fatal"] == true)
                 .cloned()
         };
+        // The profiler logs each case's shape: the one its `label:shape` names in the
+        // [host] steps, or for a step of a multi-call shape the step (`label/step`).
+        let shapes: std::collections::BTreeMap<String, String> = (scenario.host.steps.iter())
+            .filter_map(|step| match &step.action {
+                sim_clr::scenario::HostAction::Call { arg: Some(arg), .. } => arg.split_once(':'),
+                _ => None,
+            })
+            .map(|(label, shape)| (label.to_string(), shape.trim_start_matches("nt_").to_string()))
+            .collect();
+        let shape_of = |case: &str| match shapes.get(case) {
+            Some(shape) => shape.clone(),
+            None => match case.rsplit_once('/') {
+                // Steps that log another shape than their name, as cases.rs writes them.
+                Some((_, "inner" | "self")) => "default".to_string(),
+                Some((_, "after_resume")) => "target".to_string(),
+                Some((_, step)) => step.to_string(),
+                None => "default".into(),
+            },
+        };
         let (mut log, mut exit) = (String::new(), "ok");
         'calls: for call in report["calls"].as_array().unwrap() {
             for c in std::iter::once(call).chain(call["nested"].as_array().into_iter().flatten()) {
@@ -94,7 +113,7 @@ fn synthesize(dir: &Path) -> usize {
                             .collect(),
                     )
                 });
-                let record = json!({"case": case, "caller": c["from"], "api": c["api"], "hresult": c["hresult"], "frames": frames.unwrap_or(Value::Null)});
+                let record = json!({"case": case, "caller": if c["from"] == "thread" { json!("native") } else { c["from"].clone() }, "api": c["api"], "shape": shape_of(case), "hresult": c["hresult"], "frames": frames.unwrap_or(Value::Null)});
                 log.push_str(&format!("{record}\n"));
             }
         }
@@ -304,4 +323,69 @@ fn a_record_with_other_function_identities_differs() {
             .any(|l| l.contains("=0") && l.contains("FAIL: differs")),
         "{text}"
     );
+}
+
+/// `simclr record DIR -o OUT`, returning the exit code and the output.
+fn record_all(dir: &Path, name: &str) -> (Option<i32>, String) {
+    let out = results_dir(name);
+    let run = simclr(&["record", dir.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let text = String::from_utf8(run.stdout).unwrap() + &String::from_utf8(run.stderr).unwrap();
+    (run.status.code(), text)
+}
+
+/// Every log the lane writes (here: the simulator's own answers as the profiler logs them, and
+/// the real runtime's recorded log) turns into a scenario that reproduces every record.
+#[test]
+fn every_log_records_into_a_scenario_that_reproduces_it() {
+    let dir = results_dir("record-synthesized");
+    synthesize(&dir);
+    let records: usize = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .map(|p| std::fs::read_to_string(p).unwrap().lines().count())
+        .sum();
+    let (code, text) = record_all(&dir, "record-synthesized-out");
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(
+        text.lines().last().unwrap(),
+        format!("recorded: {records} passed, 0 failed"),
+        "{text}"
+    );
+    let real = results_dir("record-real");
+    std::fs::create_dir_all(&real).unwrap();
+    let recorded = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/recorded");
+    for file in ["runtime.jsonl", "runtime.exit"] {
+        std::fs::copy(recorded.join(file), real.join(file)).unwrap();
+    }
+    let (code, text) = record_all(&real, "record-real-out");
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(
+        text.lines().last().unwrap(),
+        "recorded: 47 passed, 0 failed",
+        "{text}"
+    );
+}
+
+/// A log that is not the profiler's is an error naming its line, not a scenario.
+#[test]
+fn a_log_record_cannot_read_is_an_error_with_its_line() {
+    let dir = results_dir("record-bad");
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = r#"{"case":"a","caller":"pinvoke","api":"DoStackSnapshot","shape":"default","hresult":"0x00000000","frames":[]}"#;
+    for (log, why) in [
+        (format!("{good}\nnot json\n"), "line 2"),
+        (
+            good.replace("\"default\"", "\"teleport\""),
+            "unknown shape `teleport`",
+        ),
+        (good.replace("\"caller\":\"pinvoke\",", ""), "no `caller`"),
+    ] {
+        let file = dir.join("bad.jsonl");
+        std::fs::write(&file, log).unwrap();
+        let run = simclr(&["record", file.to_str().unwrap()]);
+        let err = String::from_utf8(run.stderr).unwrap();
+        assert_eq!(run.status.code(), Some(2), "{err}");
+        assert!(err.contains(why), "{err}");
+    }
 }

@@ -17,6 +17,7 @@ mod com;
 mod info;
 mod log;
 mod names;
+mod symbols;
 
 use std::ffi::{c_char, c_void, CStr};
 

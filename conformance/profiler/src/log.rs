@@ -8,13 +8,15 @@ use std::sync::Mutex;
 static LOG: Mutex<()> = Mutex::new(());
 
 /// One frame as logged: the method name (`None` for `funcId == 0`), `contextSize`, the first
-/// earlier frame of the walk with the same `FunctionID`, if any, and whether its IP lies in
-/// the method's `GetCodeInfo2` regions (`None` for `funcId == 0` or when the call failed).
+/// earlier frame of the walk with the same `FunctionID`, if any, whether its IP lies in the
+/// method's `GetCodeInfo2` regions (`None` for `funcId == 0` or when the call failed), and for
+/// `funcId == 0` the native code's `module!symbol`, when a loaded module holds the IP.
 pub struct LoggedFrame {
     name: Option<String>,
     context_size: u32,
     same_as: Option<usize>,
     in_code: Option<bool>,
+    native: Option<String>,
 }
 
 fn quote(text: &str) -> String {
@@ -52,6 +54,11 @@ pub fn name_frames(frames: &[(usize, u32, usize)]) -> Vec<LoggedFrame> {
                 } else {
                     None
                 },
+                native: if managed {
+                    None
+                } else {
+                    crate::symbols::native_name(ip)
+                },
             }
         })
         .collect()
@@ -61,7 +68,7 @@ pub fn name_frames(frames: &[(usize, u32, usize)]) -> Vec<LoggedFrame> {
 /// HRESULT and, for walks, each callback's method name (`null` for `funcId == 0`), context
 /// size, `same_as`: the first earlier callback with the same `FunctionID`, and for a managed
 /// callback `in_code`: whether its IP is in the method's `GetCodeInfo2` regions (`null` when
-/// that call failed).
+/// that call failed), and for a `funcId == 0` callback `native`: the `module!symbol` of its IP.
 pub fn record(case: &str, caller: &str, api: &str, shape: &str, hr: i32, frames: Option<&[LoggedFrame]>) {
     let frames = frames.map_or("null".to_string(), |frames| {
         let items: Vec<String> = frames
@@ -70,7 +77,9 @@ pub fn record(case: &str, caller: &str, api: &str, shape: &str, hr: i32, frames:
                 let name = f.name.as_deref().map_or("null".to_string(), quote);
                 let same_as = f.same_as.map_or(String::new(), |k| format!(",\"same_as\":{k}"));
                 let in_code = match (&f.name, f.in_code) {
-                    (None, _) => String::new(),
+                    (None, _) => {
+                        (f.native.as_deref()).map_or(String::new(), |n| format!(",\"native\":{}", quote(n)))
+                    }
                     (Some(_), Some(inside)) => format!(",\"in_code\":{inside}"),
                     (Some(_), None) => ",\"in_code\":null".to_string(),
                 };
