@@ -15,6 +15,7 @@
 //! The native frames inside a run, and the runtime's own frame sequences (templates), are not
 //! in the log: a recorded scenario reproduces the answers, not every frame of the process.
 
+use fixtures::compose::toml_string as quote;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -79,6 +80,17 @@ impl Record {
             }
         }
         label.to_string()
+    }
+
+    /// For a `saveK` walk, the method of callback K, whose IP the profiler kept.
+    fn saved(&self) -> Option<Option<String>> {
+        let k = self.shape.strip_prefix("save")?.parse::<usize>().ok()?;
+        Some(
+            self.frames
+                .as_ref()
+                .and_then(|f| f.get(k))
+                .and_then(|c| c.name.clone()),
+        )
     }
 
     fn walks_target(&self) -> bool {
@@ -307,13 +319,8 @@ fn unloaded_functions(records: &[Record]) -> Vec<String> {
     let mut saved: Option<String> = None;
     let mut resolved = false;
     for r in records {
-        if let Some(k) = r.shape.strip_prefix("save").and_then(|k| k.parse::<usize>().ok()) {
-            saved = r
-                .frames
-                .as_ref()
-                .and_then(|f| f.get(k))
-                .and_then(|c| c.name.clone());
-            resolved = false;
+        if let Some(function) = r.saved() {
+            (saved, resolved) = (function, false);
         }
         if r.shape == "fip_saved" {
             if r.hresult == "0x00000000" {
@@ -456,13 +463,8 @@ fn calls(
                 ))
             }
         };
-        if let Some(k) = r.shape.strip_prefix("save").and_then(|k| k.parse::<usize>().ok()) {
-            saved = r
-                .frames
-                .as_ref()
-                .and_then(|f| f.get(k))
-                .and_then(|c| c.name.clone());
-            resolved = false;
+        if let Some(function) = r.saved() {
+            (saved, resolved) = (function, false);
         }
         out.push_str(&table);
         out.push('\n');
@@ -527,24 +529,6 @@ fn hresult_name(hex: &str) -> String {
     corprof::HResult::parse(hex)
         .and_then(|hr| hr.name())
         .map_or_else(|| hex.to_string(), str::to_string)
-}
-
-fn quote(text: &str) -> String {
-    let mut out = String::from("\"");
-    for c in text.chars() {
-        match c {
-            '"' | '\\' => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if c.is_control() => {
-                let _ = write!(out, "\\u{:04X}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 /// Records every `NAME.jsonl` of `results` into `out/NAME.toml`.
