@@ -229,9 +229,11 @@ pub fn scenario(name: &str, log: &str) -> Result<String, String> {
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| Record::parse(l, i + 1))
         .collect::<Result<_, _>>()?;
+    // Walks refused for the event mask: the program ran without COR_PRF_ENABLE_STACK_SNAPSHOT.
+    let refused = format!("0x{:08X}", corprof::HResult::CORPROF_E_INCONSISTENT_WITH_FLAGS.0);
     let flagless = records
         .iter()
-        .any(|r| r.api == "DoStackSnapshot" && r.hresult == "0x80131374");
+        .any(|r| r.api == "DoStackSnapshot" && r.hresult == refused);
     // Methods whose IP resolved and later did not were unloaded: each goes in its own module.
     let unloaded = unloaded_functions(&records);
     let module_of = |function: &str| match unloaded.iter().position(|f| f == function) {
