@@ -157,8 +157,7 @@ pub mod event {
 
     /// The bit named `name`, with or without the `COR_PRF_` prefix.
     pub fn from_name(name: &str) -> Option<u32> {
-        let name = name.strip_prefix("COR_PRF_").unwrap_or(name);
-        NAMED.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+        super::named(NAMED, "COR_PRF_", name)
     }
 }
 
@@ -203,9 +202,14 @@ pub mod high {
 
     /// The bit named `name`, with or without the `COR_PRF_HIGH_` prefix.
     pub fn from_name(name: &str) -> Option<u32> {
-        let name = name.strip_prefix("COR_PRF_HIGH_").unwrap_or(name);
-        NAMED.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+        super::named(NAMED, "COR_PRF_HIGH_", name)
     }
+}
+
+/// The bit of `table` named `name`, with or without `prefix`.
+fn named(table: &[(&str, u32)], prefix: &str, name: &str) -> Option<u32> {
+    let name = name.strip_prefix(prefix).unwrap_or(name);
+    table.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
 }
 
 /// `COR_PRF_SUSPEND_REASON`: why the runtime is suspending (`RuntimeSuspendStarted`).

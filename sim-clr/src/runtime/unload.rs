@@ -20,6 +20,8 @@ pub enum Unload {
     Assembly {
         /// The assembly's id.
         assembly: AssemblyId,
+        /// Its module's name.
+        module: String,
         /// Its functions.
         functions: Vec<FunctionIndex>,
     },
@@ -55,6 +57,7 @@ impl Unload {
         }
         Ok(Unload::Assembly {
             assembly: def.assembly,
+            module: name.to_string(),
             functions,
         })
     }
@@ -117,17 +120,17 @@ impl Runtime {
                     );
                     release(&[*f]);
                 }
-                Unload::Assembly { assembly, functions } => {
+                Unload::Assembly {
+                    assembly,
+                    module,
+                    functions,
+                } => {
                     let bits = (event::MONITOR_ASSEMBLY_LOADS, 0);
-                    let module = functions
-                        .first()
-                        .map(|&f| rt.lock().code.function(f).module.clone());
-                    let module = module.unwrap_or_default();
-                    raise("AssemblyUnloadStarted", bits, &module, &|p| {
+                    raise("AssemblyUnloadStarted", bits, module, &|p| {
                         p.assembly_unload_started(*assembly)
                     });
                     release(functions);
-                    raise("AssemblyUnloadFinished", bits, &module, &|p| {
+                    raise("AssemblyUnloadFinished", bits, module, &|p| {
                         p.assembly_unload_finished(*assembly, HResult::S_OK)
                     });
                 }

@@ -2,7 +2,7 @@
 //! field — the limits and the runtime here; the code in `functions`, the threads in
 //! `threads`, the calls in `calls`.
 
-use super::calls::CallCtx;
+use super::calls::{CallCtx, History};
 use super::error::{ScenarioError, Source};
 use super::model::FileModel;
 use super::names::PLATFORMS;
@@ -213,14 +213,17 @@ impl Builder<'_> {
             threads.push(thread);
         }
         let mut calls = Vec::with_capacity(m.calls.len());
+        let mut history = History::default();
         for c in &m.calls {
             let ctx = CallCtx {
                 threads: &threads,
                 declared_calls: &declared_calls,
                 code: &code,
                 earlier: &calls,
+                history: &history,
             };
             let call = self.call(c.span(), c.get_ref(), &ctx, None)?;
+            history.record(&call);
             calls.push(call);
         }
         let stem = std::path::Path::new(file)

@@ -4,12 +4,14 @@
 use super::build::{one_of, Builder, Res};
 use super::model::{CallModel, NestedModel};
 use super::types::*;
-use crate::code::CodeMap;
+use crate::code::{CodeMap, FunctionIndex};
 use crate::runtime::{CallContext, CallbackKind, Unload};
 use crate::thread::{StackEntry, Thread};
 use crate::trace::FaultKind;
 use corprof::flags::{event, snapshot};
 use corprof::{Context, HResult, Register};
+use std::cell::OnceCell;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use toml::{Spanned, Value};
 
@@ -23,6 +25,50 @@ pub(super) struct CallCtx<'a> {
     pub code: &'a CodeMap,
     /// The top-level calls before this one.
     pub earlier: &'a [Call],
+    /// What those calls did to threads and code.
+    pub history: &'a History,
+}
+
+/// What the calls so far did to the process, for checks that depend on it: the threads that
+/// exited and the code that was unloaded, kept as the calls are validated, and which threads
+/// call each function (indexed once, at the first unload), so each check costs a lookup.
+#[derive(Default)]
+pub(super) struct History {
+    exited: BTreeSet<String>,
+    unloaded: BTreeSet<FunctionIndex>,
+    callers: OnceCell<BTreeMap<FunctionIndex, Vec<usize>>>,
+}
+
+impl History {
+    /// Notes what top-level call `call` does.
+    pub fn record(&mut self, call: &Call) {
+        match &call.action {
+            Action::ThreadExit | Action::ThreadDelete => {
+                self.exited.insert(call.caller.clone());
+            }
+            Action::Unload(unload) => self.unloaded.extend(unload.functions()),
+            Action::Api(_) | Action::Gc => {}
+        }
+    }
+
+    /// The threads (by index) whose stacks call `function`.
+    fn callers(&self, threads: &[Thread], function: FunctionIndex) -> &[usize] {
+        let callers = self.callers.get_or_init(|| {
+            let mut map: BTreeMap<FunctionIndex, Vec<usize>> = BTreeMap::new();
+            for (t, thread) in threads.iter().enumerate() {
+                for entry in &thread.stack {
+                    if let StackEntry::Call { function, .. } = entry {
+                        let list = map.entry(*function).or_default();
+                        if list.last() != Some(&t) {
+                            list.push(t);
+                        }
+                    }
+                }
+            }
+            map
+        });
+        callers.get(&function).map_or(&[], Vec::as_slice)
+    }
 }
 
 const APIS: [&str; 14] = [
@@ -655,15 +701,11 @@ impl Builder<'_> {
         let unload = unload.map_err(|message| self.err(span.clone(), field, message))?;
         let functions = unload.functions();
         // Threads that exited earlier hold no frames any more.
-        let exited = |t: &Thread| {
-            (ctx.earlier.iter())
-                .any(|c| c.caller == t.name && matches!(c.action, Action::ThreadExit | Action::ThreadDelete))
-        };
-        let on_stack = ctx.threads.iter().filter(|t| !exited(t)).find_map(|t| {
-            t.stack.iter().find_map(|e| match e {
-                StackEntry::Call { function, .. } if functions.contains(function) => Some((t, *function)),
-                _ => None,
-            })
+        let on_stack = functions.iter().find_map(|&f| {
+            (ctx.history.callers(ctx.threads, f).iter())
+                .map(|&t| &ctx.threads[t])
+                .find(|t| !ctx.history.exited.contains(&t.name))
+                .map(|t| (t, f))
         });
         if let Some((t, f)) = on_stack {
             return Err(self.err(
@@ -676,11 +718,7 @@ impl Builder<'_> {
                 ),
             ));
         }
-        let twice = ctx.earlier.iter().any(|c| match &c.action {
-            Action::Unload(earlier) => earlier.functions().iter().any(|f| functions.contains(f)),
-            _ => false,
-        });
-        if twice {
+        if functions.iter().any(|f| ctx.history.unloaded.contains(f)) {
             return Err(self.err(span, field, "this code was unloaded by an earlier call"));
         }
         Ok(unload)
