@@ -15,10 +15,15 @@
 //! The native frames inside a run, and the runtime's own frame sequences (templates), are not
 //! in the log: a recorded scenario reproduces the answers, not every frame of the process.
 
-use fixtures::compose::toml_string as quote;
+use corprof::flags::snapshot::REGISTER_CONTEXT;
+use corprof::{Context, HResult};
+use fixtures::compose::{CallSpec, CodeSpec, Compose, Frame, ThreadSpec};
 use serde_json::Value;
+use sim_clr::code::CodeKind;
+use sim_clr::scenario::{CallbackBehavior, IpRef, NestedAt, Seed, SeedBase, Target};
+use sim_clr::thread::FrameKind;
+use sim_clr::{CallContext, Platform};
 use std::collections::BTreeMap;
-use std::fmt::Write;
 
 /// One callback of a recorded walk.
 struct Callback {
@@ -37,7 +42,7 @@ struct Record {
     caller: String,
     api: String,
     shape: String,
-    hresult: String,
+    hresult: HResult,
     frames: Option<Vec<Callback>>,
 }
 
@@ -66,12 +71,13 @@ impl Record {
             caller: text("caller")?,
             api: text("api")?,
             shape: text("shape")?,
-            hresult: text("hresult")?,
+            hresult: HResult::parse(&text("hresult")?)
+                .ok_or_else(|| format!("line {number}: `hresult` is not an HRESULT"))?,
             frames,
         })
     }
 
-    /// The moment: the label without its shape, and whether the record walks its target.
+    /// The moment: the label without its shape.
     fn moment(&self) -> String {
         let label = self.case.strip_suffix("/inner").unwrap_or(&self.case);
         for sep in ['_', '/'] {
@@ -108,30 +114,15 @@ impl Record {
         }
     }
 
+    fn succeeded(&self) -> bool {
+        self.hresult == HResult::S_OK
+    }
+
+    /// A walk that reached the end of its stack.
     fn complete(&self) -> bool {
         self.api == "DoStackSnapshot"
-            && self.hresult == "0x00000000"
+            && self.succeeded()
             && self.frames.as_ref().is_some_and(|f| !f.is_empty())
-    }
-}
-
-/// The code a recording declares, in declaration order.
-#[derive(Default)]
-struct Code {
-    /// (name, declaration lines).
-    functions: Vec<(String, String)>,
-    known: BTreeMap<String, usize>,
-}
-
-impl Code {
-    fn declare(&mut self, name: &str, kind: &str, extra: &str) {
-        if self.known.contains_key(name) {
-            return;
-        }
-        self.known.insert(name.to_string(), self.functions.len());
-        let mut text = format!("[[code]]\nname = {}\nkind = \"{kind}\"\n", quote(name));
-        text.push_str(extra);
-        self.functions.push((name.to_string(), text));
     }
 }
 
@@ -140,6 +131,69 @@ const NATIVE: &str = "native!run";
 
 /// The managed function of a moment whose stack no walk showed.
 const LEAF: &str = "Recorded::Leaf";
+
+/// The module of the program's own methods.
+const PROGRAM: &str = "recorded.exe";
+
+/// A recorded method: its metadata name when it shares one with another method, and the
+/// method it is a tier-1 version of.
+#[derive(Default)]
+struct Method {
+    method: Option<String>,
+    version_of: Option<String>,
+}
+
+/// The code a recording declares, in declaration order: native functions with their module,
+/// and methods, whose module is known only once the unloads are (an unloaded method gets a
+/// module of its own).
+#[derive(Default)]
+struct Code {
+    order: Vec<String>,
+    natives: BTreeMap<String, String>,
+    methods: BTreeMap<String, Method>,
+}
+
+impl Code {
+    fn native(&mut self, name: &str) {
+        if !self.natives.contains_key(name) && !self.methods.contains_key(name) {
+            let module = name.split_once('!').map_or(name, |(m, _)| m);
+            self.natives.insert(name.into(), module.into());
+            self.order.push(name.into());
+        }
+    }
+
+    fn method(&mut self, name: &str, method: Method) {
+        if !self.natives.contains_key(name) && !self.methods.contains_key(name) {
+            self.methods.insert(name.into(), method);
+            self.order.push(name.into());
+        }
+    }
+
+    /// The `[[code]]` tables; the methods of `unloaded` each in a module of its own.
+    fn specs(&self, unloaded: &[String]) -> Vec<CodeSpec> {
+        let module_of = |name: &str| match unloaded.iter().position(|f| f == name) {
+            Some(i) => format!("unloaded{}.dll", i + 1),
+            None => PROGRAM.into(),
+        };
+        (self.order.iter())
+            .map(|name| match (self.natives.get(name), self.methods.get(name)) {
+                (Some(module), _) => CodeSpec::new(name, CodeKind::Native).set("module", module.as_str()),
+                (None, Some(m)) => {
+                    let base = m.version_of.as_deref().unwrap_or(name);
+                    let mut spec = CodeSpec::new(name, CodeKind::Jit).set("module", module_of(base));
+                    if let Some(method) = &m.method {
+                        spec = spec.set("method", method.as_str());
+                    }
+                    if let Some(base) = &m.version_of {
+                        spec = spec.set("version_of", base.as_str());
+                    }
+                    spec
+                }
+                (None, None) => unreachable!("every ordered name is declared"),
+            })
+            .collect()
+    }
+}
 
 /// One entry of a recorded thread's frames.
 #[derive(Clone, Debug)]
@@ -151,16 +205,16 @@ enum Entry {
 }
 
 impl Entry {
-    fn toml(&self) -> String {
+    fn frame(&self) -> Frame<'_> {
         match self {
-            Entry::Call { function, .. } => format!("{{ fn = {} }}", quote(function)),
-            Entry::Transition => "{ frame = \"InlinedCallFrame\" }".into(),
+            Entry::Call { function, .. } => Frame::Call(function),
+            Entry::Transition => Frame::Explicit(FrameKind::InlinedCall),
         }
     }
 }
 
 /// The frames of a walk, declaring their code.
-fn frames_of(callbacks: &[Callback], code: &mut Code, module_of: &dyn Fn(&str) -> String) -> Vec<Entry> {
+fn frames_of(callbacks: &[Callback], code: &mut Code) -> Vec<Entry> {
     // Each callback's method identity: (name, k) for the k-th distinct method of that name.
     let mut identities: Vec<Option<(String, usize)>> = Vec::new();
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
@@ -169,8 +223,7 @@ fn frames_of(callbacks: &[Callback], code: &mut Code, module_of: &dyn Fn(&str) -
         let Some(name) = &c.name else {
             identities.push(None);
             let function = c.native.clone().unwrap_or_else(|| NATIVE.into());
-            let module = function.split_once('!').map_or(function.as_str(), |(m, _)| m);
-            code.declare(&function, "native", &format!("module = {}\n", quote(module)));
+            code.native(&function);
             out.push(Entry::Call {
                 function,
                 native: true,
@@ -191,26 +244,26 @@ fn frames_of(callbacks: &[Callback], code: &mut Code, module_of: &dyn Fn(&str) -
         identities.push(Some(identity.clone()));
         let (method, k) = identity;
         let base = if k == 1 {
-            method.clone()
+            code.method(&method, Method::default());
+            method
         } else {
-            format!("{method} #{k}")
+            let base = format!("{method} #{k}");
+            let metadata = Method {
+                method: Some(method),
+                version_of: None,
+            };
+            code.method(&base, metadata);
+            base
         };
-        let module = module_of(&base);
-        let metadata = if k == 1 {
-            format!("module = {}\n", quote(&module))
-        } else {
-            format!("module = {}\nmethod = {}\n", quote(&module), quote(&method))
-        };
-        code.declare(&base, "jit", &metadata);
         let function = if c.in_code {
             base
         } else {
             let tier = format!("{base} (tier 1)");
-            code.declare(
-                &tier,
-                "jit",
-                &format!("module = {}\nversion_of = {}\n", quote(&module), quote(&base)),
-            );
+            let version = Method {
+                method: None,
+                version_of: Some(base),
+            };
+            code.method(&tier, version);
             tier
         };
         out.push(Entry::Call {
@@ -221,6 +274,80 @@ fn frames_of(callbacks: &[Callback], code: &mut Code, module_of: &dyn Fn(&str) -
     out
 }
 
+/// Each moment's thread (and target thread), in order of first appearance, with the frames of
+/// its longest complete walk.
+struct Moments {
+    order: Vec<String>,
+    frames: BTreeMap<String, Vec<Entry>>,
+}
+
+impl Moments {
+    fn of(records: &[Record], code: &mut Code) -> Moments {
+        let mut moments = Moments {
+            order: Vec::new(),
+            frames: BTreeMap::new(),
+        };
+        for r in records {
+            let caller = (r.caller != "native").then(|| r.moment());
+            for thread in caller.into_iter().chain(r.walked()) {
+                if !moments.order.contains(&thread) {
+                    moments.order.push(thread);
+                }
+            }
+            if let (true, Some(thread)) = (r.complete(), r.walked()) {
+                let frames = frames_of(r.frames.as_deref().unwrap_or_default(), code);
+                let best = moments.frames.entry(thread).or_default();
+                if frames.len() > best.len() {
+                    *best = frames;
+                }
+            }
+        }
+        moments
+    }
+
+    /// The frames of thread `thread`: its walk's, or a managed leaf, above a native bottom
+    /// (an aborted walk may not have reached it).
+    fn stack(&self, thread: &str, code: &mut Code) -> Vec<Entry> {
+        let mut frames = match self.frames.get(thread) {
+            Some(f) if !f.is_empty() => f.clone(),
+            _ => {
+                code.method(LEAF, Method::default());
+                vec![Entry::Call {
+                    function: LEAF.into(),
+                    native: false,
+                }]
+            }
+        };
+        if !matches!(frames.last(), Some(Entry::Call { native: true, .. })) {
+            frames.push(Entry::Call {
+                function: NATIVE.into(),
+                native: true,
+            });
+        }
+        frames
+    }
+
+    /// The first function of thread `thread`: managed, as every walked stack's leaf is.
+    fn leaf(&self, thread: &str) -> String {
+        match self.frames.get(thread).and_then(|f| f.first()) {
+            Some(Entry::Call {
+                function,
+                native: false,
+            }) => function.clone(),
+            _ => LEAF.into(),
+        }
+    }
+
+    /// The threads whose frames call `function`.
+    fn running<'m>(&'m self, function: &'m str) -> impl Iterator<Item = &'m String> + 'm {
+        self.order.iter().filter(move |t| {
+            self.frames.get(*t).is_some_and(|frames| {
+                (frames.iter()).any(|e| matches!(e, Entry::Call { function: f, .. } if f == function))
+            })
+        })
+    }
+}
+
 /// The scenario text reproducing the log `log` (named `name`).
 pub fn scenario(name: &str, log: &str) -> Result<String, String> {
     let records: Vec<Record> = log
@@ -229,233 +356,118 @@ pub fn scenario(name: &str, log: &str) -> Result<String, String> {
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| Record::parse(l, i + 1))
         .collect::<Result<_, _>>()?;
-    // Walks refused for the event mask: the program ran without COR_PRF_ENABLE_STACK_SNAPSHOT.
-    let refused = format!("0x{:08X}", corprof::HResult::CORPROF_E_INCONSISTENT_WITH_FLAGS.0);
-    let flagless = records
-        .iter()
-        .any(|r| r.api == "DoStackSnapshot" && r.hresult == refused);
-    // Methods whose IP resolved and later did not were unloaded: each goes in its own module.
-    let unloaded = unloaded_functions(&records);
-    let module_of = |function: &str| match unloaded.iter().position(|f| f == function) {
-        Some(i) => format!("unloaded{}.dll", i + 1),
-        None => "recorded.exe".to_string(),
-    };
     let mut code = Code::default();
-    code.declare(NATIVE, "native", "module = \"native\"\n");
-    // Each moment's thread (and target thread): the longest complete walk of it.
-    let mut moments: BTreeMap<String, Vec<Entry>> = BTreeMap::new();
-    let mut order: Vec<String> = Vec::new();
-    for r in &records {
-        let callers = (r.caller != "native").then(|| r.moment());
-        for thread in callers.into_iter().chain(r.walked()) {
-            if !order.contains(&thread) {
-                order.push(thread);
-            }
-        }
-        if let (true, Some(thread)) = (r.complete(), r.walked()) {
-            let frames = frames_of(r.frames.as_deref().unwrap_or_default(), &mut code, &module_of);
-            let best = moments.entry(thread).or_default();
-            if frames.len() > best.len() {
-                *best = frames;
-            }
-        }
+    code.native(NATIVE);
+    let moments = Moments::of(&records, &mut code);
+    let (calls, unloaded) = calls(&records, &moments)?;
+    let threads: Vec<(String, Vec<Entry>)> = (moments.order.iter())
+        .map(|t| (t.clone(), moments.stack(t, &mut code)))
+        .collect();
+    // Walks refused for the event mask: the program ran without COR_PRF_ENABLE_STACK_SNAPSHOT.
+    let flagless = (records.iter())
+        .any(|r| r.api == "DoStackSnapshot" && r.hresult == HResult::CORPROF_E_INCONSISTENT_WITH_FLAGS);
+    let mut mask = vec![
+        "ENABLE_OBJECT_ALLOCATED",
+        "MONITOR_OBJECT_ALLOCATED",
+        "MONITOR_THREADS",
+        "MONITOR_GC",
+        "MONITOR_MODULE_LOADS",
+        "MONITOR_ASSEMBLY_LOADS",
+    ];
+    if !flagless {
+        mask.insert(0, "ENABLE_STACK_SNAPSHOT");
     }
-    let mut threads = String::new();
-    for thread in &order {
-        let mut frames = match moments.get(thread) {
-            Some(f) if !f.is_empty() => f.clone(),
-            _ => {
-                code.declare(LEAF, "jit", "module = \"recorded.exe\"\n");
-                vec![Entry::Call {
-                    function: LEAF.into(),
-                    native: false,
-                }]
-            }
-        };
-        // The thread starts in native code (an aborted walk may not have reached it).
-        if !matches!(frames.last(), Some(Entry::Call { native: true, .. })) {
-            frames.push(Entry::Call {
-                function: NATIVE.into(),
-                native: true,
-            });
-        }
-        let frames: Vec<String> = frames.iter().map(Entry::toml).collect();
-        let _ = write!(
-            threads,
-            "[[threads]]\nname = {}\nframes = [\n  {},\n]\n\n",
-            quote(thread),
-            frames.join(",\n  ")
-        );
+    let mut compose = Compose::new(Platform::Unix)
+        .named(name, "Recorded from a real runtime by `simclr record`.")
+        .event_mask(&mask);
+    for spec in code.specs(&unloaded) {
+        compose = compose.function(spec);
     }
-    let _ = write!(
-        threads,
-        "[[threads]]\nname = \"native\"\nkind = \"native\"\nframes = [{}]\n\n",
-        Entry::Call {
-            function: NATIVE.into(),
-            native: true
-        }
-        .toml()
-    );
-    let calls = calls(&records, &order, &moments, &unloaded, &module_of)?;
-    let mask = if flagless {
-        ""
-    } else {
-        "\"ENABLE_STACK_SNAPSHOT\", "
-    };
-    let mut text = format!(
-        "name = {}\ndescription = \"Recorded from a real runtime by `simclr record`.\"\nplatform = \"unix\"\n\n[runtime]\nevent_mask = [{mask}\"ENABLE_OBJECT_ALLOCATED\", \"MONITOR_OBJECT_ALLOCATED\", \"MONITOR_THREADS\", \"MONITOR_GC\", \"MONITOR_MODULE_LOADS\", \"MONITOR_ASSEMBLY_LOADS\"]\n\n",
-        quote(name)
-    );
-    for (_, decl) in &code.functions {
-        text.push_str(decl);
-        text.push('\n');
+    for (thread, frames) in &threads {
+        let frames: Vec<Frame<'_>> = frames.iter().map(Entry::frame).collect();
+        compose = compose.thread(ThreadSpec::new(thread, &frames));
     }
-    text.push_str(&threads);
-    text.push_str(&calls);
-    Ok(text)
+    compose = compose.thread(ThreadSpec::native("native", &[Frame::Call(NATIVE)]));
+    Ok(compose.calls(calls).text())
 }
 
-/// The functions of `saveK` callbacks that a later `fip_saved` no longer resolved.
-fn unloaded_functions(records: &[Record]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut saved: Option<String> = None;
-    let mut resolved = false;
-    for r in records {
-        if let Some(function) = r.saved() {
-            (saved, resolved) = (function, false);
-        }
-        if r.shape == "fip_saved" {
-            if r.hresult == "0x00000000" {
-                resolved = true;
-            } else if resolved {
-                out.extend(saved.clone());
-            }
-        }
-    }
-    out
-}
-
-/// The `[[calls]]` tables.
-fn calls(
-    records: &[Record],
-    order: &[String],
-    moments: &BTreeMap<String, Vec<Entry>>,
-    unloaded: &[String],
-    module_of: &dyn Fn(&str) -> String,
-) -> Result<String, String> {
-    let mut out = String::new();
-    let mut count = 0;
-    let mut saved: Option<String> = None;
-    let mut resolved = false;
-    let mut gone: Vec<String> = Vec::new();
+/// The calls, and the methods found unloaded: a method whose IP a `saveK` walk kept, which a
+/// `fip_saved` lookup resolved and a later one did not, was unloaded in between, so the
+/// moments that ran it exit and its assembly unloads there.
+fn calls(records: &[Record], moments: &Moments) -> Result<(Vec<CallSpec>, Vec<String>), String> {
+    let mut out: Vec<CallSpec> = Vec::new();
+    let mut unloaded: Vec<String> = Vec::new();
+    let (mut saved, mut resolved): (Option<String>, bool) = (None, false);
     for (i, r) in records.iter().enumerate() {
         if r.case.ends_with("/inner") {
             continue;
         }
         let moment = r.moment();
-        let (caller, from) = match r.caller.as_str() {
-            "native" => ("native".to_string(), None),
-            "pinvoke" => (moment.clone(), Some("pinvoke")),
-            other => (moment.clone(), Some(other)),
-        };
-        // The leaf of the moment's thread: managed, as every walked stack's leaf is.
-        let leaf = match moments.get(&moment).and_then(|f| f.first()) {
-            Some(Entry::Call {
-                function,
-                native: false,
-            }) => function.clone(),
-            _ => LEAF.to_string(),
-        };
-        let head = |api: &str| {
-            let mut t = format!(
-                "[[calls]]\ncase = {}\ncaller = {}\n",
-                quote(&r.case),
-                quote(&caller)
-            );
-            if let Some(from) = from {
-                let _ = writeln!(t, "from = {}", quote(from));
+        let (caller, context) = match r.caller.as_str() {
+            "native" => ("native".to_string(), CallContext::Thread),
+            "pinvoke" => (moment.clone(), CallContext::PInvoke),
+            other => {
+                let kind = sim_clr::CallbackKind::parse(other)
+                    .ok_or_else(|| format!("record {} ({}): unknown caller `{other}`", i + 1, r.case))?;
+                (moment.clone(), CallContext::Callback(kind))
             }
-            let _ = writeln!(t, "api = {}", quote(api));
-            t
         };
-        let expect = format!("expect = {}\n", quote(&hresult_name(&r.hresult)));
-        let table = match r.api.as_str() {
+        let call = |api: &str| {
+            CallSpec::api(api, &caller, context)
+                .set("case", r.case.as_str())
+                .expect(r.hresult)
+        };
+        let call = match r.api.as_str() {
             "DoStackSnapshot" => {
-                let target = format!("{moment}.target");
-                let args = snapshot_args(&r.shape, &target, count + 1)
+                let target = Target::Thread(format!("{moment}.target"));
+                let shape = Shape::parse(&r.shape, target)
                     .ok_or_else(|| format!("record {} ({}): unknown shape `{}`", i + 1, r.case, r.shape))?;
-                if let Some(capture) = &args.capture {
-                    let mut t = head("DoStackSnapshot");
-                    t.push_str(capture);
-                    out.push_str(&t.replace(&format!("case = {}\n", quote(&r.case)), ""));
-                    out.push('\n');
-                    count += 1;
-                }
-                let mut t = head("DoStackSnapshot");
-                t.push_str(&args.fields);
-                t.push_str(&expect);
-                if let Some(frames) = &r.frames {
-                    let _ = writeln!(t, "expect_frames = {}", frames.len());
-                }
+                // A seed from a callback: a walk with contexts just before, to take it from.
+                let capture = shape
+                    .seed_from
+                    .map(|_| CallSpec::snapshot(&caller, context).flags(REGISTER_CONTEXT));
+                let walk = shape.apply(
+                    call("DoStackSnapshot"),
+                    out.len() + usize::from(capture.is_some()),
+                );
+                out.extend(capture);
+                let mut walk = match &r.frames {
+                    Some(frames) => walk.set("expect_frames", frames.len() as u32),
+                    None => walk,
+                };
                 if r.shape == "nested" {
-                    let inner = records.iter().find(|x| x.case == format!("{}/inner", r.case));
-                    if let Some(inner) = inner {
-                        let _ = write!(
-                            t,
-                            "[[calls.nested]]\ncase = {}\napi = \"DoStackSnapshot\"\nat = 0\nexpect = {}\n",
-                            quote(&inner.case),
-                            quote(&hresult_name(&inner.hresult))
-                        );
+                    let label = format!("{}/inner", r.case);
+                    if let Some(inner) = records.iter().find(|x| x.case == label) {
+                        let nested = CallSpec::inner("DoStackSnapshot")
+                            .set("case", label.as_str())
+                            .expect(inner.hresult);
+                        walk = walk.nested(NestedAt::Frames(vec![0]), nested);
                     }
                 }
-                t
+                walk
             }
             "GetFunctionFromIP" | "GetFunctionFromIP2" => {
-                let ip = match r.shape.as_str() {
-                    "fip_native" => format!("{{ fn = {}, offset = 0x10 }}", quote(NATIVE)),
+                let function = match r.shape.as_str() {
+                    "fip_native" => NATIVE.to_string(),
                     "fip_saved" => {
-                        let f = saved.clone().unwrap_or_else(|| leaf.clone());
-                        if r.hresult != "0x00000000"
-                            && resolved
-                            && unloaded.contains(&f)
-                            && !gone.contains(&f)
-                        {
-                            // The moments that ran it are over; then its assembly unloads.
-                            for thread in order.iter().filter(|t| {
-                                moments.get(*t).is_some_and(|fr| {
-                                    fr.iter()
-                                        .any(|e| matches!(e, Entry::Call { function, .. } if *function == f))
-                                })
-                            }) {
-                                let _ = write!(
-                                    out,
-                                    "[[calls]]\nevent = \"thread_exit\"\nthread = {}\n\n",
-                                    quote(thread)
-                                );
-                                count += 1;
+                        let f = saved.clone().unwrap_or_else(|| moments.leaf(&moment));
+                        if !r.succeeded() && resolved && !unloaded.contains(&f) {
+                            for thread in moments.running(&f) {
+                                out.push(CallSpec::event("thread_exit", thread));
                             }
-                            let _ = write!(
-                                out,
-                                "[[calls]]\nevent = \"unload\"\nthread = \"native\"\nmodule = {}\n\n",
-                                quote(&module_of(&f))
-                            );
-                            count += 1;
-                            gone.push(f.clone());
+                            unloaded.push(f.clone());
+                            let module = format!("unloaded{}.dll", unloaded.len());
+                            out.push(CallSpec::event("unload", "native").set("module", module));
                         }
-                        resolved |= r.hresult == "0x00000000";
-                        format!("{{ fn = {}, offset = 0x10 }}", quote(&f))
+                        resolved |= r.succeeded();
+                        f
                     }
-                    _ => format!("{{ fn = {}, offset = 0x10 }}", quote(&leaf)),
+                    _ => moments.leaf(&moment),
                 };
-                let mut t = head(&r.api);
-                let _ = writeln!(t, "ip = {ip}");
-                t.push_str(&expect);
-                t
+                call(&r.api).ip(IpRef::Function(function, 0x10))
             }
             "GetCurrentThreadID" | "InitializeCurrentThread" | "SuspendRuntime" | "ResumeRuntime" => {
-                let mut t = head(&r.api);
-                t.push_str(&expect);
-                t
+                call(&r.api)
             }
             other => {
                 return Err(format!(
@@ -468,69 +480,92 @@ fn calls(
         if let Some(function) = r.saved() {
             (saved, resolved) = (function, false);
         }
-        out.push_str(&table);
-        out.push('\n');
-        count += 1;
+        out.push(call);
     }
-    Ok(out)
+    Ok((out, unloaded))
 }
 
-/// A walk's arguments.
-struct SnapshotArgs {
-    /// The fields after `api`.
-    fields: String,
-    /// The fields of a walk with contexts made first, whose callback the seed is taken from.
-    capture: Option<String>,
+/// The arguments of one of the profiler's `DoStackSnapshot` shapes.
+struct Shape {
+    target: Option<Target>,
+    flags: u32,
+    seed: Option<Seed>,
+    context_size: u32,
+    callback: CallbackBehavior,
+    /// The callback of a capture walk made just before, whose context is the seed.
+    seed_from: Option<usize>,
 }
 
-/// The arguments of the profiler's `DoStackSnapshot` shape `shape` (its `target…` shapes walk
-/// `target`); `call` is the number the walk will have, for seeds taken from a capture walk
-/// made just before it.
-fn snapshot_args(shape: &str, target: &str, call: usize) -> Option<SnapshotArgs> {
-    let (on_target, rest) = match shape.strip_prefix("target") {
-        Some(rest) => (true, rest.strip_prefix('_').unwrap_or(rest)),
-        None => (false, shape),
-    };
-    let mut fields = String::new();
-    if on_target {
-        let _ = writeln!(fields, "target = {}", quote(target));
-    }
-    let mut capture = None;
-    let rest = if rest.is_empty() { "default" } else { rest };
-    match rest {
-        "default" | "nested" => {}
-        _ if rest.starts_with("save") => {}
-        "self" => fields.push_str("target = \"self\"\n"),
-        "bogus" => fields.push_str("target = \"bogus\"\n"),
-        "regctx" => fields.push_str("flags = [\"REGISTER_CONTEXT\"]\n"),
-        "x86" => fields.push_str("flags = 2\n"),
-        "zero" => fields.push_str("seed = \"zero\"\ncontext_size = 1232\n"),
-        "zero16" => fields.push_str("seed = \"zero\"\ncontext_size = 16\n"),
-        "null1232" => fields.push_str("context_size = 1232\n"),
-        "flags4" => fields.push_str("flags = 4\n"),
-        "flagshi" => fields.push_str("flags = 0x80000000\n"),
-        "sfalse1" => fields.push_str("callback = { return = \"S_FALSE\", at = 1 }\n"),
-        "efail1" => fields.push_str("callback = { return = \"E_FAIL\", at = 1 }\n"),
-        "other0" => fields.push_str("callback = { return = \"0x00012345\", at = 0 }\n"),
-        "nullcb" | "null" => fields.push_str("callback = \"null\"\n"),
-        "seed2" | "seed2size0" => {
-            capture = Some("flags = [\"REGISTER_CONTEXT\"]\n".to_string());
-            let size = if rest == "seed2" {
-                "\ncontext_size = 1232"
-            } else {
-                ""
-            };
-            let _ = writeln!(fields, "seed = {{ call = {call}, callback = 2 }}{size}");
+impl Shape {
+    /// Shape `name` (`target…` shapes walk `target`), `None` when unknown.
+    fn parse(name: &str, target: Target) -> Option<Shape> {
+        let (on_target, rest) = match name.strip_prefix("target") {
+            Some(rest) => (true, rest.strip_prefix('_').unwrap_or(rest)),
+            None => (false, name),
+        };
+        let mut shape = Shape {
+            target: on_target.then_some(target),
+            flags: 0,
+            seed: None,
+            context_size: 0,
+            callback: CallbackBehavior::Ok,
+            seed_from: None,
+        };
+        let full = Context::SIZE as u32;
+        let zero = || {
+            Some(Seed::Context {
+                base: SeedBase::Zero,
+                overrides: vec![],
+            })
+        };
+        let abort = |at, value| CallbackBehavior::Return { at, value };
+        match rest {
+            "" | "default" | "nested" => {}
+            _ if rest
+                .strip_prefix("save")
+                .is_some_and(|k| k.parse::<usize>().is_ok()) => {}
+            "self" => shape.target = Some(Target::Thread("self".into())),
+            "bogus" => shape.target = Some(Target::Raw(1)),
+            "regctx" => shape.flags = REGISTER_CONTEXT,
+            "x86" => shape.flags = 2,
+            "flags4" => shape.flags = 4,
+            "flagshi" => shape.flags = 0x8000_0000,
+            "zero" => (shape.seed, shape.context_size) = (zero(), full),
+            "zero16" => (shape.seed, shape.context_size) = (zero(), 16),
+            "null1232" => shape.context_size = full,
+            "sfalse1" => shape.callback = abort(1, HResult::S_FALSE),
+            "efail1" => shape.callback = abort(1, HResult::E_FAIL),
+            "other0" => shape.callback = abort(0, HResult(0x12345)),
+            "nullcb" | "null" => shape.callback = CallbackBehavior::Null,
+            "seed2" => (shape.seed_from, shape.context_size) = (Some(2), full),
+            "seed2size0" => shape.seed_from = Some(2),
+            _ => return None,
         }
-        _ => return None,
+        Some(shape)
     }
-    Some(SnapshotArgs { fields, capture })
-}
 
-fn hresult_name(hex: &str) -> String {
-    corprof::HResult::parse(hex)
-        .and_then(|hr| hr.name())
-        .map_or_else(|| hex.to_string(), str::to_string)
+    /// `walk` with these arguments; a seed from a capture walk takes it from call `capture`
+    /// (1-based).
+    fn apply(self, walk: CallSpec, capture: usize) -> CallSpec {
+        let mut walk = walk.flags(self.flags).callback(self.callback);
+        if let Some(target) = self.target {
+            walk = walk.target(target);
+        }
+        if self.context_size != 0 {
+            walk = walk.context_size(self.context_size);
+        }
+        let seed = self.seed.or(self.seed_from.map(|callback| Seed::Context {
+            base: SeedBase::Callback {
+                call: capture,
+                callback,
+            },
+            overrides: vec![],
+        }));
+        match seed {
+            Some(seed) => walk.seed(seed),
+            None => walk,
+        }
+    }
 }
 
 /// Records every `NAME.jsonl` of `results` into `out/NAME.toml`.

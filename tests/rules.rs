@@ -7,6 +7,7 @@
 use corprof::flags::snapshot;
 use corprof::{Context, FunctionId, HResult, ProfilerInfo, Register, SnapshotFrame, ThreadId};
 use fixtures::compose::{CallSpec, Compose, Frame, ThreadSpec, Value};
+use sim_clr::code::CodeKind;
 use sim_clr::scenario::{
     CallReport, CallbackBehavior, NestedAt, Scenario, Seed, SeedBase, SeedValue, Target,
 };
@@ -30,16 +31,12 @@ const MASK: [&str; 8] = [
 /// managed). Tests add their own runtime fields, threads and calls.
 fn world(platform: Platform) -> Compose {
     let managed = [
-        ("App::Leaf", "jit"),
-        ("App::Mid", "jit"),
-        ("App::Main", "jit"),
-        ("IL_STUB", "il_stub"),
+        ("App::Leaf", CodeKind::Jit),
+        ("App::Mid", CodeKind::Jit),
+        ("App::Main", CodeKind::Jit),
+        ("IL_STUB", CodeKind::IlStub),
     ];
-    let native = [
-        ("native!run", "native"),
-        ("host!main", "native"),
-        ("sampler!loop", "native"),
-    ];
+    let native = ["native!run", "host!main", "sampler!loop"].map(|name| (name, CodeKind::Native));
     let code = managed
         .into_iter()
         .chain(native)

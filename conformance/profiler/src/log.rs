@@ -76,7 +76,8 @@ pub fn record(case: &str, caller: &str, api: &str, shape: &str, hr: i32, frames:
             .map(|f| {
                 let name = f.name.as_deref().map_or("null".to_string(), quote);
                 let same_as = f.same_as.map_or(String::new(), |k| format!(",\"same_as\":{k}"));
-                let in_code = match (&f.name, f.in_code) {
+                // A managed callback's `in_code`, a native one's `native`.
+                let code = match (&f.name, f.in_code) {
                     (None, _) => {
                         (f.native.as_deref()).map_or(String::new(), |n| format!(",\"native\":{}", quote(n)))
                     }
@@ -84,7 +85,7 @@ pub fn record(case: &str, caller: &str, api: &str, shape: &str, hr: i32, frames:
                     (Some(_), None) => ",\"in_code\":null".to_string(),
                 };
                 format!(
-                    "{{\"function\":{name},\"context_size\":{}{same_as}{in_code}}}",
+                    "{{\"function\":{name},\"context_size\":{}{same_as}{code}}}",
                     f.context_size
                 )
             })
