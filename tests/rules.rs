@@ -978,6 +978,34 @@ fn r34_only_the_seed_ip_is_checked() {
 }
 
 #[test]
+fn r34_a_method_past_its_frame_pointer_setup_is_unwound_from_rbp() {
+    // The leaf of `main` stops in App::Leaf's body, where `push rbp; mov rbp, rsp` has run:
+    // the unwind info's frame register, not RSP, locates the frame.
+    let seeded = |overrides: Vec<(Option<Register>, SeedValue)>| {
+        dss("main", CallContext::Callback(CallbackKind::ObjectAllocated)).seed(Seed::Context {
+            base: SeedBase::Frame("main".into(), 0),
+            overrides,
+        })
+    };
+    let r = world(Platform::Unix)
+        .call(seeded(vec![]))
+        .call(seeded(vec![(Some(Register::Rsp), SeedValue::Raw(0x10))]))
+        .call(seeded(vec![(Some(Register::Rbp), SeedValue::Raw(0x1000))]))
+        .build()
+        .run();
+    let expected = ["App::Leaf", "App::Mid", "App::Main", "0"];
+    assert_eq!(names(&r.calls[0]), expected);
+    assert_eq!(names(&r.calls[1]), expected, "a bogus RSP is not read");
+    assert_eq!(r.faults.len(), 1);
+    assert_eq!(
+        (r.faults[0].kind.as_str(), r.faults[0].call),
+        ("access_violation", 3),
+        "a bogus RBP is: the return address at RBP + 8"
+    );
+    assert!(r.faults[0].message.contains("0x1008"), "{}", r.faults[0].message);
+}
+
+#[test]
 fn r35_an_enter_hook_walk_begins_at_the_slow_path_frame() {
     let r = world(Platform::Unix)
         .call(dss("main", CallContext::Callback(CallbackKind::FunctionEnter)))

@@ -150,71 +150,86 @@ impl AddressSpace {
         Ok(m.read_u64(addr))
     }
 
-    /// A reader of this memory for a run of reads that mostly stay in one region, such as a
-    /// walk of one thread's stack.
+    /// A reader of this memory for a run of reads that mostly stay in one page, such as a walk
+    /// of one thread's stack.
     pub fn reader(&self) -> Reader<'_> {
         Reader {
             space: self,
-            last: None,
-            page: (u64::MAX, 0, &EMPTY_PAGE),
+            page: Page {
+                start: u64::MAX,
+                words: 0,
+                data: &EMPTY_PAGE,
+            },
         }
+    }
+
+    /// A read outside a reader's page: the value, and the page it is in when that page holds
+    /// written words and the read is aligned (the reader keeps it for the next reads).
+    #[inline(never)]
+    fn read_paged(&self, addr: u64) -> Result<(u64, Option<Page<'_>>), AccessViolation> {
+        let m = self.region(addr, 8).ok_or(AccessViolation { address: addr })?;
+        if addr.is_multiple_of(8) {
+            let (page, slot) = m.slot(addr);
+            if let Some(data) = m.pages[page].as_deref() {
+                let start = addr - 8 * slot as u64;
+                let words = ((m.region.end - start) / 8).min(PAGE_WORDS as u64);
+                return Ok((data[slot], Some(Page { start, words, data })));
+            }
+        }
+        Ok((m.read_u64(addr), None))
     }
 }
 
-/// The page the reader starts with: no address maps to it.
+/// The page a reader starts with: no address maps to it.
 static EMPTY_PAGE: [u64; PAGE_WORDS] = [0; PAGE_WORDS];
 
-/// Reads [`AddressSpace`] memory, remembering the page and the region of its last read: an
-/// aligned read in the same page costs a subtraction, a compare and a load; one elsewhere in
-/// the region an index more; one in another region a search, as [`AddressSpace::read_u64`].
+/// A written page of a mapped region, as a reader keeps it.
+#[derive(Clone, Copy, Debug)]
+struct Page<'a> {
+    /// The page's address (8-aligned).
+    start: u64,
+    /// How many of its words are mapped.
+    words: u64,
+    /// Its words.
+    data: &'a [u64; PAGE_WORDS],
+}
+
+/// Reads [`AddressSpace`] memory, remembering the page of its last read: an aligned read in
+/// the same page costs a subtraction, a compare and a load; one elsewhere a search of the
+/// regions, as [`AddressSpace::read_u64`].
+///
+/// The reader is a few words passed by value to nothing: in a loop its page stays in
+/// registers.
 #[derive(Clone, Copy, Debug)]
 pub struct Reader<'a> {
     space: &'a AddressSpace,
-    last: Option<&'a Mapped>,
-    /// The address of the last written page read (8-aligned), how many of its words are
-    /// mapped, and its words.
-    page: (u64, u64, &'a [u64; PAGE_WORDS]),
+    page: Page<'a>,
 }
 
-impl<'a> Reader<'a> {
+impl Reader<'_> {
+    /// The word at `addr` when it is aligned and in the page of the last read, else `None`:
+    /// a read that never faults and never searches.
+    #[inline]
+    pub fn cached(&self, addr: u64) -> Option<u64> {
+        let page = self.page;
+        // The word's index in the page; an unaligned address rotates its low bits to the top,
+        // past any count, so one comparison checks both.
+        let word = addr.wrapping_sub(page.start).rotate_right(3);
+        // At most a page is mapped: the mask only spares the bounds check.
+        (word < page.words).then(|| page.data[word as usize % PAGE_WORDS])
+    }
+
     /// Reads 8 bytes at any address, as [`AddressSpace::read_u64`] does.
     #[inline]
     pub fn read_u64(&mut self, addr: u64) -> Result<u64, AccessViolation> {
-        let (page_start, mapped_words, words) = self.page;
-        // The word's index in the page; an unaligned address rotates its low bits to the top,
-        // past any count, so one comparison checks both.
-        let word = addr.wrapping_sub(page_start).rotate_right(3);
-        if word < mapped_words {
-            // At most a page is mapped: the mask only spares the bounds check.
-            return Ok(words[word as usize % PAGE_WORDS]);
+        if let Some(value) = self.cached(addr) {
+            return Ok(value);
         }
-        self.read_slow(addr)
-    }
-
-    /// A read outside the last page: finds the region, and remembers the page when it holds
-    /// written words and the read is aligned.
-    fn read_slow(&mut self, addr: u64) -> Result<u64, AccessViolation> {
-        let m = match self.last {
-            Some(m) if m.region.contains(addr, 8) => m,
-            _ => {
-                let m = self
-                    .space
-                    .region(addr, 8)
-                    .ok_or(AccessViolation { address: addr })?;
-                self.last = Some(m);
-                m
-            }
-        };
-        if addr.is_multiple_of(8) {
-            let (page, slot) = m.slot(addr);
-            if let Some(words) = m.pages[page].as_deref() {
-                let start = addr - 8 * slot as u64;
-                let mapped_words = ((m.region.end - start) / 8).min(PAGE_WORDS as u64);
-                self.page = (start, mapped_words, words);
-                return Ok(words[slot]);
-            }
+        let (value, next) = self.space.read_paged(addr)?;
+        if let Some(next) = next {
+            self.page = next;
         }
-        Ok(m.read_u64(addr))
+        Ok(value)
     }
 }
 

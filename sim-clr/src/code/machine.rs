@@ -92,13 +92,86 @@ fn rsp_delta(regs: &[Value; 16]) -> i64 {
 /// The most registers a frame can have saved: every one but RSP.
 const MAX_SAVED: usize = 15;
 
+/// The register a frame's entry RSP is found from, as the runtime's unwinder reads the unwind
+/// info of the code it generated (Windows x64 unwind semantics, which CoreCLR uses for
+/// managed code on every platform).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Anchor {
+    /// RSP: the function has no frame pointer, has not set it up yet, or is in an epilogue
+    /// (which the unwinder emulates forward from RSP).
+    #[default]
+    Rsp,
+    /// The frame pointer RBP, once the prologue's `lea rbp, [rsp + n]` ran and outside
+    /// epilogues (`UWOP_SET_FPREG`: the establisher frame comes from the frame register).
+    Rbp,
+    /// The conventional frame of `push rbp; mov rbp, rsp`: an [`Anchor::Rbp`] frame whose
+    /// return address is at RBP + 8 and whose caller's RBP is at RBP, the links of a
+    /// frame-pointer chain. A walk unwinds it from RBP alone, without the frame's offsets.
+    Chain,
+}
+
+/// Where unwinding a frame stopped at one state reads: enough to find the caller's RSP, RBP
+/// and return address without the other saved registers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reach {
+    /// The register the entry RSP is found from.
+    anchor: Anchor,
+    /// The entry RSP minus the anchor register (RBP may point above the entry RSP).
+    offset: i32,
+    /// The lowest and the highest offset from the entry RSP the unwind reads: the saved
+    /// registers' slots and the return address's 0.
+    span: (i32, i32),
+    /// Where the caller's RBP is saved, as an offset from the entry RSP, if it is.
+    rbp_slot: Option<i32>,
+}
+
+impl Reach {
+    /// The entry RSP of a frame whose RSP is `rsp` and RBP is `rbp`.
+    #[inline]
+    fn entry_rsp(&self, rsp: u64, rbp: u64) -> u64 {
+        match self.anchor {
+            Anchor::Rsp => rsp.wrapping_add_signed(i64::from(self.offset)),
+            Anchor::Rbp => rbp.wrapping_add_signed(i64::from(self.offset)),
+            // The offset is 8: spelled out, the address does not wait for the rule.
+            Anchor::Chain => rbp.wrapping_add(8),
+        }
+    }
+
+    /// [`UnwindRule::unwind`] for a walk that keeps only RSP and RBP, without reading the
+    /// other saved registers back: `cached` answers for memory known to be mapped (a
+    /// reader's current page). When it answers for the return address and for both ends of
+    /// the words a full unwind reads, these reads cannot fault and the other values are not
+    /// needed: RSP becomes the CFA, RBP the caller's, and the return address is returned.
+    /// Else `None`, and nothing changed.
+    #[inline]
+    pub fn unwind_rsp_rbp(
+        &self,
+        rsp: &mut u64,
+        rbp: &mut u64,
+        cached: impl Fn(u64) -> Option<u64>,
+    ) -> Option<u64> {
+        let entry_rsp = self.entry_rsp(*rsp, *rbp);
+        let rip = cached(entry_rsp)?;
+        cached(entry_rsp.wrapping_add_signed(i64::from(self.span.0)))?;
+        cached(entry_rsp.wrapping_add_signed(i64::from(self.span.1)))?;
+        let caller_rbp = match (self.anchor, self.rbp_slot) {
+            (Anchor::Chain, _) => cached(*rbp)?,
+            (_, Some(slot)) => cached(entry_rsp.wrapping_add_signed(i64::from(slot)))?,
+            (_, None) => *rbp,
+        };
+        (*rsp, *rbp) = (entry_rsp.wrapping_add(8), caller_rbp);
+        Some(rip)
+    }
+}
+
 /// How to unwind a frame stopped at one state, in a small `Copy` value the runtime's walk
-/// keeps next to each code address it meets: the entry RSP is `RSP + depth`, the return
-/// address sits there, and each saved register is read back from its slot.
+/// keeps next to each code address it meets: the entry RSP is the anchor register plus an
+/// offset, the return address sits there, and each saved register is read back from its
+/// slot.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct UnwindRule {
-    /// The entry RSP minus RSP at the state (≥ 0).
-    depth: u32,
+    /// Where the unwind reads.
+    pub reach: Reach,
     /// How many registers `registers` and `slots` hold.
     saved: u8,
     /// The saved registers, by [`Register`] number.
@@ -108,17 +181,27 @@ pub struct UnwindRule {
 }
 
 impl UnwindRule {
-    /// The rule of a state whose RSP is `rsp_delta` from the entry RSP and which saved
-    /// `saved`; `None` if an offset is out of the range code can reach (±2 GiB).
-    fn new(rsp_delta: i64, saved: &[(Register, i64)]) -> Option<UnwindRule> {
-        let mut rule = UnwindRule {
-            depth: u32::try_from(-rsp_delta).ok()?,
-            ..UnwindRule::default()
-        };
+    /// The rule of a state whose RSP is `rsp_delta` from the entry RSP, whose frame pointer
+    /// (when the unwinder uses it) is `rbp_delta` from it, and which saved `saved`; `None`
+    /// if an offset is out of the range code can reach (±2 GiB).
+    fn new(rsp_delta: i64, rbp_delta: Option<i64>, saved: &[(Register, i64)]) -> Option<UnwindRule> {
+        let mut rule = UnwindRule::default();
+        let (anchor, delta) = rbp_delta.map_or((Anchor::Rsp, rsp_delta), |d| (Anchor::Rbp, d));
+        rule.reach.anchor = anchor;
+        rule.reach.offset = i32::try_from(-delta).ok()?;
         for (i, &(r, offset)) in saved.iter().enumerate().take(MAX_SAVED) {
+            let slot = i32::try_from(offset).ok()?;
             rule.registers[i] = r as u8;
-            rule.slots[i] = i32::try_from(offset).ok()?;
+            rule.slots[i] = slot;
             rule.saved += 1;
+            let span = rule.reach.span;
+            rule.reach.span = (span.0.min(slot), span.1.max(slot));
+            if r == Register::Rbp {
+                rule.reach.rbp_slot = Some(slot);
+            }
+        }
+        if anchor == Anchor::Rbp && delta == -8 && rule.reach.rbp_slot == Some(-8) {
+            rule.reach.anchor = Anchor::Chain;
         }
         Some(rule)
     }
@@ -133,7 +216,9 @@ impl UnwindRule {
         regs: &mut [u64; 16],
         read: &mut impl FnMut(u64) -> Result<u64, u64>,
     ) -> Result<u64, u64> {
-        let entry_rsp = regs[Register::Rsp as usize].wrapping_add(u64::from(self.depth));
+        let entry_rsp = self
+            .reach
+            .entry_rsp(regs[Register::Rsp as usize], regs[Register::Rbp as usize]);
         let rip = read(entry_rsp)?;
         let saved = usize::from(self.saved).min(MAX_SAVED);
         for (&r, &slot) in self.registers[..saved].iter().zip(&self.slots[..saved]) {
@@ -187,6 +272,12 @@ impl MachineCode {
         let code = assemble_at(shape, base, padding).map_err(|e| e.to_string())?;
         let boundaries = emulate(&code).map_err(|e| e.to_string())?;
         let mut states: Vec<FrameState> = Vec::new();
+        // Where the prologue has set up the frame pointer, if it does.
+        let frame_set = shape
+            .prologue
+            .iter()
+            .position(|s| matches!(s, PrologStep::SetFramePointer(_)))
+            .map(|i| code.prolog_ends[i]);
         for b in &boundaries {
             let regs = b.regs.map(Value::classify);
             let writes: Vec<(i64, Value)> = b
@@ -202,17 +293,26 @@ impl MachineCode {
                     Some((r, *offset))
                 })
                 .collect();
-            let rule = UnwindRule::new(rsp_delta(&regs), &saved)
-                .ok_or_else(|| format!("a frame offset at +{:#x} is out of range", b.ip - base))?;
+            let offset = b.ip - base;
+            // The frame pointer anchors the unwind once it is set up, outside epilogues.
+            let rbp_delta = match regs[Register::Rbp as usize] {
+                Value::Rsp(d) if frame_set.is_some_and(|at| offset >= at) && !code.in_epilogue(offset) => {
+                    Some(d)
+                }
+                _ => None,
+            };
+            let rule = UnwindRule::new(rsp_delta(&regs), rbp_delta, &saved)
+                .ok_or_else(|| format!("a frame offset at +{offset:#x} is out of range"))?;
             let state = FrameState {
-                offset: b.ip - base,
+                offset,
                 regs,
                 writes,
                 saved,
                 rule,
             };
             match states.last() {
-                Some(last) if last.regs == state.regs && last.writes == state.writes => {}
+                Some(last)
+                    if last.regs == state.regs && last.writes == state.writes && last.rule == state.rule => {}
                 _ => states.push(state),
             }
         }
@@ -379,32 +479,77 @@ mod tests {
 
     #[test]
     fn unwinding_a_state_restores_what_the_prologue_saved() {
-        let shape = default_shape(CodeKind::Native, 0x40);
-        let m = MachineCode::build(&shape, 0x7f10_0000_1000, 0x100).unwrap();
+        // The default shapes, and a frame pointer set above the entry RSP (`lea rbp,
+        // [rsp + 112]` after 88 bytes of frame).
+        let high_frame_pointer = FunctionShape {
+            prologue: vec![
+                PrologStep::Push(Register::Rbp),
+                PrologStep::Push(Register::R12),
+                PrologStep::Push(Register::R14),
+                PrologStep::Alloc(64),
+                PrologStep::SetFramePointer(112),
+                PrologStep::Save(Register::Rbx, 0),
+            ],
+            ..default_shape(CodeKind::Jit, 0x40)
+        };
+        let shapes = [CodeKind::Native, CodeKind::Jit, CodeKind::Helper]
+            .map(|kind| default_shape(kind, 0x40))
+            .into_iter()
+            .chain([high_frame_pointer]);
         let mut entry = [0u64; 16];
         for r in Register::ALL {
             entry[r as usize] = 0x1000 + r as u64;
         }
         entry[Register::Rsp as usize] = 0x8000;
-        for state in &m.states {
-            let mut memory = std::collections::BTreeMap::from([(0x8000u64, 0x4242u64)]);
-            for &(d, v) in &state.writes {
-                memory.insert(0x8000u64.wrapping_add_signed(d), v.resolve(&entry));
-            }
-            let mut regs = state.regs.map(|v| v.resolve(&entry));
-            let rip = state
-                .rule
-                .unwind(&mut regs, &mut |a| memory.get(&a).copied().ok_or(a))
-                .unwrap();
-            assert_eq!(rip, 0x4242, "at +{:#x}", state.offset);
-            assert_eq!(regs[Register::Rsp as usize], 0x8008);
-            for r in [Register::Rbx, Register::R12, Register::Rbp, Register::R15] {
+        for shape in shapes {
+            let m = MachineCode::build(&shape, 0x7f10_0000_1000, 0x100).unwrap();
+            for state in &m.states {
+                let mut memory = std::collections::BTreeMap::from([(0x8000u64, 0x4242u64)]);
+                for &(d, v) in &state.writes {
+                    memory.insert(0x8000u64.wrapping_add_signed(d), v.resolve(&entry));
+                }
+                let mut regs = state.regs.map(|v| v.resolve(&entry));
+                let (mut rsp, mut rbp) = (regs[Register::Rsp as usize], regs[Register::Rbp as usize]);
+                let rip = state
+                    .rule
+                    .unwind(&mut regs, &mut |a| memory.get(&a).copied().ok_or(a))
+                    .unwrap();
+                let at = format!("{shape} at +{:#x}", state.offset);
+                assert_eq!(rip, 0x4242, "{at}");
+                assert_eq!(regs[Register::Rsp as usize], 0x8008, "{at}");
+                for r in [
+                    Register::Rbx,
+                    Register::R12,
+                    Register::Rbp,
+                    Register::R14,
+                    Register::R15,
+                ] {
+                    assert_eq!(regs[r as usize], entry[r as usize], "{r:?}, {at}");
+                }
+                // Keeping only RSP and RBP gives the same caller, reading the same memory.
+                let fast = state
+                    .rule
+                    .reach
+                    .unwind_rsp_rbp(&mut rsp, &mut rbp, |a| memory.get(&a).copied());
                 assert_eq!(
-                    regs[r as usize], entry[r as usize],
-                    "{r:?} at +{:#x}",
-                    state.offset
+                    (fast, rsp, rbp),
+                    (Some(0x4242), 0x8008, entry[Register::Rbp as usize]),
+                    "{at}"
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_frame_pointer_anchors_the_unwind_once_set_up_and_outside_epilogues() {
+        let m = MachineCode::build(&default_shape(CodeKind::Jit, 0x40), 0x7f10_0000_1000, 0x100).unwrap();
+        let anchor = |offset: u64| m.state_containing(offset).unwrap().rule.reach.anchor;
+        // push rbp (1 byte); mov rbp, rsp (3 bytes).
+        assert_eq!((anchor(0), anchor(1)), (Anchor::Rsp, Anchor::Rsp));
+        assert_eq!(anchor(4), Anchor::Chain);
+        assert_eq!(anchor(RETURN_OFFSET), Anchor::Chain);
+        let (_, proper) = m.code.epilogues[0];
+        assert_eq!(anchor(proper - 1), Anchor::Chain, "the epilogue block's lead");
+        assert_eq!(anchor(proper), Anchor::Rsp, "the epilogue proper");
     }
 }

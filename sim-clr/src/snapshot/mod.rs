@@ -265,11 +265,11 @@ fn deliver(
         )
     };
     // SWA_FAILED is the iterator's initial result: a walk that stops nowhere is E_FAIL.
-    if walk.frames.is_empty() {
+    if walk.frames.as_slice().is_empty() {
         return HResult::E_FAIL;
     }
     let Some(cb) = callback else {
-        if !walk.frames.iter().any(|f| f.reported) {
+        if !walk.frames.as_slice().iter().any(|f| f.reported) {
             return end(runtime, walk.end, unix);
         }
         let mut st = runtime.lock();
@@ -319,6 +319,7 @@ fn report<const CONTEXTS: bool>(
         bytes,
         ..
     } = walk;
+    let (frames, gprs) = (frames.as_slice(), gprs.as_slice());
     // Whether `bytes` holds the seed's other fields (else a laid-out call's), once written.
     let mut written = None;
     for (i, frame) in frames.iter().enumerate() {

@@ -1,58 +1,72 @@
 //! The code addresses a walk meets, cached per runtime: for each, what the iterator needs to
-//! report and unwind a frame stopped there, in one small `Copy` value.
+//! report and unwind a frame stopped there.
 //!
 //! A walk looks up every frame's IP twice in the code map (is it managed? how is it
 //! unwound?), and follows several pointers from the function to its unwind state. Return
 //! addresses repeat (recursion, common callers, the same stacks sampled again and again), so
-//! a direct-mapped cache by address answers most lookups with one load. A cache belongs to
-//! one generation of the code map: unloading code starts a new one.
+//! a direct-mapped cache by address answers most lookups with one load. Each slot's hot half
+//! (a [`Site`], 32 bytes) is what a walk without contexts reads; the full [`UnwindRule`]
+//! sits in a parallel array, read only to restore registers. A cache belongs to one
+//! generation of the code map: unloading code starts a new one.
 
-use crate::code::machine::UnwindRule;
+use crate::code::machine::{Reach, UnwindRule};
 use crate::code::CodeMap;
 use corprof::FunctionId;
 
-/// What the iterator needs to know about a code address.
+/// What the iterator needs to know about a code address to report a frame there and find
+/// its caller.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Site {
     /// The address (0: an empty slot; the iterator never looks 0 up).
     ip: u64,
     /// The method's `FunctionID` (0 for native code).
     pub function_id: FunctionId,
+    /// Where unwinding a frame stopped here reads (with `unwinds`).
+    pub reach: Reach,
     /// Managed code: the iterator unwinds it, and a return into it is not a native run.
     pub managed: bool,
     /// Managed code with metadata: the profiler is called for its frames (R20.2).
     pub reported: bool,
-    /// For managed code, how a frame stopped here is unwound; `None` without a state there.
-    pub rule: Option<UnwindRule>,
+    /// Managed code with an unwind state here: `reach` and the slot's rule apply.
+    pub unwinds: bool,
 }
 
 /// Slots in the cache.
 const SLOTS: usize = 256;
 
-/// A direct-mapped cache of [`Site`]s by address.
+/// A direct-mapped cache of [`Site`]s and their [`UnwindRule`]s by address.
 #[derive(Clone, Debug)]
-pub(super) struct Sites(Box<[Site; SLOTS]>);
+pub(super) struct Sites {
+    sites: Box<[Site; SLOTS]>,
+    rules: Box<[UnwindRule; SLOTS]>,
+}
 
 impl Default for Sites {
     fn default() -> Sites {
-        Sites(Box::new([Site::default(); SLOTS]))
+        Sites {
+            sites: Box::new([Site::default(); SLOTS]),
+            rules: Box::new([UnwindRule::default(); SLOTS]),
+        }
     }
 }
 
+/// A cached address: its site, and its full rule when the site unwinds.
+pub(super) type Found<'a> = (&'a Site, &'a UnwindRule);
+
 impl Sites {
-    /// The site at `ip`, or `None` outside every function.
+    /// The site at `ip` and its rule, or `None` outside every function.
     #[inline]
-    pub fn get(&mut self, code: &CodeMap, ip: u64) -> Option<&Site> {
+    pub fn get(&mut self, code: &CodeMap, ip: u64) -> Option<Found<'_>> {
         let slot = ((ip ^ (ip >> 9)) as usize) % SLOTS;
-        if self.0[slot].ip == ip && ip != 0 {
-            return Some(&self.0[slot]);
+        if self.sites[slot].ip == ip && ip != 0 {
+            return Some((&self.sites[slot], &self.rules[slot]));
         }
         self.fill(code, ip, slot)
     }
 
     /// Looks `ip` up in the code map and caches it in `slot`.
     #[inline(never)]
-    fn fill(&mut self, code: &CodeMap, ip: u64, slot: usize) -> Option<&Site> {
+    fn fill(&mut self, code: &CodeMap, ip: u64, slot: usize) -> Option<Found<'_>> {
         let function = code.function(code.lookup(ip)?);
         let managed = function.kind.is_managed();
         let machine = &function.machine;
@@ -60,14 +74,15 @@ impl Sites {
             .then(|| machine.unwind_state(ip.wrapping_sub(function.start)))
             .flatten()
             .map(|s| machine.states[s].rule);
-        let site = Site {
+        self.sites[slot] = Site {
             ip,
             function_id: function.function_id,
+            reach: rule.map(|r| r.reach).unwrap_or_default(),
             managed,
             reported: function.kind.has_metadata(),
-            rule,
+            unwinds: rule.is_some(),
         };
-        self.0[slot] = site;
-        Some(&self.0[slot])
+        self.rules[slot] = rule.unwrap_or_default();
+        Some((&self.sites[slot], &self.rules[slot]))
     }
 }

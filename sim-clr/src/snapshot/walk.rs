@@ -9,7 +9,9 @@
 
 use super::sites::Sites;
 use super::MAX_WALK_FRAMES;
+use crate::memory::Reader;
 use crate::runtime::State;
+use crate::thread::Thread;
 use corprof::{Context, FunctionId, Register};
 
 /// One frame the iterator stops at.
@@ -58,10 +60,11 @@ pub(super) enum WalkEnd {
 /// than an earlier one allocates nothing.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Walk {
-    pub(super) frames: Vec<WalkFrame>,
+    /// The frames the iterator stopped at, leaf first.
+    pub(super) frames: Reused<WalkFrame>,
     /// Each frame's general-purpose registers, kept only when the profiler asked for
     /// contexts (`COR_PRF_SNAPSHOT_REGISTER_CONTEXT`).
-    pub(super) gprs: Vec<[u64; 16]>,
+    pub(super) gprs: Reused<[u64; 16]>,
     /// The seed the walk started from, if any.
     pub(super) seed: Option<Context>,
     pub(super) end: WalkEnd,
@@ -74,6 +77,41 @@ pub(crate) struct Walk {
     generation: u32,
 }
 
+/// A vector refilled walk after walk: clearing keeps its elements, so pushing up to the
+/// deepest earlier walk is a store.
+#[derive(Clone, Debug)]
+pub(super) struct Reused<T> {
+    items: Vec<T>,
+    len: usize,
+}
+
+impl<T> Default for Reused<T> {
+    fn default() -> Self {
+        Reused {
+            items: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<T: Copy> Reused<T> {
+    /// Sets the item at `at` (at most the length: one past it appends) and keeps the first
+    /// `at + 1`.
+    #[inline]
+    fn put(&mut self, at: usize, item: T) {
+        match self.items.get_mut(at) {
+            Some(slot) => *slot = item,
+            None => self.items.push(item),
+        }
+        self.len = at + 1;
+    }
+
+    /// The items put since the last clear.
+    pub fn as_slice(&self) -> &[T] {
+        &self.items[..self.len]
+    }
+}
+
 /// Walks thread `t` from `seed` into the runtime's spare [`Walk`]; `gprs` keeps each frame's
 /// registers for the callback's CONTEXT.
 pub(super) fn walk(st: &mut State, t: usize, seed: Option<Context>, gprs: bool) -> Box<Walk> {
@@ -81,166 +119,260 @@ pub(super) fn walk(st: &mut State, t: usize, seed: Option<Context>, gprs: bool) 
     if walk.generation != st.code.generation() {
         (walk.sites, walk.generation) = (Sites::default(), st.code.generation());
     }
-    walk.frames.clear();
-    walk.gprs.clear();
-    let mut record = Record {
-        frames: std::mem::take(&mut walk.frames),
-        gprs: std::mem::take(&mut walk.gprs),
-        keep_gprs: gprs,
-        start: None,
+    let Walk {
+        frames,
+        gprs: kept,
+        sites,
+        ..
+    } = &mut *walk;
+    frames.len = 0;
+    kept.len = 0;
+    let (end, start) = if gprs {
+        walk_into::<true>(st, t, seed.as_ref(), frames, kept, sites)
+    } else {
+        walk_into::<false>(st, t, seed.as_ref(), frames, kept, sites)
     };
-    walk.end = walk_into(st, t, seed.as_ref(), &mut record, &mut walk.sites);
-    (walk.frames, walk.gprs, walk.start) = (record.frames, record.gprs, record.start);
-    walk.seed = seed;
+    (walk.end, walk.start, walk.seed) = (end, start, seed);
     walk
 }
 
-/// Where the iterator records frames.
-struct Record {
-    frames: Vec<WalkFrame>,
-    /// Each frame's registers, when kept.
-    gprs: Vec<[u64; 16]>,
-    /// Whether `gprs` are kept.
-    keep_gprs: bool,
-    /// Where the iterator started; `None` when there was nothing to walk.
-    start: Option<WalkStart>,
-}
-
-impl Record {
-    #[inline]
-    fn push(&mut self, frame: WalkFrame, regs: &[u64; 16]) {
-        self.frames.push(frame);
-        if self.keep_gprs {
-            self.gprs.push(*regs);
-        }
-    }
-}
-
-/// The iterator's loop, recording where it started and its frames into `record`; returns how
-/// it ended.
-fn walk_into(
+/// The iterator's loop: records the frames (and with `GPRS` their registers); returns how it
+/// ended and where it started (`None` when there was nothing to walk).
+///
+/// The loop itself handles the common frame: managed code, no funclets, no contexts, a
+/// rule whose reads lie in the reader's current page. Everything else — a full unwind, a
+/// funclet, a native run — is a call out of the loop, so that the loop's values (IP, RSP,
+/// RBP, the count) stay in machine registers.
+#[inline(never)]
+fn walk_into<const GPRS: bool>(
     st: &State,
     t: usize,
     seed: Option<&Context>,
-    record: &mut Record,
+    frames: &mut Reused<WalkFrame>,
+    gprs: &mut Reused<[u64; 16]>,
     sites: &mut Sites,
-) -> WalkEnd {
+) -> (WalkEnd, Option<WalkStart>) {
     let thread = &st.threads[t];
-    let calls = &thread.layout.calls;
-    let chain = &thread.layout.frames;
-    let mut memory = st.memory.reader();
-    let mut next_frame = 0;
-    // A Frame is usable when it returns into a managed call at or above `sp`: the call's
-    // index.
-    let hop = |next_frame: &mut usize, sp: u64| -> Option<usize> {
-        while let Some(frame) = chain.get(*next_frame) {
-            *next_frame += 1;
-            if frame.address < sp {
-                continue;
-            }
-            if let Some(call) = frame.returns_to {
-                if st.code.function(calls[call].function).kind.is_managed() {
-                    return Some(call);
-                }
-            }
-        }
-        None
+    let mut it = Iter::<GPRS> {
+        st,
+        thread,
+        memory: st.memory.reader(),
+        sites,
+        frames,
+        gprs,
+        next_frame: 0,
     };
-    let funclets = thread.layout.funclets;
-    let (mut ip, mut regs, mut from_seed, start) = match seed {
+    let (mut at, start) = match seed {
         Some(c) => (
-            c.rip,
-            Register::ALL.map(|r| c.get(r)),
-            true,
+            Cursor::new(c.rip, Register::ALL.map(|r| c.get(r)), true),
             WalkStart::Seed {
                 rip: c.rip,
                 rsp: c.rsp,
             },
         ),
-        None => match hop(&mut next_frame, 0) {
-            Some(call) => (
-                calls[call].rip,
-                calls[call].regs,
-                false,
+        None => match it.hop(0) {
+            Some(at) => (
+                at,
                 WalkStart::Frame {
-                    entry: chain[next_frame - 1].entry,
+                    entry: thread.layout.frames[it.next_frame - 1].entry,
                 },
             ),
-            None => return WalkEnd::Done,
+            None => return (WalkEnd::Done, None),
         },
     };
-    record.start = Some(start);
+    let fast = !GPRS && !thread.layout.funclets;
     let (stack_base, stack_limit) = (thread.stack_base, thread.stack_limit);
-    // The site at `ip`: each frame's lookup is the previous frame's "is it managed?".
-    let mut found = sites.get(&st.code, ip);
-    loop {
-        if record.frames.len() >= MAX_WALK_FRAMES {
-            return WalkEnd::Failed;
-        }
-        let Some(mut site) = found else {
-            return WalkEnd::Failed;
+    // The frame's IP, RSP and RBP, copied out of `at` (which the calls out of the loop take)
+    // so that they stay in machine registers.
+    let (mut ip, mut sp, mut fp) = (at.ip, at.sp, at.fp);
+    // How many frames are recorded.
+    let mut n = 0;
+    let end = loop {
+        let site = match it.sites.get(&st.code, ip) {
+            Some((site, _)) if site.managed => site,
+            // R21: a managed frame returned into native code: one marker for the whole run,
+            // then the Frame chain.
+            _ => {
+                (at.ip, at.sp, at.fp) = (ip, sp, fp);
+                let hopped = it.native_run(&mut at, n);
+                (ip, sp, fp) = (at.ip, at.sp, at.fp);
+                n += 1;
+                if hopped {
+                    continue;
+                }
+                break WalkEnd::Done;
+            }
         };
+        if n >= MAX_WALK_FRAMES {
+            break WalkEnd::Failed;
+        }
         let frame = WalkFrame {
             func_id: site.function_id,
             ip,
-            from_seed,
+            from_seed: at.from_seed,
             reported: site.reported,
         };
-        record.push(frame, &regs);
-        // R28: a catch/finally funclet is reported under its method; the frames between it and
-        // its parent are already unwound, and the parent is not reported again.
-        if funclets {
-            // Laid-out calls are in stack order, their RSPs increasing: a binary search.
-            let sp = regs[Register::Rsp as usize];
-            let first = calls.partition_point(|c| c.rsp < sp);
-            let here = calls[first..]
-                .iter()
-                .take_while(|c| c.rsp == sp)
-                .position(|c| c.rip == ip)
-                .map(|i| first + i);
-            if let Some(parent) = here.and_then(|i| thread.funclet_parent(i)) {
-                (ip, regs, from_seed) = (calls[parent].rip, calls[parent].regs, false);
-                let Some(parent_site) = sites.get(&st.code, ip) else {
-                    return WalkEnd::Failed;
-                };
-                site = parent_site;
-            }
+        if GPRS {
+            (at.sp, at.fp) = (sp, fp);
         }
+        record::<GPRS>(it.frames, it.gprs, n, frame, &mut at);
+        n += 1;
         // Unwind the managed frame with its code's rule at the IP, as the code manager reads
         // the unwind info of the code it generated: the return address and the saved
         // registers are read first — an unmapped read faults — then the new SP is checked
-        // against the target's stack (R17's speculative-walk check).
-        let Some(rule) = &site.rule else {
-            return WalkEnd::Failed;
+        // against the target's stack (R17's speculative-walk check). Without contexts only
+        // RSP and RBP are needed: the other saved registers are not read back when their
+        // reads could not fault.
+        let memory = &it.memory;
+        let unwound = (fast && site.unwinds)
+            .then(|| site.reach.unwind_rsp_rbp(&mut sp, &mut fp, |a| memory.cached(a)))
+            .flatten();
+        ip = match unwound {
+            Some(ret) => ret,
+            None => {
+                (at.ip, at.sp, at.fp) = (ip, sp, fp);
+                if let Err(end) = it.unwind(&mut at) {
+                    break end;
+                }
+                (sp, fp) = (at.sp, at.fp);
+                at.ip
+            }
         };
-        ip = match rule.unwind(&mut regs, &mut |a| memory.read_u64(a).map_err(|av| av.address)) {
-            Ok(ret) => ret,
-            Err(address) => return WalkEnd::AccessViolation(address),
-        };
-        let cfa = regs[Register::Rsp as usize];
-        if cfa > stack_base || cfa <= stack_limit {
-            return WalkEnd::Failed;
+        if sp > stack_base || sp <= stack_limit {
+            break WalkEnd::Failed;
         }
         if ip == 0 {
-            return WalkEnd::Done;
+            break WalkEnd::Done;
         }
-        found = sites.get(&st.code, ip);
-        if found.is_some_and(|s| s.managed) {
-            continue;
+    };
+    (end, Some(start))
+}
+
+/// Where the iterator is: a frame's IP and registers, RSP and RBP apart from the others (the
+/// array's RSP and RBP are set before it is read).
+#[derive(Clone, Copy, Debug)]
+struct Cursor {
+    ip: u64,
+    sp: u64,
+    fp: u64,
+    regs: [u64; 16],
+    /// The frame's CONTEXT takes its other fields from the seed.
+    from_seed: bool,
+}
+
+impl Cursor {
+    fn new(ip: u64, regs: [u64; 16], from_seed: bool) -> Cursor {
+        Cursor {
+            ip,
+            sp: regs[Register::Rsp as usize],
+            fp: regs[Register::Rbp as usize],
+            regs,
+            from_seed,
         }
-        // R21: a managed frame returned into native code: one marker for the whole run. Its
-        // CONTEXT is the frame's registers over the current base.
+    }
+
+    /// All the registers.
+    fn regs(&mut self) -> &mut [u64; 16] {
+        (
+            self.regs[Register::Rsp as usize],
+            self.regs[Register::Rbp as usize],
+        ) = (self.sp, self.fp);
+        &mut self.regs
+    }
+}
+
+/// The iterator over one thread's stack, between frames.
+struct Iter<'a, const GPRS: bool> {
+    st: &'a State,
+    thread: &'a Thread,
+    memory: Reader<'a>,
+    sites: &'a mut Sites,
+    frames: &'a mut Reused<WalkFrame>,
+    gprs: &'a mut Reused<[u64; 16]>,
+    /// The next explicit Frame of the chain to consider.
+    next_frame: usize,
+}
+
+/// Records `frame` as frame `n` (`n` frames are recorded), and with `GPRS` the registers at
+/// `at`.
+#[inline]
+fn record<const GPRS: bool>(
+    frames: &mut Reused<WalkFrame>,
+    gprs: &mut Reused<[u64; 16]>,
+    n: usize,
+    frame: WalkFrame,
+    at: &mut Cursor,
+) {
+    frames.put(n, frame);
+    if GPRS {
+        gprs.put(n, *at.regs());
+    }
+}
+
+impl<const GPRS: bool> Iter<'_, GPRS> {
+    /// The cursor at the next usable Frame at or above `sp`: one that returns into a managed
+    /// call.
+    fn hop(&mut self, sp: u64) -> Option<Cursor> {
+        let (calls, chain) = (&self.thread.layout.calls, &self.thread.layout.frames);
+        while let Some(frame) = chain.get(self.next_frame) {
+            self.next_frame += 1;
+            if frame.address < sp {
+                continue;
+            }
+            if let Some(call) = frame.returns_to {
+                if self.st.code.function(calls[call].function).kind.is_managed() {
+                    return Some(Cursor::new(calls[call].rip, calls[call].regs, false));
+                }
+            }
+        }
+        None
+    }
+
+    /// Records the marker of a native run at `at` (R21; its CONTEXT is the registers the
+    /// managed frame returned with) as frame `n`, and moves `at` to the Frame that ends the
+    /// run; false when no Frame does.
+    #[inline(never)]
+    fn native_run(&mut self, at: &mut Cursor, n: usize) -> bool {
         let marker = WalkFrame {
             func_id: FunctionId::NULL,
-            ip,
-            from_seed,
+            ip: at.ip,
+            from_seed: at.from_seed,
             reported: true,
         };
-        record.push(marker, &regs);
-        let Some(call) = hop(&mut next_frame, regs[Register::Rsp as usize]) else {
-            return WalkEnd::Done;
+        record::<GPRS>(self.frames, self.gprs, n, marker, at);
+        self.hop(at.sp).map(|next| *at = next).is_some()
+    }
+
+    /// Unwinds the managed frame at `at` in full, restoring every register it saved: `at`
+    /// becomes its caller, at its return address.
+    #[inline(never)]
+    fn unwind(&mut self, at: &mut Cursor) -> Result<(), WalkEnd> {
+        // R28: a catch/finally funclet is reported under its method; the frames between it and
+        // its parent are already unwound, and the parent is not reported again.
+        if self.thread.layout.funclets {
+            let calls = &self.thread.layout.calls;
+            // Laid-out calls are in stack order, their RSPs increasing: a binary search.
+            let first = calls.partition_point(|c| c.rsp < at.sp);
+            let here = calls[first..]
+                .iter()
+                .take_while(|c| c.rsp == at.sp)
+                .position(|c| c.rip == at.ip)
+                .map(|i| first + i);
+            if let Some(parent) = here.and_then(|i| self.thread.funclet_parent(i)) {
+                *at = Cursor::new(calls[parent].rip, calls[parent].regs, false);
+            }
+        }
+        let Some((site, rule)) = self.sites.get(&self.st.code, at.ip) else {
+            return Err(WalkEnd::Failed);
         };
-        (ip, regs, from_seed) = (calls[call].rip, calls[call].regs, false);
-        found = sites.get(&st.code, ip);
+        if !site.unwinds {
+            return Err(WalkEnd::Failed);
+        }
+        let memory = &mut self.memory;
+        let ip = rule
+            .unwind(at.regs(), &mut |a| memory.read_u64(a).map_err(|av| av.address))
+            .map_err(WalkEnd::AccessViolation)?;
+        *at = Cursor::new(ip, at.regs, at.from_seed);
+        Ok(())
     }
 }

@@ -41,6 +41,18 @@ impl Assembled {
     pub fn external(&self) -> u64 {
         self.base + EXTERNAL_OFFSET
     }
+
+    /// True when `offset` is inside an epilogue proper: from its first `add rsp`/`lea rsp`/pop
+    /// to its terminator (epilogue blocks follow one another to the end of the code).
+    pub fn in_epilogue(&self, offset: u64) -> bool {
+        self.epilogues.iter().enumerate().any(|(i, &(_, proper))| {
+            let end = self
+                .epilogues
+                .get(i + 1)
+                .map_or(self.code_len, |&(block, _)| block);
+            (proper..end).contains(&offset)
+        })
+    }
 }
 
 fn gpr(r: Register) -> AsmRegister64 {
