@@ -295,6 +295,15 @@ fn r11_cross_thread_without_suspend_runtime() {
         .build()
         .run();
     assert_eq!(hr(&fails.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNSAFE");
+    // Refused after the suspension (R13): the profiler hears of both before the call returns.
+    let refused = world(Platform::Windows)
+        .thread(ThreadSpec::new("waiting", &[Frame::Call("App::Main")]).set("os_context", "in_kernel"))
+        .call(dss("sampler", THREAD).target(on("waiting")))
+        .build()
+        .run();
+    assert_eq!(hr(&refused.calls[0]), "CORPROF_E_STACKSNAPSHOT_UNSAFE");
+    let events: Vec<&str> = refused.calls[0].events.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(events, ["RuntimeThreadSuspended", "RuntimeThreadResumed"]);
     let dead = world(Platform::Windows)
         .call(CallSpec::event("thread_exit", "worker"))
         .call(dss("sampler", THREAD).target(on("worker")))

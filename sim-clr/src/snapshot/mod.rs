@@ -27,6 +27,10 @@ struct Plan {
     walk: Box<Walk>,
     target: usize,
     suspended: bool,
+    /// The runtime's platform is Unix.
+    unix: bool,
+    /// The runtime's `CONTEXT` size.
+    context_size: usize,
 }
 
 pub(crate) fn do_stack_snapshot(
@@ -37,19 +41,29 @@ pub(crate) fn do_stack_snapshot(
     seed: Option<&Context>,
     _context_size: u32, // R7: only logged; a seed is always read as a full CONTEXT (R31).
 ) -> HResult {
-    let plan = {
+    let (plan, notified) = {
         let mut st = runtime.lock();
-        match decide(&mut st, thread, info_flags, seed) {
-            Ok(plan) => plan,
-            Err(hr) => {
-                st.last_walk_start = None;
-                return hr;
-            }
-        }
+        let decided = decide(&mut st, thread, info_flags, seed);
+        (decided, !st.pending.is_empty())
     };
-    runtime.flush();
+    // The profiler hears of a suspension (and of a resumption, on the failure paths) before
+    // the walk's callbacks and this call's return.
+    if notified {
+        runtime.flush();
+    }
+    let plan = match plan {
+        Ok(plan) => plan,
+        Err(hr) => return hr,
+    };
     let mut walk = plan.walk;
-    let hr = deliver(runtime, &mut walk, callback, info_flags);
+    let hr = deliver(
+        runtime,
+        &mut walk,
+        callback,
+        info_flags,
+        plan.unix,
+        plan.context_size,
+    );
     {
         // R18: resume the target if this walk suspended it, release the hijack lock.
         let mut st = runtime.lock();
@@ -62,12 +76,28 @@ pub(crate) fn do_stack_snapshot(
         }
         st.threads[plan.target].hijack_lock_held = false;
     }
-    runtime.flush();
+    if plan.suspended {
+        runtime.flush();
+    }
     hr
 }
 
 /// R1–R16, in order. On success the target's hijack lock is held and the walk computed.
 fn decide(st: &mut State, thread: ThreadId, flags: u32, seed: Option<&Context>) -> Result<Plan, HResult> {
+    let decided = decide_walk(st, thread, flags, seed);
+    if decided.is_err() {
+        st.last_walk_start = None;
+    }
+    decided
+}
+
+/// [`decide`], but for forgetting the last walk's start on failure.
+fn decide_walk(
+    st: &mut State,
+    thread: ThreadId,
+    flags: u32,
+    seed: Option<&Context>,
+) -> Result<Plan, HResult> {
     if st.terminated() {
         return Err(HResult::E_UNEXPECTED);
     }
@@ -105,14 +135,23 @@ fn decide(st: &mut State, thread: ThreadId, flags: u32, seed: Option<&Context>) 
     }
     st.threads[t].hijack_lock_held = true;
     let mut suspended = false;
-    let result = decide_locked(st, t, cross, seed, &mut suspended);
+    // The walk, with its seed, is written in the runtime's spare one: nothing is allocated
+    // or moved.
+    let mut plan = st.spare_walk.take().unwrap_or_default();
+    let result = decide_locked(st, t, cross, seed, &mut plan, &mut suspended);
     match result {
-        Ok(seed) => Ok(Plan {
-            walk: walk(st, t, seed, flags & snapshot::REGISTER_CONTEXT != 0),
-            target: t,
-            suspended,
-        }),
+        Ok(()) => {
+            walk(st, t, &mut plan, flags & snapshot::REGISTER_CONTEXT != 0);
+            Ok(Plan {
+                walk: plan,
+                target: t,
+                suspended,
+                unix: st.config.platform == Platform::Unix,
+                context_size: st.config.context_size as usize,
+            })
+        }
         Err(hr) => {
+            st.spare_walk = Some(plan);
             // R18 on the failure paths.
             if suspended {
                 st.threads[t].os_suspend_count -= 1;
@@ -125,14 +164,15 @@ fn decide(st: &mut State, thread: ThreadId, flags: u32, seed: Option<&Context>) 
     }
 }
 
-/// R9–R16 and R29 with the target's hijack lock held: the seed the walk starts from.
+/// R9–R16 and R29 with the target's hijack lock held: sets the seed `walk` starts from.
 fn decide_locked(
     st: &mut State,
     t: usize,
     cross: bool,
     seed: Option<&Context>,
+    walk: &mut Walk,
     suspended: &mut bool,
-) -> Result<Option<Context>, HResult> {
+) -> Result<(), HResult> {
     let unix = st.config.platform == Platform::Unix;
     // R9: only for callers with a Thread; native callers are exempt.
     if cross && st.caller_ee().is_some() && st.config.suspend_in_progress {
@@ -164,8 +204,8 @@ fn decide_locked(
         st.notify(Notification::ThreadSuspended(id));
     }
     // R12: a preemptive target's seed is discarded before any validation.
-    let mut seed = seed.cloned();
-    if st.threads[t].mode == Mode::Preemptive && seed.take().is_some() {
+    walk.set_seed(seed);
+    if st.threads[t].mode == Mode::Preemptive && walk.take_seed() {
         st.note(
             "SeedDiscarded",
             "target is in preemptive mode; the walk starts from its Frame chain (R12)",
@@ -201,8 +241,8 @@ fn decide_locked(
         if frame_above_sp {
             return Err(HResult::CORPROF_E_STACKSNAPSHOT_UNSAFE);
         }
-        if seed.is_none() {
-            seed = current;
+        if walk.seed().is_none() {
+            walk.set_seed(current.as_ref());
             st.note(
                 "SelfSeeded",
                 "no seed given: the target's current context seeds the walk (R13.5)",
@@ -210,7 +250,7 @@ fn decide_locked(
         }
     }
     // R14: only the seed's IP is checked.
-    if let Some(s) = &seed {
+    if let Some(s) = walk.seed() {
         st.reader_lock()?;
         if !st.code.is_managed(s.rip) {
             return Err(HResult::CORPROF_E_STACKSNAPSHOT_UNMANAGED_CTX);
@@ -218,7 +258,7 @@ fn decide_locked(
     }
     let thread = &st.threads[t];
     // R15
-    if seed.is_none() && thread.exception == crate::thread::ExceptionState::Unwinding {
+    if walk.seed().is_none() && thread.exception == crate::thread::ExceptionState::Unwinding {
         return Err(HResult::CORPROF_E_STACKSNAPSHOT_UNMANAGED_CTX);
     }
     // R16
@@ -235,7 +275,7 @@ fn decide_locked(
             format!("removed the GC's return-address hijack from {name} (R29)"),
         );
     }
-    Ok(seed)
+    Ok(())
 }
 
 /// The context `GetThreadContext` gives for the target (R13): its leaf registers, or for a
@@ -256,14 +296,9 @@ fn deliver(
     walk: &mut Walk,
     callback: Option<&mut StackSnapshotCallback<'_>>,
     flags: u32,
+    unix: bool,
+    context_size: usize,
 ) -> HResult {
-    let (unix, context_size) = {
-        let st = runtime.lock();
-        (
-            st.config.platform == Platform::Unix,
-            st.config.context_size as usize,
-        )
-    };
     // SWA_FAILED is the iterator's initial result: a walk that stops nowhere is E_FAIL.
     if walk.frames.as_slice().is_empty() {
         return HResult::E_FAIL;
@@ -316,10 +351,12 @@ fn report<const CONTEXTS: bool>(
         frames,
         gprs,
         seed,
+        seeded,
         bytes,
         ..
     } = walk;
     let (frames, gprs) = (frames.as_slice(), gprs.as_slice());
+    let seed = seeded.then_some(&*seed);
     // Whether `bytes` holds the seed's other fields (else a laid-out call's), once written.
     let mut written = None;
     for (i, frame) in frames.iter().enumerate() {
@@ -332,7 +369,7 @@ fn report<const CONTEXTS: bool>(
                 .first_chunk_mut()
                 .filter(|_| written != Some(frame.from_seed))
             {
-                match seed.as_ref().filter(|_| frame.from_seed) {
+                match seed.filter(|_| frame.from_seed) {
                     Some(seed) => seed.write_bytes(full),
                     None => crate::thread::call_context_base().write_bytes(full),
                 }

@@ -5,7 +5,7 @@
 //! unwound?), and follows several pointers from the function to its unwind state. Return
 //! addresses repeat (recursion, common callers, the same stacks sampled again and again), so
 //! a direct-mapped cache by address answers most lookups with one load. Each slot's hot half
-//! (a [`Site`], 32 bytes) is what a walk without contexts reads; the full [`UnwindRule`]
+//! (a [`Site`], six words) is what a walk without contexts reads; the full [`UnwindRule`]
 //! sits in a parallel array, read only to restore registers. A cache belongs to one
 //! generation of the code map: unloading code starts a new one.
 

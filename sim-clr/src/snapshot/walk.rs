@@ -65,8 +65,10 @@ pub(crate) struct Walk {
     /// Each frame's general-purpose registers, kept only when the profiler asked for
     /// contexts (`COR_PRF_SNAPSHOT_REGISTER_CONTEXT`).
     pub(super) gprs: Reused<[u64; 16]>,
-    /// The seed the walk started from, if any.
-    pub(super) seed: Option<Context>,
+    /// The seed the walk starts from, when `seeded`.
+    pub(super) seed: Context,
+    /// Whether the walk has a seed.
+    pub(super) seeded: bool,
     pub(super) end: WalkEnd,
     /// Where the iterator started; `None` when there was nothing to walk.
     pub(super) start: Option<WalkStart>,
@@ -75,6 +77,26 @@ pub(crate) struct Walk {
     sites: Sites,
     /// The code map's generation `sites` was filled in.
     generation: u32,
+}
+
+impl Walk {
+    /// The seed the walk starts from, if any.
+    pub(super) fn seed(&self) -> Option<&Context> {
+        self.seeded.then_some(&self.seed)
+    }
+
+    /// Sets the seed (copied in place).
+    pub(super) fn set_seed(&mut self, seed: Option<&Context>) {
+        if let Some(seed) = seed {
+            self.seed.clone_from(seed);
+        }
+        self.seeded = seed.is_some();
+    }
+
+    /// Discards the seed; true if there was one.
+    pub(super) fn take_seed(&mut self) -> bool {
+        std::mem::take(&mut self.seeded)
+    }
 }
 
 /// A vector refilled walk after walk: clearing keeps its elements, so pushing up to the
@@ -112,10 +134,9 @@ impl<T: Copy> Reused<T> {
     }
 }
 
-/// Walks thread `t` from `seed` into the runtime's spare [`Walk`]; `gprs` keeps each frame's
-/// registers for the callback's CONTEXT.
-pub(super) fn walk(st: &mut State, t: usize, seed: Option<Context>, gprs: bool) -> Box<Walk> {
-    let mut walk = st.spare_walk.take().unwrap_or_default();
+/// Walks thread `t` from `walk`'s seed into `walk`; `gprs` keeps each frame's registers for
+/// the callback's CONTEXT.
+pub(super) fn walk(st: &State, t: usize, walk: &mut Walk, gprs: bool) {
     if walk.generation != st.code.generation() {
         (walk.sites, walk.generation) = (Sites::default(), st.code.generation());
     }
@@ -123,17 +144,19 @@ pub(super) fn walk(st: &mut State, t: usize, seed: Option<Context>, gprs: bool) 
         frames,
         gprs: kept,
         sites,
+        seed,
+        seeded,
         ..
-    } = &mut *walk;
+    } = walk;
     frames.len = 0;
     kept.len = 0;
+    let seed = seeded.then_some(&*seed);
     let (end, start) = if gprs {
-        walk_into::<true>(st, t, seed.as_ref(), frames, kept, sites)
+        walk_into::<true>(st, t, seed, frames, kept, sites)
     } else {
-        walk_into::<false>(st, t, seed.as_ref(), frames, kept, sites)
+        walk_into::<false>(st, t, seed, frames, kept, sites)
     };
-    (walk.end, walk.start, walk.seed) = (end, start, seed);
-    walk
+    (walk.end, walk.start) = (end, start);
 }
 
 /// The iterator's loop: records the frames (and with `GPRS` their registers); returns how it
