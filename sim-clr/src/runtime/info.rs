@@ -11,7 +11,7 @@ use corprof::{
     AppDomainId, AssemblyId, ClassId, CodeInfo, Context, FrameInfo, FunctionId, FunctionInfo, HResult,
     MdToken, MetaDataImport, ModuleId, ProfilerInfo, ReJitId, StackSnapshotCallback, ThreadId,
 };
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 
 // The trait's signatures name their lifetimes (see `corprof::ProfilerInfo`). Every method
 // starts with a scheduling point (`fiber::RuntimeCall`: a no-op outside a running process);
@@ -32,30 +32,30 @@ impl ProfilerInfo for Runtime {
 
     fn get_function_from_ip(&self, ip: u64) -> Result<FunctionId, HResult> {
         let call = fiber::RuntimeCall::enter();
+        let st = self.lock();
+        st.async_entry()?;
+        if st
+            .caller()
+            .thread
+            .is_some_and(|i| st.threads[i].forbid_suspend > 0)
         {
-            let st = self.lock();
-            st.async_entry()?;
-            if st
-                .caller()
-                .thread
-                .is_some_and(|i| st.threads[i].forbid_suspend > 0)
-            {
-                return Err(HResult::CORPROF_E_ASYNCHRONOUS_UNSAFE);
-            }
+            return Err(HResult::CORPROF_E_ASYNCHRONOUS_UNSAFE);
         }
-        self.function_from_ip(&call, ip, false).map(|(f, _)| f)
+        self.function_from_ip(&call, st, ip, false).map(|(f, _)| f)
     }
 
     fn get_function_from_ip2(&self, ip: u64) -> Result<(FunctionId, ReJitId), HResult> {
         let call = fiber::RuntimeCall::enter();
-        self.lock().sync_entry(true)?;
-        self.function_from_ip(&call, ip, false)
+        let st = self.lock();
+        st.sync_entry(true)?;
+        self.function_from_ip(&call, st, ip, false)
     }
 
     fn get_function_from_ip3(&self, ip: u64) -> Result<(FunctionId, ReJitId), HResult> {
         let call = fiber::RuntimeCall::enter();
-        self.lock().sync_entry(true)?;
-        self.function_from_ip(&call, ip, true)
+        let st = self.lock();
+        st.sync_entry(true)?;
+        self.function_from_ip(&call, st, ip, true)
     }
 
     fn get_code_info2<'a>(
@@ -373,8 +373,7 @@ impl Runtime {
             Some(f) if f.compiled => f.clone(),
             _ => return Err(HResult::CORPROF_E_FUNCTION_NOT_COMPILED),
         };
-        drop(st);
-        drop(self.reader_locked(call)?);
+        drop(self.reader_locked(call, st)?);
         let mut regions = vec![CodeInfo {
             start_address: f.start,
             size: f.size,
@@ -393,14 +392,19 @@ impl Runtime {
         Ok(regions.len() as u32)
     }
 
-    /// The state, with the code manager's reader lock taken (R42): in a running process a
-    /// caller that may block first waits while another thread holds the writer lock, so a
-    /// writer it suspended blocks it as the real lock would.
-    fn reader_locked(&self, call: &fiber::RuntimeCall) -> Result<std::sync::MutexGuard<'_, State>, HResult> {
-        if !self.lock().avoid_host_calls() {
+    /// The state `st`, with the code manager's reader lock taken (R42): in a running process
+    /// a caller that may block first waits (with the state unlocked) while another thread
+    /// holds the writer lock, so a writer it suspended blocks it as the real lock would.
+    fn reader_locked<'a>(
+        &'a self,
+        call: &fiber::RuntimeCall,
+        mut st: MutexGuard<'a, State>,
+    ) -> Result<MutexGuard<'a, State>, HResult> {
+        if !st.avoid_host_calls() {
+            drop(st);
             call.wait_for_reader_lock();
+            st = self.lock();
         }
-        let mut st = self.lock();
         st.reader_lock()?;
         Ok(st)
     }
@@ -411,13 +415,14 @@ impl Runtime {
     fn function_from_ip(
         &self,
         call: &fiber::RuntimeCall,
+        st: MutexGuard<'_, State>,
         ip: u64,
         no_metadata_ok: bool,
     ) -> Result<(FunctionId, ReJitId), HResult> {
-        if !self.lock().config.gc_initialized {
+        if !st.config.gc_initialized {
             return Err(HResult::CORPROF_E_NOT_YET_AVAILABLE);
         }
-        let st = self.reader_locked(call)?;
+        let st = self.reader_locked(call, st)?;
         lookup(&st, ip, no_metadata_ok)
     }
 }

@@ -162,10 +162,11 @@ pub(super) fn walk(st: &State, t: usize, walk: &mut Walk, gprs: bool) {
 /// The iterator's loop: records the frames (and with `GPRS` their registers); returns how it
 /// ended and where it started (`None` when there was nothing to walk).
 ///
-/// The loop itself handles the common frame: managed code, no funclets, no contexts, a
-/// rule whose reads lie in the reader's current page. Everything else — a full unwind, a
-/// funclet, a native run — is a call out of the loop, so that the loop's values (IP, RSP,
-/// RBP, the count) stay in machine registers.
+/// The loop itself handles the common frame: managed code without funclets, unwound in full
+/// with contexts, or without them from RSP and RBP alone when its reads lie in the reader's
+/// current page. Everything else — a funclet, a frame across pages, a native run — is a
+/// call out of the loop, so that the loop's values (IP, RSP, RBP, the count) stay in machine
+/// registers.
 #[inline(never)]
 fn walk_into<const GPRS: bool>(
     st: &State,
@@ -203,7 +204,8 @@ fn walk_into<const GPRS: bool>(
             None => return (WalkEnd::Done, None),
         },
     };
-    let fast = !GPRS && !thread.layout.funclets;
+    let funclets = thread.layout.funclets;
+    let fast = !GPRS && !funclets;
     let (stack_base, stack_limit) = (thread.stack_base, thread.stack_limit);
     // The frame's IP, RSP and RBP, copied out of `at` (which the calls out of the loop take)
     // so that they stay in machine registers.
@@ -211,8 +213,8 @@ fn walk_into<const GPRS: bool>(
     // How many frames are recorded.
     let mut n = 0;
     let end = loop {
-        let site = match it.sites.get(&st.code, ip) {
-            Some((site, _)) if site.managed => site,
+        let (site, rule) = match it.sites.get(&st.code, ip) {
+            Some((site, rule)) if site.managed => (site, rule),
             // R21: a managed frame returned into native code: one marker for the whole run,
             // then the Frame chain.
             _ => {
@@ -246,12 +248,26 @@ fn walk_into<const GPRS: bool>(
         // against the target's stack (R17's speculative-walk check). Without contexts only
         // RSP and RBP are needed: the other saved registers are not read back when their
         // reads could not fault.
-        let memory = &it.memory;
+        let memory = &mut it.memory;
         let unwound = (fast && site.unwinds)
             .then(|| site.reach.unwind_rsp_rbp(&mut sp, &mut fp, |a| memory.cached(a)))
             .flatten();
         ip = match unwound {
             Some(ret) => ret,
+            // With contexts every frame is unwound in full, here in the loop.
+            None if GPRS && !funclets => {
+                if !site.unwinds {
+                    break WalkEnd::Failed;
+                }
+                let regs = at.regs();
+                match rule.unwind(regs, &mut |a| memory.read_u64(a).map_err(|av| av.address)) {
+                    Ok(ret) => {
+                        (sp, fp) = (regs[Register::Rsp as usize], regs[Register::Rbp as usize]);
+                        ret
+                    }
+                    Err(address) => break WalkEnd::AccessViolation(address),
+                }
+            }
             None => {
                 (at.ip, at.sp, at.fp) = (ip, sp, fp);
                 if let Err(end) = it.unwind(&mut at) {
