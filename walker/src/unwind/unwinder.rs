@@ -123,6 +123,7 @@ impl<'a> Unwinder<'a> {
     /// caller's RIP at `[RBP + 8]`, its RSP at `RBP + 16`, its RBP at `[RBP]`. Rules come from
     /// `cache` when an earlier step visited the same address. [`Unwinder::step_frame`] also
     /// says how to look up the caller.
+    #[inline]
     pub fn step(
         &self,
         regs: &mut Regs,
@@ -138,6 +139,7 @@ impl<'a> Unwinder<'a> {
     /// [`Unwinder::step`], returning the caller frame's kind (`None` at the end of the
     /// stack): [`FrameKind::Caller`], or [`FrameKind::First`] after a signal frame (CIE
     /// augmentation `S`), whose caller was interrupted rather than calling.
+    #[inline]
     pub fn step_frame(
         &self,
         regs: &mut Regs,
