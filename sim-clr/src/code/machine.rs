@@ -123,6 +123,9 @@ pub struct Reach {
     span: (i32, i32),
     /// Where the caller's RBP is saved, as an offset from the entry RSP, if it is.
     rbp_slot: Option<i32>,
+    /// `span` reaches words besides the return address and the caller's RBP: a walk that
+    /// skips the other saved registers must check that both its ends are mapped.
+    wide: bool,
 }
 
 impl Reach {
@@ -152,8 +155,10 @@ impl Reach {
     ) -> Option<u64> {
         let entry_rsp = self.entry_rsp(*rsp, *rbp);
         let rip = cached(entry_rsp)?;
-        cached(entry_rsp.wrapping_add_signed(i64::from(self.span.0)))?;
-        cached(entry_rsp.wrapping_add_signed(i64::from(self.span.1)))?;
+        if self.wide {
+            cached(entry_rsp.wrapping_add_signed(i64::from(self.span.0)))?;
+            cached(entry_rsp.wrapping_add_signed(i64::from(self.span.1)))?;
+        }
         let caller_rbp = match (self.anchor, self.rbp_slot) {
             (Anchor::Chain, _) => cached(*rbp)?,
             (_, Some(slot)) => cached(entry_rsp.wrapping_add_signed(i64::from(slot)))?,
@@ -203,6 +208,8 @@ impl UnwindRule {
         if anchor == Anchor::Rbp && delta == -8 && rule.reach.rbp_slot == Some(-8) {
             rule.reach.anchor = Anchor::Chain;
         }
+        let read = |slot: i32| slot == 0 || Some(slot) == rule.reach.rbp_slot;
+        rule.reach.wide = !(read(rule.reach.span.0) && read(rule.reach.span.1));
         Some(rule)
     }
 
@@ -536,6 +543,22 @@ mod tests {
                     (Some(0x4242), 0x8008, entry[Register::Rbp as usize]),
                     "{at}"
                 );
+                // With memory unmapped below a cut, the RSP-and-RBP unwind succeeds only where
+                // the full one does not fault.
+                for cut in (0x7f00..=0x8010).step_by(8) {
+                    let mapped = |a: u64| (a >= cut).then(|| memory.get(&a).copied()).flatten();
+                    let mut regs = state.regs.map(|v| v.resolve(&entry));
+                    let (mut rsp, mut rbp) = (regs[Register::Rsp as usize], regs[Register::Rbp as usize]);
+                    let full = state.rule.unwind(&mut regs, &mut |a| mapped(a).ok_or(a));
+                    if state
+                        .rule
+                        .reach
+                        .unwind_rsp_rbp(&mut rsp, &mut rbp, mapped)
+                        .is_some()
+                    {
+                        assert!(full.is_ok(), "{at}, unmapped below {cut:#x}");
+                    }
+                }
             }
         }
     }
