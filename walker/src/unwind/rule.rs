@@ -475,14 +475,15 @@ impl Rule {
         if !(self.rip_in_register && gpr[RSP] == callee[RSP]) {
             check_step(callee[RSP], gpr[RSP], bounds)?;
         }
-        if self.xmms != 0 {
-            let mut xmm = regs.xmm;
-            for x in bits(self.xmms) {
-                let at = self.xmm[x].at(callee);
-                xmm[x] =
-                    u128::from(read_at(read, at)?) | u128::from(read_at(read, at.wrapping_add(8))?) << 64;
-            }
-            regs.xmm = xmm;
+        // XMM values are read first (`regs` stays unchanged on an error), then stored one
+        // by one: no copy of the 256-byte XMM file.
+        let mut xmm = [0u128; 16];
+        for x in bits(self.xmms) {
+            let at = self.xmm[x].at(callee);
+            xmm[x] = u128::from(read_at(read, at)?) | u128::from(read_at(read, at.wrapping_add(8))?) << 64;
+        }
+        for x in bits(self.xmms) {
+            regs.xmm[x] = xmm[x];
         }
         regs.rip = rip;
         regs.gpr = gpr;
