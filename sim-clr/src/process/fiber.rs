@@ -439,6 +439,11 @@ impl RuntimeCall {
     pub(crate) fn wait_for_reader_lock(&self) {
         request(Request::ReaderLock);
     }
+
+    /// True when the call runs on a fiber (where waiting is a scheduling point).
+    pub(crate) fn on_fiber(&self) -> bool {
+        ON_FIBER.with(Cell::get)
+    }
 }
 
 impl Drop for RuntimeCall {

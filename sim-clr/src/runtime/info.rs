@@ -400,7 +400,7 @@ impl Runtime {
         call: &fiber::RuntimeCall,
         mut st: MutexGuard<'a, State>,
     ) -> Result<MutexGuard<'a, State>, HResult> {
-        if !st.avoid_host_calls() {
+        if call.on_fiber() && !st.avoid_host_calls() {
             drop(st);
             call.wait_for_reader_lock();
             st = self.lock();
