@@ -44,6 +44,9 @@ pub(crate) fn do_stack_snapshot(
     let (plan, notified) = {
         let mut st = runtime.lock();
         let decided = decide(&mut st, thread, info_flags, seed);
+        if decided.is_err() {
+            st.last_walk_start = None;
+        }
         (decided, !st.pending.is_empty())
     };
     // The profiler hears of a suspension (and of a resumption, on the failure paths) before
@@ -84,20 +87,6 @@ pub(crate) fn do_stack_snapshot(
 
 /// R1–R16, in order. On success the target's hijack lock is held and the walk computed.
 fn decide(st: &mut State, thread: ThreadId, flags: u32, seed: Option<&Context>) -> Result<Plan, HResult> {
-    let decided = decide_walk(st, thread, flags, seed);
-    if decided.is_err() {
-        st.last_walk_start = None;
-    }
-    decided
-}
-
-/// [`decide`], but for forgetting the last walk's start on failure.
-fn decide_walk(
-    st: &mut State,
-    thread: ThreadId,
-    flags: u32,
-    seed: Option<&Context>,
-) -> Result<Plan, HResult> {
     if st.terminated() {
         return Err(HResult::E_UNEXPECTED);
     }

@@ -7,8 +7,9 @@
 //! It runs with the runtime's lock held and records frames into a [`Walk`]; the profiler is
 //! called later, from the record, with the lock released.
 
-use super::sites::Sites;
+use super::sites::{Site, Sites};
 use super::MAX_WALK_FRAMES;
+use crate::code::machine::UnwindRule;
 use crate::memory::Reader;
 use crate::runtime::State;
 use crate::thread::Thread;
@@ -254,23 +255,15 @@ fn walk_into<const GPRS: bool>(
             .flatten();
         ip = match unwound {
             Some(ret) => ret,
-            // With contexts every frame is unwound in full, here in the loop.
-            None if GPRS && !funclets => {
-                if !site.unwinds {
-                    break WalkEnd::Failed;
-                }
-                let regs = at.regs();
-                match rule.unwind(regs, &mut |a| memory.read_u64(a).map_err(|av| av.address)) {
-                    Ok(ret) => {
-                        (sp, fp) = (regs[Register::Rsp as usize], regs[Register::Rbp as usize]);
-                        ret
-                    }
-                    Err(address) => break WalkEnd::AccessViolation(address),
-                }
-            }
             None => {
                 (at.ip, at.sp, at.fp) = (ip, sp, fp);
-                if let Err(end) = it.unwind(&mut at) {
+                // With contexts every frame is unwound in full, here in the loop.
+                let unwound = if GPRS && !funclets {
+                    unwind_in_full(site, rule, &mut at, memory)
+                } else {
+                    it.unwind(&mut at)
+                };
+                if let Err(end) = unwound {
                     break end;
                 }
                 (sp, fp) = (at.sp, at.fp);
@@ -404,14 +397,30 @@ impl<const GPRS: bool> Iter<'_, GPRS> {
         let Some((site, rule)) = self.sites.get(&self.st.code, at.ip) else {
             return Err(WalkEnd::Failed);
         };
-        if !site.unwinds {
-            return Err(WalkEnd::Failed);
-        }
-        let memory = &mut self.memory;
-        let ip = rule
-            .unwind(at.regs(), &mut |a| memory.read_u64(a).map_err(|av| av.address))
-            .map_err(WalkEnd::AccessViolation)?;
-        *at = Cursor::new(ip, at.regs, at.from_seed);
-        Ok(())
+        unwind_in_full(site, rule, at, &mut self.memory)
     }
+}
+
+/// Unwinds the managed frame at `at` in full with its site's `rule`, restoring every register
+/// the frame saved: `at` becomes its caller, at its return address. `Failed` where the code
+/// has no unwind state.
+#[inline]
+fn unwind_in_full(
+    site: &Site,
+    rule: &UnwindRule,
+    at: &mut Cursor,
+    memory: &mut Reader<'_>,
+) -> Result<(), WalkEnd> {
+    if !site.unwinds {
+        return Err(WalkEnd::Failed);
+    }
+    let ip = rule
+        .unwind(at.regs(), &mut |a| memory.read_u64(a).map_err(|av| av.address))
+        .map_err(WalkEnd::AccessViolation)?;
+    (at.ip, at.sp, at.fp) = (
+        ip,
+        at.regs[Register::Rsp as usize],
+        at.regs[Register::Rbp as usize],
+    );
+    Ok(())
 }
