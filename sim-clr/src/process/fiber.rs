@@ -380,6 +380,9 @@ pub fn on_fiber() -> bool {
 
 /// Asks the engine for `request` and waits for the reply; `None` when not on a fiber.
 pub fn request(request: Request) -> Option<Reply> {
+    if !ON_FIBER.with(Cell::get) {
+        return None;
+    }
     let shared = CURRENT.with(|c| c.borrow().clone())?;
     // An allocation since the last request is reported first: it waits for the heap lock.
     if ALLOCATED.with(|a| a.replace(false)) {
@@ -424,31 +427,41 @@ pub(crate) fn observed<R>(f: impl FnOnce() -> R) -> R {
 /// A runtime API call in progress on this thread: a scheduling point on entry, and the
 /// runtime's own allocations (its bookkeeping, not the profiler's) do not count until it
 /// ends.
-pub(crate) struct RuntimeCall(());
+pub(crate) struct RuntimeCall {
+    /// The call runs on a fiber (read once: off a fiber the call makes no request at all).
+    on_fiber: bool,
+}
 
 impl RuntimeCall {
     /// Enters the runtime: a scheduling point.
     pub(crate) fn enter() -> RuntimeCall {
-        point();
-        QUIET.with(|q| q.set(q.get() + 1));
-        RuntimeCall(())
+        let on_fiber = ON_FIBER.with(Cell::get);
+        if on_fiber {
+            point();
+            QUIET.with(|q| q.set(q.get() + 1));
+        }
+        RuntimeCall { on_fiber }
     }
 
     /// Waits, on a fiber, until no other thread holds the code manager's writer lock, as a
     /// reader that may block does (R42); a no-op outside a fiber.
     pub(crate) fn wait_for_reader_lock(&self) {
-        request(Request::ReaderLock);
+        if self.on_fiber {
+            request(Request::ReaderLock);
+        }
     }
 
     /// True when the call runs on a fiber (where waiting is a scheduling point).
     pub(crate) fn on_fiber(&self) -> bool {
-        ON_FIBER.with(Cell::get)
+        self.on_fiber
     }
 }
 
 impl Drop for RuntimeCall {
     fn drop(&mut self) {
-        QUIET.with(|q| q.set(q.get().saturating_sub(1)));
+        if self.on_fiber {
+            QUIET.with(|q| q.set(q.get().saturating_sub(1)));
+        }
     }
 }
 
