@@ -115,6 +115,9 @@ pub trait Sync: Send + std::marker::Sync {
     /// Blocks until the mutex is free, then takes it.
     fn mutex_lock(&self, mutex: MutexId);
 
+    /// Takes the mutex if it is free, without blocking; true if it was taken.
+    fn mutex_try_lock(&self, mutex: MutexId) -> bool;
+
     /// Releases a mutex the caller holds.
     fn mutex_unlock(&self, mutex: MutexId);
 
@@ -187,6 +190,13 @@ impl Sync for StdSync {
                 locked = flag.changed.wait(locked).unwrap_or_else(|e| e.into_inner());
             }
             *locked = true;
+        })
+    }
+
+    fn mutex_try_lock(&self, mutex: MutexId) -> bool {
+        with_flag(&self.mutexes, mutex.0, |flag| {
+            let mut locked = flag.value.lock().unwrap_or_else(|e| e.into_inner());
+            !std::mem::replace(&mut *locked, true)
         })
     }
 

@@ -21,18 +21,20 @@ mod com_object;
 mod drive;
 mod import;
 mod info;
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+mod interpose;
 mod library;
 mod out;
 mod thread_enum;
 
 pub use callback::as_runtime_thread;
 pub use drive::Ending;
+pub use library::Library;
 
 use callback::Callbacks;
 use corprof::com::*;
 use corprof::HResult;
 use info::InfoObject;
-use library::Library;
 use sim_clr::Runtime;
 use std::ffi::c_void;
 use std::fmt;

@@ -1,4 +1,5 @@
-//! Loading a shared library and finding a symbol in it (`dlopen`, `dlsym`).
+//! Loading a shared library and finding a symbol in it (`dlopen`, `dlsym`). On x86-64
+//! Linux, loading also redirects the library's blocking calls (`crate::interpose`).
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::Path;
@@ -39,7 +40,10 @@ fn last_error() -> String {
 }
 
 impl Library {
-    /// Loads the library at `path`, resolving every symbol now.
+    /// Loads the library at `path`, resolving every symbol now. On x86-64 Linux its imports
+    /// of `pthread_mutex_lock`, `pthread_mutex_trylock`, `pthread_mutex_unlock`, `nanosleep`,
+    /// `usleep` and `sleep` are redirected: on a simulated thread of a running process they
+    /// are the process's mutexes and virtual time, elsewhere the C library's own.
     pub fn open(path: &Path) -> Result<Library, String> {
         let text = path
             .to_str()
@@ -51,6 +55,9 @@ impl Library {
         if handle.is_null() {
             return Err(last_error());
         }
+        // Its blocking calls become scheduling points on simulated threads.
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        crate::interpose::redirect_imports(handle).map_err(|e| format!("{text}: {e}"))?;
         Ok(Library { handle })
     }
 

@@ -312,3 +312,110 @@ arg = "after death"
         Err(format!("line {line}: the library exports no `nope`"))
     );
 }
+
+/// Native code's blocking calls on simulated threads (`tests/c/blocking.c`).
+mod blocking {
+    use super::build;
+    use sim_clr::process::schedule::{Random, Rng};
+    use sim_clr::process::{Process, Strategy};
+    use sim_clr::scenario::Scenario;
+    use simclr_host::Library;
+    use std::ffi::{c_char, c_int, CStr};
+    use std::sync::{Arc, OnceLock};
+
+    const THREADS: &str = r#"
+platform = "unix"
+[[code]]
+name = "libblocking.so!work"
+kind = "native"
+[[threads]]
+name = "one"
+kind = "native"
+frames = [{ fn = "libblocking.so!work" }]
+[[threads]]
+name = "two"
+kind = "native"
+frames = [{ fn = "libblocking.so!work" }]
+"#;
+
+    fn library() -> &'static Library {
+        static LIBRARY: OnceLock<Library> = OnceLock::new();
+        LIBRARY.get_or_init(|| Library::open(&build("blocking")).expect("libblocking.so loads"))
+    }
+
+    /// Export `name`, of type `F`.
+    fn export<F: Copy>(name: &str) -> F {
+        let f = library().symbol(name).expect("the export");
+        // SAFETY: the caller names the export's C signature.
+        unsafe { std::mem::transmute_copy(&f) }
+    }
+
+    /// A process whose two native threads run `body(thread's argument)` in the library.
+    fn process(bodies: [Arc<dyn Fn() + Send + Sync>; 2]) -> Process {
+        let mut p = Process::new(Scenario::parse("blocking.toml", THREADS).unwrap());
+        for (thread, body) in ["one", "two"].into_iter().zip(bodies) {
+            p.thread_body(thread, Arc::new(move |_, _| body())).unwrap();
+        }
+        p
+    }
+
+    fn take_both(order: &'static CStr) -> Arc<dyn Fn() + Send + Sync> {
+        let f: extern "C-unwind" fn(*const c_char) = export("take_both");
+        Arc::new(move || f(order.as_ptr()))
+    }
+
+    #[test]
+    fn pthread_mutexes_taken_in_opposite_orders_deadlock_in_the_simulation() {
+        let opposite = process([take_both(c"12"), take_both(c"21")]);
+        let report = opposite.explore(Strategy::Dfs(2), 1_000, 0, |_, _| {});
+        // Each thread sleeps holding its first mutex, so the other always takes its own.
+        assert_eq!(
+            report.outcomes.keys().collect::<Vec<_>>(),
+            ["deadlock"],
+            "{:?}",
+            report.outcomes
+        );
+        let failure = report.first_failure.expect("a deadlocking schedule");
+        assert!(
+            failure
+                .fault
+                .cycle
+                .iter()
+                .all(|l| l.waits_for.starts_with("lock pthread_mutex 0x")),
+            "{:?}",
+            failure.fault
+        );
+        let same = process([take_both(c"12"), take_both(c"12")]);
+        let report = same.explore(Strategy::Dfs(2), 1_000, 0, |_, _| {});
+        assert_eq!(
+            report.outcomes.keys().collect::<Vec<_>>(),
+            ["ok"],
+            "{:?}",
+            report.outcomes
+        );
+        // Off a simulated thread the calls are the C library's: real mutexes, real sleeps.
+        take_both(c"21")();
+    }
+
+    #[test]
+    fn a_try_lock_sees_the_simulated_holder_and_sleeps_pass_in_virtual_time() {
+        let hold: extern "C-unwind" fn() = export("hold_first");
+        let free: extern "C-unwind" fn() -> c_int = export("first_is_free");
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let s = seen.clone();
+        let p = process([
+            Arc::new(move || hold()),
+            Arc::new(move || s.lock().unwrap().push(free())),
+        ]);
+        let report = p.explore(Strategy::Dfs(2), 1_000, 0, |_, _| {});
+        assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"]);
+        let seen = seen.lock().unwrap();
+        assert!(seen.contains(&0) && seen.contains(&1), "{seen:?}");
+        let nap: extern "C-unwind" fn() = export("nap");
+        let idle: extern "C-unwind" fn() -> c_int = export("first_is_free");
+        let p = process([Arc::new(move || nap()), Arc::new(move || assert_eq!(idle(), 1))]);
+        let run = p.run(&mut Random(Rng::new(1))).unwrap();
+        assert_eq!(run.outcome, "ok");
+        assert!(run.time_us >= 3_500_000, "{} µs of virtual time", run.time_us);
+    }
+}

@@ -42,6 +42,8 @@ pub enum Request {
     MutexCreate(String),
     /// Take a mutex (blocks while held).
     MutexLock(MutexId),
+    /// Take a mutex if it is free (never blocks).
+    MutexTryLock(MutexId),
     /// Release a mutex.
     MutexUnlock(MutexId),
     /// A new event.

@@ -127,6 +127,13 @@ impl Sync for SimOs {
         ask(Request::MutexLock(mutex));
     }
 
+    fn mutex_try_lock(&self, mutex: MutexId) -> bool {
+        match ask(Request::MutexTryLock(mutex)) {
+            Reply::Flag(taken) => taken,
+            other => mismatch(other),
+        }
+    }
+
     fn mutex_unlock(&self, mutex: MutexId) {
         ask(Request::MutexUnlock(mutex));
     }

@@ -361,6 +361,14 @@ impl Run<'_> {
                 self.note(t, 0, |run| format!("lock {}", run.locks.name(l)));
                 Reply::Done
             }
+            Request::MutexTryLock(m) => {
+                let l = LockId(m.0 as u16);
+                let taken = self.locks.can_take(t, l) && self.acquire(t, l).is_ok();
+                if taken {
+                    self.note(t, 0, |run| format!("lock {}", run.locks.name(l)));
+                }
+                Reply::Flag(taken)
+            }
             Request::MutexUnlock(m) => {
                 let l = LockId(m.0 as u16);
                 if self.release(t, l, 0) {

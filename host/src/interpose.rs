@@ -1,0 +1,411 @@
+//! The hosted library's blocking calls, seen by the simulated process.
+//!
+//! Native code blocks through the C library: `pthread_mutex_lock`, `nanosleep`, … On a
+//! simulated thread of a running process ([`sim_clr::process`]) such a call must be a
+//! scheduling point the deterministic scheduler sees, or one thread blocking on a mutex that
+//! a parked thread holds would stop the whole simulation in real time. So, right after
+//! loading, the library's imports of these functions are redirected: the entries of its
+//! global offset table that the dynamic linker filled with the C library's addresses are
+//! rewritten to point here (the loader's own relocation records say where they are).
+//!
+//! On a simulated thread a redirected call goes to the process's OS layer: each
+//! `pthread_mutex_t` is a named mutex of the process (named after its address, so every
+//! thread opens the same one), taken and released as the engine decides, with its wait-for
+//! edges; a sleep passes in virtual time. Anywhere else (the library's initializers, a
+//! frozen runtime's callbacks, a thread the library started itself) it calls the C library
+//! function the entry held before, so the library behaves as it always did.
+//!
+//! Only the library's own imports are redirected: calls the C library or libstdc++ make
+//! internally (`std::this_thread::sleep_for` sleeps inside libstdc++) are not. Every mutex is
+//! treated as a plain one on a simulated thread (a recursive mutex taken twice deadlocks).
+
+use corprof::os::Sync as _;
+use sim_clr::process::{fiber, unobserved, SimOs};
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// `EBUSY`: `pthread_mutex_trylock` on a mutex another thread holds.
+const EBUSY: c_int = 16;
+
+/// The functions redirected, with their replacement and the C library's original (filled
+/// from the first entry rewritten).
+struct Redirect {
+    name: &'static [u8],
+    replacement: usize,
+    original: &'static AtomicUsize,
+}
+
+static MUTEX_LOCK: AtomicUsize = AtomicUsize::new(0);
+static MUTEX_TRYLOCK: AtomicUsize = AtomicUsize::new(0);
+static MUTEX_UNLOCK: AtomicUsize = AtomicUsize::new(0);
+static NANOSLEEP: AtomicUsize = AtomicUsize::new(0);
+static USLEEP: AtomicUsize = AtomicUsize::new(0);
+static SLEEP: AtomicUsize = AtomicUsize::new(0);
+
+fn redirects() -> [Redirect; 6] {
+    [
+        Redirect {
+            name: b"pthread_mutex_lock",
+            replacement: mutex_lock as *const () as usize,
+            original: &MUTEX_LOCK,
+        },
+        Redirect {
+            name: b"pthread_mutex_trylock",
+            replacement: mutex_trylock as *const () as usize,
+            original: &MUTEX_TRYLOCK,
+        },
+        Redirect {
+            name: b"pthread_mutex_unlock",
+            replacement: mutex_unlock as *const () as usize,
+            original: &MUTEX_UNLOCK,
+        },
+        Redirect {
+            name: b"nanosleep",
+            replacement: nanosleep as *const () as usize,
+            original: &NANOSLEEP,
+        },
+        Redirect {
+            name: b"usleep",
+            replacement: usleep as *const () as usize,
+            original: &USLEEP,
+        },
+        Redirect {
+            name: b"sleep",
+            replacement: sleep as *const () as usize,
+            original: &SLEEP,
+        },
+    ]
+}
+
+/// The process mutex standing for the `pthread_mutex_t` at `mutex`.
+fn process_mutex(os: &SimOs, mutex: *mut c_void) -> corprof::os::MutexId {
+    // Opening the named mutex is the simulator's bookkeeping, not an allocation of the
+    // library's (a real `pthread_mutex_lock` allocates nothing).
+    unobserved(|| os.mutex_create(&format!("pthread_mutex {:#x}", mutex as usize)))
+}
+
+/// The C library's function that a redirected entry held.
+///
+/// # Safety
+/// `F` is the function's type.
+unsafe fn original<F: Copy>(slot: &AtomicUsize) -> F {
+    let address = slot.load(Ordering::Acquire);
+    assert!(address != 0, "a redirected call before its original was kept");
+    // SAFETY: `address` is the function the dynamic linker bound the import to, and the
+    // caller names its type.
+    unsafe { std::mem::transmute_copy(&address) }
+}
+
+type MutexFn = unsafe extern "C" fn(*mut c_void) -> c_int;
+
+unsafe extern "C-unwind" fn mutex_lock(mutex: *mut c_void) -> c_int {
+    if !fiber::on_fiber() {
+        // SAFETY: the C library's own function, with the caller's argument.
+        return unsafe { original::<MutexFn>(&MUTEX_LOCK)(mutex) };
+    }
+    let os = SimOs::new();
+    os.mutex_lock(process_mutex(&os, mutex));
+    0
+}
+
+unsafe extern "C-unwind" fn mutex_trylock(mutex: *mut c_void) -> c_int {
+    if !fiber::on_fiber() {
+        // SAFETY: the C library's own function, with the caller's argument.
+        return unsafe { original::<MutexFn>(&MUTEX_TRYLOCK)(mutex) };
+    }
+    let os = SimOs::new();
+    if os.mutex_try_lock(process_mutex(&os, mutex)) {
+        0
+    } else {
+        EBUSY
+    }
+}
+
+unsafe extern "C-unwind" fn mutex_unlock(mutex: *mut c_void) -> c_int {
+    if !fiber::on_fiber() {
+        // SAFETY: the C library's own function, with the caller's argument.
+        return unsafe { original::<MutexFn>(&MUTEX_UNLOCK)(mutex) };
+    }
+    let os = SimOs::new();
+    os.mutex_unlock(process_mutex(&os, mutex));
+    0
+}
+
+/// `struct timespec`.
+#[repr(C)]
+pub struct Timespec {
+    seconds: i64,
+    nanoseconds: i64,
+}
+
+unsafe extern "C-unwind" fn nanosleep(request: *const Timespec, remaining: *mut Timespec) -> c_int {
+    if !fiber::on_fiber() || request.is_null() {
+        type F = unsafe extern "C" fn(*const Timespec, *mut Timespec) -> c_int;
+        // SAFETY: the C library's own function, with the caller's arguments (it reports
+        // EFAULT for a NULL request itself).
+        return unsafe { original::<F>(&NANOSLEEP)(request, remaining) };
+    }
+    // SAFETY: a non-NULL request points at a timespec the caller owns.
+    let Timespec { seconds, nanoseconds } = unsafe { &*request };
+    let duration =
+        Duration::from_secs((*seconds).max(0) as u64) + Duration::from_nanos((*nanoseconds).max(0) as u64);
+    SimOs::new().sleep(duration);
+    if !remaining.is_null() {
+        // SAFETY: a non-NULL `remaining` points at a timespec the caller owns.
+        unsafe {
+            *remaining = Timespec {
+                seconds: 0,
+                nanoseconds: 0,
+            }
+        };
+    }
+    0
+}
+
+unsafe extern "C-unwind" fn usleep(microseconds: c_uint) -> c_int {
+    if !fiber::on_fiber() {
+        // SAFETY: the C library's own function, with the caller's argument.
+        return unsafe { original::<unsafe extern "C" fn(c_uint) -> c_int>(&USLEEP)(microseconds) };
+    }
+    SimOs::new().sleep(Duration::from_micros(microseconds.into()));
+    0
+}
+
+unsafe extern "C-unwind" fn sleep(seconds: c_uint) -> c_uint {
+    if !fiber::on_fiber() {
+        // SAFETY: the C library's own function, with the caller's argument.
+        return unsafe { original::<unsafe extern "C" fn(c_uint) -> c_uint>(&SLEEP)(seconds) };
+    }
+    SimOs::new().sleep(Duration::from_secs(seconds.into()));
+    0
+}
+
+/// The part of glibc's `struct link_map` that is public ABI (`<link.h>`).
+#[repr(C)]
+struct LinkMap {
+    /// The difference between the library's load address and its link address.
+    base: usize,
+    _name: *const c_char,
+    /// The library's `PT_DYNAMIC` segment, in memory.
+    dynamic: *const Dyn,
+}
+
+/// `Elf64_Dyn`.
+#[repr(C)]
+struct Dyn {
+    tag: i64,
+    value: u64,
+}
+
+/// `Elf64_Rela`.
+#[repr(C)]
+struct Rela {
+    offset: u64,
+    info: u64,
+    _addend: i64,
+}
+
+/// `Elf64_Sym`.
+#[repr(C)]
+struct Sym {
+    name: u32,
+    _info: u8,
+    _other: u8,
+    _section: u16,
+    _value: u64,
+    _size: u64,
+}
+
+/// `struct dl_phdr_info`, as far as it is read.
+#[repr(C)]
+struct PhdrInfo {
+    base: usize,
+    _name: *const c_char,
+    headers: *const Phdr,
+    count: u16,
+}
+
+/// `Elf64_Phdr`.
+#[repr(C)]
+struct Phdr {
+    kind: u32,
+    _flags: u32,
+    _offset: u64,
+    vaddr: u64,
+    _paddr: u64,
+    _file_size: u64,
+    memory_size: u64,
+    _align: u64,
+}
+
+const DT_NULL: i64 = 0;
+const DT_PLTRELSZ: i64 = 2;
+const DT_STRTAB: i64 = 5;
+const DT_SYMTAB: i64 = 6;
+const DT_RELA: i64 = 7;
+const DT_RELASZ: i64 = 8;
+const DT_JMPREL: i64 = 23;
+const R_X86_64_GLOB_DAT: u64 = 6;
+const R_X86_64_JUMP_SLOT: u64 = 7;
+const PT_GNU_RELRO: u32 = 0x6474_e552;
+const RTLD_DI_LINKMAP: c_int = 2;
+const PROT_READ: c_int = 1;
+const PROT_WRITE: c_int = 2;
+const PAGE: usize = 4096;
+
+#[link(name = "dl")]
+extern "C" {
+    fn dlinfo(handle: *mut c_void, request: c_int, info: *mut c_void) -> c_int;
+    fn dl_iterate_phdr(
+        callback: unsafe extern "C" fn(*mut PhdrInfo, usize, *mut c_void) -> c_int,
+        data: *mut c_void,
+    ) -> c_int;
+}
+
+extern "C" {
+    fn mprotect(address: *mut c_void, length: usize, protection: c_int) -> c_int;
+}
+
+/// The pages the loader made read-only after relocation (`PT_GNU_RELRO`, rounded down at
+/// both ends as the loader rounds it), as absolute addresses.
+fn relro(base: usize) -> Option<(usize, usize)> {
+    struct Search {
+        base: usize,
+        found: Option<(usize, usize)>,
+    }
+    unsafe extern "C" fn visit(info: *mut PhdrInfo, _size: usize, data: *mut c_void) -> c_int {
+        // SAFETY: the loader passes a valid `dl_phdr_info` and our `Search`.
+        let (info, search) = unsafe { (&*info, &mut *(data as *mut Search)) };
+        if info.base != search.base {
+            return 0;
+        }
+        // SAFETY: `headers` points at `count` program headers of a loaded object.
+        let headers = unsafe { std::slice::from_raw_parts(info.headers, info.count.into()) };
+        search.found = headers.iter().find(|h| h.kind == PT_GNU_RELRO).map(|h| {
+            let start = info.base + h.vaddr as usize;
+            (
+                start & !(PAGE - 1),
+                (start + h.memory_size as usize) & !(PAGE - 1),
+            )
+        });
+        1
+    }
+    let mut search = Search { base, found: None };
+    // SAFETY: `visit` matches the callback type and reads `search` only during the call.
+    unsafe { dl_iterate_phdr(visit, &mut search as *mut Search as *mut c_void) };
+    search.found
+}
+
+/// Redirects the blocking imports of the library `handle` (a `dlopen` handle, every symbol
+/// bound) to this module's functions; returns how many entries were rewritten.
+pub fn redirect_imports(handle: *mut c_void) -> Result<usize, String> {
+    let mut map: *const LinkMap = std::ptr::null();
+    // SAFETY: `handle` is a live dlopen handle; RTLD_DI_LINKMAP writes a `struct link_map *`.
+    if unsafe {
+        dlinfo(
+            handle,
+            RTLD_DI_LINKMAP,
+            &mut map as *mut *const LinkMap as *mut c_void,
+        )
+    } != 0
+        || map.is_null()
+    {
+        return Err("the loader gave no link map for the library".into());
+    }
+    // SAFETY: the link map of a loaded library stays valid while it is loaded (always).
+    let map = unsafe { &*map };
+    // The loader has relocated most address entries of the dynamic section in place; an
+    // entry below the load address is still a link-time address.
+    let absolute = |value: u64| {
+        let value = value as usize;
+        if value < map.base {
+            value + map.base
+        } else {
+            value
+        }
+    };
+    let (mut strtab, mut symtab) = (0, 0);
+    let (mut tables, mut sizes) = ([0usize; 2], [0usize; 2]);
+    let mut entry = map.dynamic;
+    loop {
+        // SAFETY: the dynamic section is an array of entries ended by DT_NULL.
+        let Dyn { tag, value } = unsafe { &*entry };
+        match *tag {
+            DT_NULL => break,
+            DT_STRTAB => strtab = absolute(*value),
+            DT_SYMTAB => symtab = absolute(*value),
+            DT_JMPREL => tables[0] = absolute(*value),
+            DT_PLTRELSZ => sizes[0] = *value as usize,
+            DT_RELA => tables[1] = absolute(*value),
+            DT_RELASZ => sizes[1] = *value as usize,
+            _ => {}
+        }
+        // SAFETY: not past DT_NULL.
+        entry = unsafe { entry.add(1) };
+    }
+    if strtab == 0 || symtab == 0 {
+        return Err("the library has no dynamic symbol table".into());
+    }
+    let relro = relro(map.base);
+    let redirects = redirects();
+    let mut rewritten = 0;
+    for (table, size) in tables.into_iter().zip(sizes) {
+        if table == 0 {
+            continue;
+        }
+        // SAFETY: DT_JMPREL/DT_RELA with their sizes describe arrays of Elf64_Rela.
+        let relocations =
+            unsafe { std::slice::from_raw_parts(table as *const Rela, size / size_of::<Rela>()) };
+        for r in relocations {
+            let kind = r.info & 0xffff_ffff;
+            let symbol = (r.info >> 32) as usize;
+            if symbol == 0 || (kind != R_X86_64_JUMP_SLOT && kind != R_X86_64_GLOB_DAT) {
+                continue;
+            }
+            // SAFETY: a relocation's symbol index is within the dynamic symbol table, and
+            // its name an offset into the string table.
+            let name = unsafe {
+                let sym = &*((symtab as *const Sym).add(symbol));
+                CStr::from_ptr((strtab + sym.name as usize) as *const c_char)
+            };
+            let Some(redirect) = redirects.iter().find(|d| d.name == name.to_bytes()) else {
+                continue;
+            };
+            let slot = map.base + r.offset as usize;
+            // SAFETY: the loader bound this entry (RTLD_NOW); it is a pointer-sized word.
+            let bound = unsafe { (slot as *const usize).read() };
+            if bound == redirect.replacement {
+                continue;
+            }
+            let _ = redirect
+                .original
+                .compare_exchange(0, bound, Ordering::AcqRel, Ordering::Acquire);
+            write_word(slot, redirect.replacement, relro)?;
+            rewritten += 1;
+        }
+    }
+    Ok(rewritten)
+}
+
+/// Writes `value` at `slot` of a loaded library; a page the loader made read-only (in
+/// `relro`) is made writable for the write and read-only again after it.
+fn write_word(slot: usize, value: usize, relro: Option<(usize, usize)>) -> Result<(), String> {
+    let page = slot & !(PAGE - 1);
+    let protected = relro.is_some_and(|(start, end)| page >= start && page < end);
+    // SAFETY: `page` is a mapped page of the library (it holds `slot`); making it writable
+    // changes no content.
+    if protected && unsafe { mprotect(page as *mut c_void, PAGE, PROT_READ | PROT_WRITE) } != 0 {
+        return Err(format!("cannot make the library's page {page:#x} writable"));
+    }
+    // SAFETY: `slot` is an aligned, now writable GOT entry of the library; writing a function
+    // address there is what the dynamic linker itself does.
+    unsafe { (slot as *mut usize).write(value) };
+    // SAFETY: as above; the page goes back to read-only, as the loader left it.
+    if protected && unsafe { mprotect(page as *mut c_void, PAGE, PROT_READ) } != 0 {
+        return Err(format!(
+            "cannot make the library's page {page:#x} read-only again"
+        ));
+    }
+    Ok(())
+}
