@@ -6,7 +6,7 @@ use fixtures::sampling::Variant;
 use sim_clr::process::schedule::Schedule;
 use sim_clr::process::{ExploreReport, Process, RunReport, Strategy};
 use sim_clr::scenario::Scenario;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// What the command line overrides of the file's `[explore]` table.
@@ -21,8 +21,35 @@ pub struct Options {
     pub seed: Option<u64>,
     /// One JSON document instead of text.
     pub json: bool,
+    /// The profiler code every run carries.
+    pub profiler: Profiler,
+}
+
+/// The profiler code a process's runs carry.
+pub enum Profiler {
     /// `reference`, or the mutant of the sampler to put on `body = "sampler"` threads.
-    pub sampler: String,
+    Builtin(String),
+    /// A native profiler library hosted afresh in every run (`--profiler LIB --clsid GUID`).
+    Hosted {
+        /// The library.
+        library: PathBuf,
+        /// The CLSID passed to its `DllGetClassObject`.
+        clsid: String,
+    },
+}
+
+impl Profiler {
+    /// The command that replays `schedule` of `file` with this code.
+    fn replay(&self, file: &Path, schedule: &str) -> String {
+        match self {
+            Profiler::Builtin(sampler) => replay_command(file, sampler, schedule),
+            Profiler::Hosted { library, clsid } => format!(
+                "simclr replay {} --profiler {} --clsid {clsid} --schedule {schedule}",
+                file.display(),
+                library.display()
+            ),
+        }
+    }
 }
 
 /// The sampler named `sampler` (`reference` or a mutant), or (exit 2, with the names there
@@ -48,14 +75,55 @@ pub fn replay_command(file: &Path, sampler: &str, schedule: &str) -> String {
     format!("simclr replay {}{variant} --schedule {schedule}", file.display())
 }
 
-/// The scenario's process with the built-in profiler code its `body` fields name attached
-/// (`sampler`: `reference` or a mutant), or (exit 2) the name that is not built in.
-fn attach(file: &Path, scenario: Scenario, sampler: &str) -> Result<Process, ExitCode> {
-    let variant = variant(sampler)?;
-    fixtures::sampling::process(scenario, variant).map_err(|e| {
-        eprintln!("error: {}:{e}", file.display());
+/// The scenario's process with `profiler` attached: the built-in code its `body` fields name
+/// (`reference` or a mutant), or a hosted library; exit 2 for code that cannot be attached.
+fn attach(file: &Path, scenario: Scenario, profiler: &Profiler) -> Result<Process, ExitCode> {
+    let fail = |message: String| {
+        eprintln!("error: {message}");
+        ExitCode::from(2)
+    };
+    match profiler {
+        Profiler::Builtin(sampler) => {
+            let variant = variant(sampler)?;
+            fixtures::sampling::process(scenario, variant)
+                .map_err(|e| fail(format!("{}:{e}", file.display())))
+        }
+        Profiler::Hosted { library, clsid } => {
+            if let Some(body) = scenario.process.bodies.iter().flatten().next() {
+                return Err(fail(format!(
+                    "{}:{}: `body = \"{}\"` runs built-in profiler code; --profiler hosts a library instead",
+                    file.display(),
+                    body.line,
+                    body.name
+                )));
+            }
+            hosted_loader(library, clsid).map(|loader| {
+                let mut process = Process::new(scenario);
+                process.load(loader);
+                process
+            })
+        }
+    }
+}
+
+/// A loader hosting `library` (class `clsid`) in every run, or (exit 2) why it cannot.
+#[cfg(unix)]
+fn hosted_loader(library: &Path, clsid: &str) -> Result<sim_clr::process::Loader, ExitCode> {
+    let Some(guid) = corprof::com::Guid::parse(clsid) else {
+        eprintln!("error: --clsid `{clsid}` is not a GUID such as {{8A4B6C2D-1E3F-4A5B-9C8D-7E6F5A4B3C2D}}");
+        return Err(ExitCode::from(2));
+    };
+    host::loader(library, guid).map_err(|e| {
+        eprintln!("error: {e}");
         ExitCode::from(2)
     })
+}
+
+/// Hosting needs a Unix loader.
+#[cfg(not(unix))]
+fn hosted_loader(_: &Path, _: &str) -> Result<sim_clr::process::Loader, ExitCode> {
+    eprintln!("error: hosting a profiler library needs a Unix loader (dlopen)");
+    Err(ExitCode::from(2))
 }
 
 /// Explores `file`; exit 1 when the outcomes differ from the file's `expect` (or, without one,
@@ -94,7 +162,7 @@ pub fn explore(file: &Path, options: &Options) -> ExitCode {
     }
     let schedules = options.schedules.unwrap_or(spec.schedules);
     let seed = options.seed.unwrap_or(spec.seed);
-    let process = match attach(file, scenario, &options.sampler) {
+    let process = match attach(file, scenario, &options.profiler) {
         Ok(p) => p,
         Err(code) => return code,
     };
@@ -117,7 +185,7 @@ pub fn explore(file: &Path, options: &Options) -> ExitCode {
     } else {
         print!(
             "{}",
-            render(&report, file, spec.expect.as_deref(), &options.sampler)
+            render(&report, file, spec.expect.as_deref(), &options.profiler)
         );
     }
     if mismatch {
@@ -128,7 +196,7 @@ pub fn explore(file: &Path, options: &Options) -> ExitCode {
 }
 
 /// The text form of an exploration.
-pub fn render(report: &ExploreReport, file: &Path, expect: Option<&[String]>, sampler: &str) -> String {
+pub fn render(report: &ExploreReport, file: &Path, expect: Option<&[String]>, profiler: &Profiler) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     let exhaustive = if report.exhaustive {
@@ -170,14 +238,14 @@ pub fn render(report: &ExploreReport, file: &Path, expect: Option<&[String]>, sa
                 )
                 .unwrap();
             }
-            writeln!(out, "replay: {}", replay_command(file, sampler, &f.schedule)).unwrap();
+            writeln!(out, "replay: {}", profiler.replay(file, &f.schedule)).unwrap();
         }
     }
     out
 }
 
 /// Replays one schedule of `file` with its full trace.
-pub fn replay(file: &Path, schedule: &str, sampler: &str, json: bool) -> ExitCode {
+pub fn replay(file: &Path, schedule: &str, profiler: &Profiler, json: bool) -> ExitCode {
     let scenario = match load(file) {
         Ok(s) => s,
         Err(code) => return code,
@@ -189,7 +257,7 @@ pub fn replay(file: &Path, schedule: &str, sampler: &str, json: bool) -> ExitCod
             return ExitCode::from(2);
         }
     };
-    let process = match attach(file, scenario, sampler) {
+    let process = match attach(file, scenario, profiler) {
         Ok(p) => p,
         Err(code) => return code,
     };
@@ -266,7 +334,7 @@ pub fn catalog() -> Result<bool, ExitCode> {
             ExitCode::from(2)
         })?;
         let spec = scenario.process.explore.clone();
-        let report = attach(Path::new(&path), scenario, "reference")?.explore(
+        let report = attach(Path::new(&path), scenario, &Profiler::Builtin("reference".into()))?.explore(
             spec.strategy,
             spec.schedules,
             spec.seed,

@@ -181,6 +181,17 @@ enum Command {
         /// The sampler on `body = "sampler"` threads: `reference` or a mutant's name.
         #[arg(long, default_value = "reference")]
         sampler: String,
+        /// Host this native profiler library afresh in every run instead (threads it creates
+        /// take the threads declared `start = "profiler"`).
+        #[arg(long, value_name = "LIB", conflicts_with = "sampler")]
+        profiler: Option<PathBuf>,
+        /// The CLSID passed to the library's `DllGetClassObject`.
+        #[arg(
+            long,
+            default_value = "{00000000-0000-0000-0000-000000000000}",
+            requires = "profiler"
+        )]
+        clsid: String,
     },
     /// Run one schedule of a process scenario and print its full trace.
     Replay {
@@ -192,6 +203,16 @@ enum Command {
         /// The sampler on `body = "sampler"` threads: `reference` or a mutant's name.
         #[arg(long, default_value = "reference")]
         sampler: String,
+        /// Host this native profiler library instead (as `explore --profiler`).
+        #[arg(long, value_name = "LIB", conflicts_with = "sampler")]
+        profiler: Option<PathBuf>,
+        /// The CLSID passed to the library's `DllGetClassObject`.
+        #[arg(
+            long,
+            default_value = "{00000000-0000-0000-0000-000000000000}",
+            requires = "profiler"
+        )]
+        clsid: String,
         /// Print one JSON document (docs/json-output.md).
         #[arg(long)]
         json: bool,
@@ -255,6 +276,14 @@ enum Command {
         #[arg(long, value_name = "LIB")]
         hosted: Option<PathBuf>,
     },
+}
+
+/// The profiler code `explore` and `replay` run: a hosted library, else the built-in sampler.
+fn profiler_code(sampler: String, library: Option<PathBuf>, clsid: String) -> explore::Profiler {
+    match library {
+        Some(library) => explore::Profiler::Hosted { library, clsid },
+        None => explore::Profiler::Builtin(sampler),
+    }
 }
 
 /// Exit status of `simclr run --profiler` when the simulated process crashed.
@@ -321,6 +350,8 @@ fn main() -> ExitCode {
             seed,
             json,
             sampler,
+            profiler,
+            clsid,
         } => explore::explore(
             &file,
             &explore::Options {
@@ -329,15 +360,17 @@ fn main() -> ExitCode {
                 schedules,
                 seed,
                 json,
-                sampler,
+                profiler: profiler_code(sampler, profiler, clsid),
             },
         ),
         Command::Replay {
             file,
             schedule,
             sampler,
+            profiler,
+            clsid,
             json,
-        } => explore::replay(&file, &schedule, &sampler, json),
+        } => explore::replay(&file, &schedule, &profiler_code(sampler, profiler, clsid), json),
         Command::Conform {
             scenarios,
             results,

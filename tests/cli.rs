@@ -366,3 +366,49 @@ fn bundled_scenarios_are_listed_shown_and_run_by_name() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no bundled scenario has that name"));
 }
+
+#[test]
+fn explore_hosts_a_native_sampler_in_every_run_and_prints_a_replay_that_reproduces() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let library = fixtures::c_library::build(
+        &root.join("host/tests/c/sampler.c"),
+        &Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-profilers"),
+    );
+    let library = library.to_str().unwrap();
+    let file = root.join("host/tests/c/sampler.toml");
+    let file = file.to_str().unwrap();
+    // This class walks a copy of its thread list after releasing the list's mutex.
+    let unlocked = "{2c0f6a1e-7b3d-4e21-8f5a-112233445502}";
+    let out = simclr(&[
+        "explore",
+        file,
+        "--profiler",
+        library,
+        "--clsid",
+        unlocked,
+        "--schedules",
+        "200",
+    ]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("first failure: thread_use_after_free"), "{text}");
+    let replay = text
+        .lines()
+        .find_map(|l| l.strip_prefix("replay: simclr "))
+        .expect("a replay line");
+    let args: Vec<&str> = replay.split(' ').collect();
+    let out = simclr(&args);
+    let trace = String::from_utf8(out.stdout).unwrap();
+    assert!(trace.contains("outcome: thread_use_after_free"), "{trace}");
+    // A class the library refuses is an error before any run.
+    let out = simclr(&[
+        "explore",
+        file,
+        "--profiler",
+        library,
+        "--clsid",
+        "{00000000-0000-0000-0000-000000000001}",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("CLASS_E_CLASSNOTAVAILABLE"));
+}

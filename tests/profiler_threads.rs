@@ -4,6 +4,7 @@
 
 use corprof::os::{OsError, Sync, ThreadControl};
 use corprof::{HResult, ProfilerCallback, ProfilerInfo, ThreadId};
+use sim_clr::process::schedule::{Random, Rng};
 use sim_clr::process::{Process, SimOs, Strategy};
 use sim_clr::scenario::Scenario;
 use std::sync::Arc;
@@ -405,4 +406,155 @@ fn a_sampler_walks_a_suspended_thread_with_the_os_layers_module_list() {
     let walks = walks.lock().unwrap();
     assert!(!walks.is_empty(), "no schedule caught the thread running");
     assert!(walks.iter().all(Option::is_none), "{walks:?}");
+}
+
+/// Threads the profiler creates itself (`start = "profiler"`, `SimOs::create_thread`).
+mod created {
+    use super::*;
+    use sim_clr::process::Loaded;
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+    const FILE: &str = r#"
+platform = "unix"
+[[code]]
+name = "App::Main"
+kind = "jit"
+[[code]]
+name = "App::Work"
+kind = "jit"
+[[code]]
+name = "libprofiler.so!sampler"
+kind = "native"
+[[threads]]
+name = "main"
+frames = [{ fn = "App::Main" }]
+program = ["call App::Work", "sleep 5ms", "return", "exit"]
+[[threads]]
+name = "sampler"
+kind = "native"
+start = "profiler"
+frames = [{ fn = "libprofiler.so!sampler" }]
+[limits]
+max_steps = 10000
+"#;
+
+    /// What one run's profiler saw.
+    #[derive(Default)]
+    struct Seen {
+        stop: AtomicBool,
+        samples: AtomicU32,
+        joined: AtomicBool,
+    }
+
+    /// A process whose profiler creates a sampler thread as it loads: every millisecond it
+    /// counts a sample (walking `main` when `walk`) until told to stop (never, when
+    /// `stubborn`). With `shutdown`, the profiler's Shutdown tells it to stop and joins it.
+    fn process(seen: &Arc<Seen>, shutdown: bool, stubborn: bool, walk: bool) -> Process {
+        let mut p = Process::new(Scenario::parse("created.toml", FILE).unwrap());
+        let seen = seen.clone();
+        p.load(Arc::new(move |rt| {
+            let (rt, s) = (rt.clone(), seen.clone());
+            let os = SimOs::new();
+            let sampler = os
+                .create_thread(move || {
+                    let main = rt.thread("main").expect("declared").id;
+                    while stubborn || !s.stop.load(Ordering::SeqCst) {
+                        if walk {
+                            let mut cb = |_: &corprof::SnapshotFrame<'_>| HResult::S_OK;
+                            let _ = rt.do_stack_snapshot(main, Some(&mut cb), 0, None, 0);
+                        }
+                        s.samples.fetch_add(1, Ordering::SeqCst);
+                        SimOs::new().sleep(Duration::from_millis(1));
+                    }
+                })
+                .expect("a thread declared start = \"profiler\"");
+            let s = seen.clone();
+            Loaded {
+                at_exit: shutdown.then(|| -> sim_clr::process::ExitHook {
+                    Arc::new(move || {
+                        s.stop.store(true, Ordering::SeqCst);
+                        assert_eq!(SimOs::new().join_thread(sampler), Ok(()));
+                        s.joined.store(true, Ordering::SeqCst);
+                    })
+                }),
+                ..Loaded::default()
+            }
+        }));
+        p
+    }
+
+    #[test]
+    fn a_thread_created_while_the_profiler_loads_runs_until_shutdown_joins_it() {
+        let seen = Arc::new(Seen::default());
+        let run = process(&seen, true, false, false)
+            .run(&mut Random(Rng::new(7)))
+            .unwrap();
+        assert_eq!(run.outcome, "ok", "{:?}", run.fault);
+        assert!(
+            seen.samples.load(Ordering::SeqCst) >= 4,
+            "5 ms of sampling every 1 ms"
+        );
+        assert!(seen.joined.load(Ordering::SeqCst));
+        let notes: Vec<&str> = run.trace.iter().map(|e| e.what.as_str()).collect();
+        assert!(
+            notes.contains(&"the process exits: the profiler's Shutdown"),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn without_shutdown_the_process_exits_with_the_created_thread_still_running() {
+        let seen = Arc::new(Seen::default());
+        let run = process(&seen, false, false, false)
+            .run(&mut Random(Rng::new(7)))
+            .unwrap();
+        assert_eq!(run.outcome, "ok", "{:?}", run.fault);
+        assert!(!seen.stop.load(Ordering::SeqCst));
+        let last = &run.trace.last().expect("a trace").what;
+        assert_eq!(last, "the process exits; sampler end with it");
+    }
+
+    #[test]
+    fn shutdown_joining_a_thread_that_never_stops_never_exits() {
+        let seen = Arc::new(Seen::default());
+        let report = process(&seen, true, true, false).explore(Strategy::Pct(2), 20, 1, |_, _| {});
+        assert_eq!(
+            report.outcomes.keys().collect::<Vec<_>>(),
+            ["livelock"],
+            "{report:?}"
+        );
+    }
+
+    #[test]
+    fn a_created_sampler_still_walking_a_thread_after_it_exited_walks_freed_memory() {
+        let seen = Arc::new(Seen::default());
+        let report = process(&seen, true, true, true).explore(Strategy::Pct(2), 20, 1, |_, _| {});
+        assert!(
+            report.outcomes.contains_key("thread_use_after_free"),
+            "{report:?}"
+        );
+        let first = report.first_failure.expect("a failing schedule");
+        assert!(first.fault.message.contains("R37"), "{}", first.fault.message);
+    }
+
+    #[test]
+    fn a_thread_creation_beyond_the_declared_ones_ends_the_run() {
+        let mut p = Process::new(Scenario::parse("created.toml", FILE).unwrap());
+        p.thread_body(
+            "main",
+            Arc::new(|_, os| {
+                let _ = os.create_thread(|| {});
+                let _ = os.create_thread(|| {});
+            }),
+        )
+        .unwrap();
+        let run = p.run(&mut Random(Rng::new(1))).unwrap();
+        assert_eq!(run.outcome, "undeclared_thread");
+        let fault = run.fault.unwrap();
+        assert!(
+            fault.message.starts_with("main created a thread"),
+            "{}",
+            fault.message
+        );
+    }
 }

@@ -3,8 +3,10 @@
 //!
 //! While the runtime raises a callback, the OS thread that runs the library's code for it
 //! *is* the simulated thread the callback is raised on: the library's calls from that OS
-//! thread are attributed to it. Calls from any other OS thread (one the library started
-//! itself) are attributed to a native thread that never ran managed code.
+//! thread are attributed to it. So are calls from an OS thread running one of a running
+//! process's simulated threads (a thread the library created there). Calls from any other OS
+//! thread (one the library started outside a process) are attributed to a native thread the
+//! runtime does not know.
 //!
 //! The vtable reaches `ICorProfilerCallback3`: callbacks of later interfaces
 //! (`ICorProfilerCallback9::DynamicMethodUnloaded`) are not delivered to a hosted library.
@@ -97,7 +99,9 @@ impl ProfilerCallback for Callbacks {
     }
 
     fn garbage_collection_started(&self, generations: &[bool], reason: GcReason) -> HResult {
-        let mut collected: Vec<BOOL> = generations.iter().map(|&g| BOOL::from(g)).collect();
+        // The adapter's allocation, not the profiler's.
+        let mut collected: Vec<BOOL> =
+            sim_clr::process::unobserved(|| generations.iter().map(|&g| BOOL::from(g)).collect());
         // SAFETY: the slot has the signature its vtable declares; `this` is the live object.
         self.call(|v, this| unsafe {
             (v.GarbageCollectionStarted)(

@@ -21,6 +21,7 @@ use corprof::{
     AppDomainId, AssemblyId, ClassId, CodeInfo, Context, FrameInfo, FunctionId, HResult, MetaDataImport,
     ModuleId, ProfilerInfo, ReJitId, SnapshotFrame, ThreadId,
 };
+use sim_clr::process::unobserved;
 use sim_clr::trace::Fault;
 use sim_clr::Runtime;
 use std::cell::RefCell;
@@ -100,14 +101,15 @@ unsafe fn answer<T>(
 }
 
 /// Runs `f` on the object behind `this`, as the runtime's current caller when the OS thread
-/// runs library code for the runtime, else as an unknown native thread.
+/// runs library code for the runtime or runs a simulated thread of a running process (whose
+/// engine made that thread the current caller), else as an unknown native thread.
 ///
 /// # Safety
 /// `this` is a pointer [`InfoObject::hand_out`] returned, and the host is alive.
 unsafe fn with<R>(this: *mut c_void, f: impl FnOnce(&InfoObject) -> R) -> R {
     // SAFETY: per the contract.
     let o = unsafe { &*(this as *const InfoObject) };
-    let result = if on_runtime_thread() {
+    let result = if on_runtime_thread() || sim_clr::process::fiber::on_fiber() {
         f(o)
     } else {
         o.rt.on_unknown_thread(|_| f(o))
@@ -492,16 +494,21 @@ unsafe extern "system" fn do_stack_snapshot(
     let mut copy: Vec<u8> = Vec::new();
     let mut deliver = |frame: &SnapshotFrame<'_>| -> HResult {
         let Some(cb) = callback else { return HResult::S_OK };
-        let (ptr, size) = match frame.context {
-            Some(c) => {
-                copy.clear();
-                copy.extend_from_slice(c);
-                (copy.as_mut_ptr(), c.len() as u32)
-            }
-            None => (std::ptr::null_mut(), 0),
-        };
         let record = frame.frame_info as *const FrameInfo as usize;
-        LIVE_FRAMES.with(|l| l.borrow_mut().push(record));
+        // The adapter's own allocations are not the profiler's: in a running process they
+        // would otherwise take the heap lock, and differently once this OS thread's list of
+        // live frames has grown in an earlier run.
+        let (ptr, size) = unobserved(|| {
+            LIVE_FRAMES.with(|l| l.borrow_mut().push(record));
+            match frame.context {
+                Some(c) => {
+                    copy.clear();
+                    copy.extend_from_slice(c);
+                    (copy.as_mut_ptr(), c.len() as u32)
+                }
+                None => (std::ptr::null_mut(), 0),
+            }
+        });
         // SAFETY: the profiler's callback, with the arguments its signature declares; the
         // context copy and the frame record outlive the call.
         let result = unsafe {

@@ -1,25 +1,29 @@
 //! The hosted library's blocking calls, seen by the simulated process.
 //!
-//! Native code blocks through the C library: `pthread_mutex_lock`, `nanosleep`, … On a
-//! simulated thread of a running process ([`sim_clr::process`]) such a call must be a
-//! scheduling point the deterministic scheduler sees, or one thread blocking on a mutex that
-//! a parked thread holds would stop the whole simulation in real time. So, right after
-//! loading, the library's imports of these functions are redirected: the entries of its
-//! global offset table that the dynamic linker filled with the C library's addresses are
-//! rewritten to point here (the loader's own relocation records say where they are).
+//! Native code blocks and starts threads through the C library: `pthread_mutex_lock`,
+//! `nanosleep`, `pthread_create`, … On a simulated thread of a running process
+//! ([`sim_clr::process`]) such a call must be a scheduling point the deterministic scheduler
+//! sees, or one thread blocking on a mutex that a parked thread holds would stop the whole
+//! simulation in real time, and a thread the library starts must be one of the process's. So,
+//! right after loading, the library's imports of these functions are redirected: the entries
+//! of its global offset table that the dynamic linker filled with the C library's addresses
+//! are rewritten to point here (the loader's own relocation records say where they are).
 //!
 //! On a simulated thread a redirected call goes to the process's OS layer: each
 //! `pthread_mutex_t` is a named mutex of the process (named after its address, so every
 //! thread opens the same one), taken and released as the engine decides, with its wait-for
-//! edges; a sleep passes in virtual time. Anywhere else (the library's initializers, a
-//! frozen runtime's callbacks, a thread the library started itself) it calls the C library
+//! edges; a sleep passes in virtual time; `pthread_create` creates one of the threads the
+//! scenario declares `start = "profiler"` (also while a run is set up, when the profiler's
+//! `Initialize` runs) and hands back a handle no real thread has, which `pthread_join`,
+//! `pthread_detach` and `pthread_setname_np` understand. Anywhere else (a frozen runtime's
+//! callbacks, a thread the library started outside any process) it calls the C library
 //! function the entry held before, so the library behaves as it always did.
 //!
 //! Only the library's own imports are redirected: calls the C library or libstdc++ make
 //! internally (`std::this_thread::sleep_for` sleeps inside libstdc++) are not. Every mutex is
 //! treated as a plain one on a simulated thread (a recursive mutex taken twice deadlocks).
 
-use corprof::os::Sync as _;
+use corprof::os::{OsThread, Sync as _};
 use sim_clr::process::{fiber, unobserved, SimOs};
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -42,9 +46,33 @@ static MUTEX_UNLOCK: AtomicUsize = AtomicUsize::new(0);
 static NANOSLEEP: AtomicUsize = AtomicUsize::new(0);
 static USLEEP: AtomicUsize = AtomicUsize::new(0);
 static SLEEP: AtomicUsize = AtomicUsize::new(0);
+static THREAD_CREATE: AtomicUsize = AtomicUsize::new(0);
+static THREAD_JOIN: AtomicUsize = AtomicUsize::new(0);
+static THREAD_DETACH: AtomicUsize = AtomicUsize::new(0);
+static THREAD_SETNAME: AtomicUsize = AtomicUsize::new(0);
 
-fn redirects() -> [Redirect; 6] {
+fn redirects() -> [Redirect; 10] {
     [
+        Redirect {
+            name: b"pthread_create",
+            replacement: thread_create as *const () as usize,
+            original: &THREAD_CREATE,
+        },
+        Redirect {
+            name: b"pthread_join",
+            replacement: thread_join as *const () as usize,
+            original: &THREAD_JOIN,
+        },
+        Redirect {
+            name: b"pthread_detach",
+            replacement: thread_detach as *const () as usize,
+            original: &THREAD_DETACH,
+        },
+        Redirect {
+            name: b"pthread_setname_np",
+            replacement: thread_setname as *const () as usize,
+            original: &THREAD_SETNAME,
+        },
         Redirect {
             name: b"pthread_mutex_lock",
             replacement: mutex_lock as *const () as usize,
@@ -130,6 +158,86 @@ unsafe extern "C-unwind" fn mutex_unlock(mutex: *mut c_void) -> c_int {
     let os = SimOs::new();
     os.mutex_unlock(process_mutex(&os, mutex));
     0
+}
+
+/// The `pthread_t` of a simulated thread: its OS id under a tag no real `pthread_t` (an
+/// address in user space) has.
+const SIMULATED: usize = 0xf1be_0000_0000_0000;
+const TAG: usize = 0xffff_0000_0000_0000;
+
+/// The simulated thread a `pthread_t` stands for, if it is one.
+fn simulated(thread: usize) -> Option<OsThread> {
+    (thread & TAG == SIMULATED).then_some(OsThread((thread & !TAG) as u32))
+}
+
+/// A thread's start routine: library code a run may unwind through when it ends.
+type StartRoutine = unsafe extern "C-unwind" fn(*mut c_void) -> *mut c_void;
+
+/// `EAGAIN`: no thread could be created.
+const EAGAIN: c_int = 11;
+/// `ESRCH`: no such thread.
+const ESRCH: c_int = 3;
+
+unsafe extern "C-unwind" fn thread_create(
+    thread: *mut usize,
+    attributes: *const c_void,
+    start: StartRoutine,
+    argument: *mut c_void,
+) -> c_int {
+    if !fiber::in_process() {
+        type F = unsafe extern "C" fn(*mut usize, *const c_void, StartRoutine, *mut c_void) -> c_int;
+        // SAFETY: the C library's own function, with the caller's arguments.
+        return unsafe { original::<F>(&THREAD_CREATE)(thread, attributes, start, argument) };
+    }
+    // The argument is the library's to pass to its own thread.
+    let argument = argument as usize;
+    // SAFETY: `start` is the caller's start routine, called once with its argument, as the
+    // C library would on the new thread.
+    match SimOs::new().create_thread(move || unsafe {
+        start(argument as *mut c_void);
+    }) {
+        Ok(id) => {
+            if !thread.is_null() {
+                // SAFETY: a non-NULL `thread` points at the caller's pthread_t.
+                unsafe { thread.write(SIMULATED | id.0 as usize) };
+            }
+            0
+        }
+        Err(_) => EAGAIN,
+    }
+}
+
+unsafe extern "C-unwind" fn thread_join(thread: usize, result: *mut *mut c_void) -> c_int {
+    let Some(id) = simulated(thread) else {
+        type F = unsafe extern "C" fn(usize, *mut *mut c_void) -> c_int;
+        // SAFETY: the C library's own function, with the caller's arguments.
+        return unsafe { original::<F>(&THREAD_JOIN)(thread, result) };
+    };
+    // Outside the process's threads (its run is over) the thread ended with the process.
+    if fiber::on_fiber() && SimOs::new().join_thread(id).is_err() {
+        return ESRCH;
+    }
+    if !result.is_null() {
+        // SAFETY: a non-NULL `result` points at the caller's `void *`.
+        unsafe { result.write(std::ptr::null_mut()) };
+    }
+    0
+}
+
+unsafe extern "C-unwind" fn thread_detach(thread: usize) -> c_int {
+    if simulated(thread).is_some() {
+        return 0;
+    }
+    // SAFETY: the C library's own function, with the caller's argument.
+    unsafe { original::<unsafe extern "C" fn(usize) -> c_int>(&THREAD_DETACH)(thread) }
+}
+
+unsafe extern "C-unwind" fn thread_setname(thread: usize, name: *const c_char) -> c_int {
+    if simulated(thread).is_some() {
+        return 0;
+    }
+    // SAFETY: the C library's own function, with the caller's arguments.
+    unsafe { original::<unsafe extern "C" fn(usize, *const c_char) -> c_int>(&THREAD_SETNAME)(thread, name) }
 }
 
 /// `struct timespec`.

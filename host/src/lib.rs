@@ -9,9 +9,12 @@
 //! allocations, GCs, suspensions, exceptions) go through the library's vtable, and the
 //! library's calls are answered by the simulated runtime.
 //!
-//! Calls the library makes on the OS thread a callback runs on are that simulated thread's;
-//! calls from threads it starts itself are an unknown native thread's, as a sampler thread
-//! is to the real runtime. See `docs/native-profilers.md` for the whole contract.
+//! Calls the library makes on the OS thread a callback runs on are that simulated thread's.
+//! [`loader`] hosts the library in every run of a running process, where the threads it
+//! creates are the process's simulated threads and its blocking calls are scheduling points
+//! ([`Library`]); elsewhere calls from threads it starts itself are an unknown native
+//! thread's, as a sampler thread is to the real runtime. See `docs/native-profilers.md` for
+//! the whole contract.
 
 #![cfg(unix)]
 
@@ -20,6 +23,7 @@ pub mod capi;
 mod com_object;
 mod drive;
 mod import;
+mod in_process;
 mod info;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod interpose;
@@ -29,6 +33,7 @@ mod thread_enum;
 
 pub use callback::as_runtime_thread;
 pub use drive::Ending;
+pub use in_process::loader;
 pub use library::Library;
 
 use callback::Callbacks;
@@ -118,6 +123,45 @@ unsafe fn unknown(object: *mut c_void) -> &'static IUnknownVtbl {
     unsafe { &**(object as *const *const IUnknownVtbl) }
 }
 
+/// Loads the library at `path` and creates its profiler object for `clsid`: `dlopen`,
+/// `DllGetClassObject(clsid, IID_IClassFactory)`, `CreateInstance(ICorProfilerCallback2)`,
+/// the factory released. The object comes with one reference.
+fn create(path: &Path, clsid: Guid) -> Result<(Library, *mut c_void), HostError> {
+    let library = Library::open(path).map_err(|message| HostError::Load {
+        path: path.to_path_buf(),
+        message,
+    })?;
+    let entry = library
+        .symbol("DllGetClassObject")
+        .ok_or_else(|| HostError::NoEntryPoint(path.to_path_buf()))?;
+    // SAFETY: the exported DllGetClassObject has this signature (the COM contract).
+    let get_class_object: DllGetClassObjectFn = unsafe { std::mem::transmute(entry) };
+    let mut factory: *mut c_void = std::ptr::null_mut();
+    // SAFETY: valid GUIDs and out-pointer.
+    let hr =
+        callback::as_runtime_thread(|| unsafe { get_class_object(&clsid, &IID_ICLASSFACTORY, &mut factory) });
+    if hr != 0 || factory.is_null() {
+        return Err(HostError::ClassRefused(HResult(hr as u32)));
+    }
+    let mut profiler: *mut c_void = std::ptr::null_mut();
+    // SAFETY: `factory` is the live IClassFactory the library returned.
+    let hr = callback::as_runtime_thread(|| unsafe {
+        let vtbl = &**(factory as *const *const IClassFactoryVtbl);
+        let hr = (vtbl.CreateInstance)(
+            factory,
+            std::ptr::null_mut(),
+            &IID_ICORPROFILERCALLBACK2,
+            &mut profiler,
+        );
+        (vtbl.base.Release)(factory);
+        hr
+    });
+    if hr != 0 || profiler.is_null() {
+        return Err(HostError::CreateFailed(HResult(hr as u32)));
+    }
+    Ok((library, profiler))
+}
+
 impl Hosted {
     /// `rt`'s `ICorProfilerInfo` object, with no profiler attached yet.
     pub fn new(rt: Arc<Runtime>) -> Hosted {
@@ -135,43 +179,11 @@ impl Hosted {
         if rt.attached() {
             return Err(HostError::AttachAfterStartup);
         }
-        let library = Library::open(path).map_err(|message| HostError::Load {
-            path: path.to_path_buf(),
-            message,
-        })?;
-        let entry = library
-            .symbol("DllGetClassObject")
-            .ok_or_else(|| HostError::NoEntryPoint(path.to_path_buf()))?;
-        // SAFETY: the exported DllGetClassObject has this signature (the COM contract).
-        let get_class_object: DllGetClassObjectFn = unsafe { std::mem::transmute(entry) };
-        let mut factory: *mut c_void = std::ptr::null_mut();
-        // SAFETY: valid GUIDs and out-pointer.
-        let hr = callback::as_runtime_thread(|| unsafe {
-            get_class_object(&clsid, &IID_ICLASSFACTORY, &mut factory)
-        });
-        if hr != 0 || factory.is_null() {
-            return Err(HostError::ClassRefused(HResult(hr as u32)));
-        }
-        let mut profiler: *mut c_void = std::ptr::null_mut();
-        // SAFETY: `factory` is the live IClassFactory the library returned.
-        let hr = callback::as_runtime_thread(|| unsafe {
-            let vtbl = &**(factory as *const *const IClassFactoryVtbl);
-            let hr = (vtbl.CreateInstance)(
-                factory,
-                std::ptr::null_mut(),
-                &IID_ICORPROFILERCALLBACK2,
-                &mut profiler,
-            );
-            (vtbl.base.Release)(factory);
-            hr
-        });
-        if hr != 0 || profiler.is_null() {
-            return Err(HostError::CreateFailed(HResult(hr as u32)));
-        }
+        let (library, profiler) = create(path, clsid)?;
         let mut hosted = Hosted::new(rt);
         hosted.library = Some(library);
-        // SAFETY: CreateInstance returned a live ICorProfilerCallback2 with one reference,
-        // which `attach_owned` takes over.
+        // SAFETY: `create` returned a live ICorProfilerCallback2 with one reference, which
+        // `attach_owned` takes over.
         unsafe { hosted.attach_owned(profiler) }?;
         Ok(hosted)
     }

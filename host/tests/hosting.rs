@@ -12,6 +12,11 @@ use std::ffi::{c_char, c_void, CStr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
+// Allocations by code on simulated threads take the process heap lock, as in `simclr explore`.
+#[global_allocator]
+static ALLOCATOR: sim_clr::process::HeapLockAllocator<std::alloc::System> =
+    sim_clr::process::HeapLockAllocator(std::alloc::System);
+
 /// The CLSID `walker.c` answers to.
 const CLSID: Guid = Guid::new(
     0x1b9e_9f2c,
@@ -58,31 +63,13 @@ frames = [
 ]
 "#;
 
-/// Builds `tests/c/<name>.c` into a shared library, once per test binary.
+/// Builds `tests/c/<name>.c` into a shared library.
 fn build(name: &str) -> PathBuf {
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("c-profilers");
-    std::fs::create_dir_all(&out).unwrap();
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
-    let library = out.join(format!("lib{name}.so"));
-    let target = "x86_64-unknown-linux-gnu";
-    let compiler = cc::Build::new()
-        .target(target)
-        .host(target)
-        .opt_level(0)
-        .cargo_metadata(false)
-        .warnings(true)
-        .get_compiler();
-    let status = compiler
-        .to_command()
-        .args([
-            "-shared", "-fPIC", "-pthread", "-std=c11", "-Wall", "-Werror", "-o",
-        ])
-        .arg(&library)
-        .arg(&source)
-        .status()
-        .expect("a C compiler");
-    assert!(status.success(), "compiling {}", source.display());
-    library
+    fixtures::c_library::build(
+        &source,
+        &Path::new(env!("CARGO_TARGET_TMPDIR")).join("c-profilers"),
+    )
 }
 
 fn walker() -> &'static Path {
@@ -417,5 +404,89 @@ frames = [{ fn = "libblocking.so!work" }]
         let run = p.run(&mut Random(Rng::new(1))).unwrap();
         assert_eq!(run.outcome, "ok");
         assert!(run.time_us >= 3_500_000, "{} µs of virtual time", run.time_us);
+    }
+}
+
+/// A C profiler with its own sampler thread (`tests/c/sampler.c`) in a running process,
+/// explored under schedules.
+mod in_process {
+    use super::build;
+    use corprof::com::Guid;
+    use sim_clr::process::schedule::{Random, Rng};
+    use sim_clr::process::{Process, Strategy};
+    use sim_clr::scenario::Scenario;
+    use std::path::PathBuf;
+    use std::sync::OnceLock;
+
+    /// Walks while holding the mutex ThreadDestroyed takes.
+    const LOCKED: Guid = Guid::new(
+        0x2c0f_6a1e,
+        0x7b3d,
+        0x4e21,
+        [0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0x55, 0x01],
+    );
+    /// Walks a copy of the thread list after releasing the mutex.
+    const UNLOCKED: Guid = Guid::new(
+        0x2c0f_6a1e,
+        0x7b3d,
+        0x4e21,
+        [0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0x55, 0x02],
+    );
+
+    /// Two managed threads that exit, and the thread the profiler creates.
+    const PROCESS: &str = include_str!("c/sampler.toml");
+
+    /// `libsampler.so`, built once per test binary.
+    fn library() -> &'static PathBuf {
+        static LIBRARY: OnceLock<PathBuf> = OnceLock::new();
+        LIBRARY.get_or_init(|| build("sampler"))
+    }
+
+    fn process(clsid: Guid) -> Process {
+        let mut p = Process::new(Scenario::parse("sampler.toml", PROCESS).unwrap());
+        p.load(simclr_host::loader(library(), clsid).expect("the sampler hosts"));
+        p
+    }
+
+    #[test]
+    fn a_c_sampler_that_walks_under_the_thread_list_lock_never_faults() {
+        let report = process(LOCKED).explore(Strategy::Pct(3), 100, 1, |_, _| {});
+        assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"], "{report:?}");
+        let run = process(LOCKED).run(&mut Random(Rng::new(1))).unwrap();
+        let trace: Vec<String> = run
+            .trace
+            .iter()
+            .map(|e| format!("{} {}", e.thread, e.what))
+            .collect();
+        assert!(
+            trace.iter().any(|l| l.starts_with("sampler ")),
+            "the created thread runs: {trace:#?}"
+        );
+        assert!(
+            trace.iter().any(|l| l.contains("the profiler's Shutdown")),
+            "{trace:#?}"
+        );
+        let refused = simclr_host::loader(library(), Guid::new(1, 2, 3, [4; 8]));
+        assert!(matches!(refused, Err(simclr_host::HostError::ClassRefused(_))));
+    }
+
+    #[test]
+    fn a_c_sampler_that_walks_after_releasing_the_lock_walks_a_destroyed_thread() {
+        let report = process(UNLOCKED).explore(Strategy::Pct(3), 300, 1, |_, _| {});
+        let bad: Vec<&String> = report.outcomes.keys().filter(|k| *k != "ok").collect();
+        assert!(!bad.is_empty(), "{report:?}");
+        assert!(
+            bad.iter()
+                .all(|k| *k == "walk_of_destroyed_thread" || *k == "thread_use_after_free"),
+            "{report:?}"
+        );
+        // Deterministic, though every run loads a new copy of the library at a new address.
+        let again = process(UNLOCKED).explore(Strategy::Pct(3), 300, 1, |_, _| {});
+        assert_eq!(again, report);
+        let first = report.first_failure.unwrap();
+        let replayed = process(UNLOCKED)
+            .replay(&first.schedule.parse().unwrap())
+            .unwrap();
+        assert_eq!(replayed.fault, Some(first.fault));
     }
 }

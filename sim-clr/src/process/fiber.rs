@@ -46,6 +46,10 @@ pub enum Request {
     MutexTryLock(MutexId),
     /// Release a mutex.
     MutexUnlock(MutexId),
+    /// Create a thread running this code (one declared `start = "profiler"`).
+    CreateThread(ThreadStart),
+    /// Wait until a thread's code has ended.
+    JoinThread(OsThread),
     /// A new event.
     EventCreate(String),
     /// Set an event.
@@ -213,6 +217,78 @@ impl Shared {
     }
 }
 
+/// The code of a thread the profiler creates ([`Request::CreateThread`]), run once.
+#[derive(Clone)]
+pub struct ThreadStart(Arc<Mutex<Option<Code>>>);
+
+/// Code run once on a thread of its own.
+pub type Code = Box<dyn FnOnce() + Send>;
+
+impl ThreadStart {
+    /// Wraps `code`.
+    pub fn new(code: impl FnOnce() + Send + 'static) -> ThreadStart {
+        ThreadStart(Arc::new(Mutex::new(Some(Box::new(code)))))
+    }
+
+    /// The code, the first time (`None` afterwards).
+    pub(crate) fn take(&self) -> Option<Code> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+impl std::fmt::Debug for ThreadStart {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ThreadStart")
+    }
+}
+
+/// Threads created while a run is set up (its profiler's initialization, before any thread
+/// runs): the created threads still free, by OS id, and the code given to each one taken.
+pub(crate) struct Setup {
+    /// OS ids of the threads declared `start = "profiler"`, in order.
+    pub free: Vec<OsThread>,
+    /// The code of each thread created so far (the first `created.len()` of `free`).
+    pub created: Vec<ThreadStart>,
+}
+
+/// Runs `f` (a run's setup, off any fiber) with thread creations on this OS thread taking
+/// the threads `free` in order; returns what `f` returned and the code of each one taken.
+pub(crate) fn setting_up<R>(free: Vec<OsThread>, f: impl FnOnce() -> R) -> (R, Vec<ThreadStart>) {
+    let previous = SETUP.with(|s| {
+        s.replace(Some(Setup {
+            free,
+            created: Vec::new(),
+        }))
+    });
+    let r = f();
+    let setup = SETUP
+        .with(|s| s.replace(previous))
+        .expect("the setup just installed");
+    (r, setup.created)
+}
+
+/// True when code on this OS thread is part of a simulated process: it runs one of its
+/// threads, or sets a run up (where [`crate::process::SimOs::create_thread`] works too).
+pub fn in_process() -> bool {
+    on_fiber() || SETUP.with(|s| s.borrow().is_some())
+}
+
+/// A thread creation during a run's setup: the next free thread, or `None` outside a setup,
+/// or `Some(Err)` when none is left.
+pub(crate) fn create_during_setup(code: ThreadStart) -> Option<Result<OsThread, OsError>> {
+    SETUP.with(|s| {
+        let mut s = s.borrow_mut();
+        let setup = s.as_mut()?;
+        Some(match setup.free.get(setup.created.len()).copied() {
+            Some(thread) => {
+                setup.created.push(code);
+                Ok(thread)
+            }
+            None => Err(OsError::NoSuchThread),
+        })
+    })
+}
+
 /// The unwinding payload that stops a fiber when its run is over.
 struct Stop;
 
@@ -225,6 +301,8 @@ thread_local! {
     /// Nesting depth of code whose allocations are not the profiler's: the simulated
     /// runtime's own work, and oracles ([`unobserved`]).
     static QUIET: Cell<u32> = const { Cell::new(0) };
+    /// The run being set up on this OS thread, if any ([`setting_up`]).
+    static SETUP: RefCell<Option<Setup>> = const { RefCell::new(None) };
 }
 
 /// A global allocator that makes allocations by code on a simulated thread count as taking

@@ -45,6 +45,9 @@ pub struct ProcessSpec {
     pub programs: Vec<Option<Program>>,
     /// Threads that start only when another thread's `spawn` step starts them.
     pub spawned: Vec<bool>,
+    /// Threads that exist only once the profiler creates a thread (`start = "profiler"`):
+    /// its thread creations take them in the order they are declared.
+    pub created: Vec<bool>,
     /// Threads that run named profiler code (`body = "NAME"`), attached by whoever runs the
     /// file (the CLI attaches the bundled behaviours).
     pub bodies: Vec<Option<NamedBody>>,
@@ -156,11 +159,20 @@ pub struct Loaded {
     pub profiler: Option<Arc<dyn ProfilerCallback>>,
     /// The profiling signal's handler (Unix).
     pub signal_handler: Option<SignalHandler>,
+    /// Code to run when the process exits (the profiler's `Shutdown`): once every thread
+    /// other than those the profiler created has ended, on the first thread. The process
+    /// ends when it returns, with any thread the profiler created still running.
+    pub at_exit: Option<ExitHook>,
 }
 
+/// Profiler code run as the process exits ([`Loaded::at_exit`]).
+pub type ExitHook = Arc<dyn Fn() + Send + Sync>;
+
 /// Loads profiler code afresh at the start of every run, so state it keeps (a thread
-/// registry, counters) starts clean in each schedule, as in a new process.
-pub type Loader = Arc<dyn Fn() -> Loaded + Send + Sync>;
+/// registry, counters) starts clean in each schedule, as in a new process. It gets the run's
+/// runtime (the profiler's initialization may call it) and may create threads with
+/// [`SimOs::create_thread`]: they start with the run.
+pub type Loader = Arc<dyn Fn(&Arc<crate::Runtime>) -> Loaded + Send + Sync>;
 
 /// A scenario ready to run under schedules, with any Rust profiler code attached.
 #[derive(Clone)]
@@ -208,6 +220,8 @@ pub enum Ending {
     ProfilerPanic,
     /// A thread's `body` names profiler code that nobody attached.
     UnattachedBody,
+    /// The profiler created more threads than the scenario declares `start = "profiler"`.
+    UndeclaredThread,
     /// Profiler code took a lock or allocated while a thread it suspended was stopped (the
     /// run goes on; the target may have held that lock).
     LockWhileSuspending,
@@ -224,7 +238,7 @@ pub enum Ending {
 
 impl Ending {
     /// Every ending.
-    pub const ALL: [Ending; 14] = [
+    pub const ALL: [Ending; 15] = [
         Ending::Deadlock,
         Ending::Hang,
         Ending::Livelock,
@@ -234,6 +248,7 @@ impl Ending {
         Ending::TornStackRead,
         Ending::ProfilerPanic,
         Ending::UnattachedBody,
+        Ending::UndeclaredThread,
         Ending::LockWhileSuspending,
         Ending::LockInSignalHandler,
         Ending::ManagedSuspender,
@@ -253,6 +268,7 @@ impl Ending {
             Ending::TornStackRead => "torn_stack_read",
             Ending::ProfilerPanic => "profiler_panic",
             Ending::UnattachedBody => "unattached_body",
+            Ending::UndeclaredThread => "undeclared_thread",
             Ending::LockWhileSuspending => "lock_while_suspending",
             Ending::LockInSignalHandler => "lock_in_signal_handler",
             Ending::ManagedSuspender => "managed_suspender",

@@ -6,7 +6,7 @@
 //! once `GetThreadContext` returns. Called outside a simulated thread, every call panics with
 //! a message saying so: there is no process to act on.
 
-use super::fiber::{request, Reply, Request};
+use super::fiber::{create_during_setup, request, Reply, Request, ThreadStart};
 use crate::code::images::Images;
 use corprof::modules::{LoadedModule, Modules};
 use corprof::os::{EventId, MutexId, OsError, OsThread, Sync, ThreadControl};
@@ -24,6 +24,33 @@ impl SimOs {
     /// The OS layer (every simulated thread's is the same).
     pub fn new() -> SimOs {
         SimOs { _private: () }
+    }
+
+    /// Creates a thread that runs `code`, as `pthread_create` or `CreateThread` would: the
+    /// first of the scenario's threads declared `start = "profiler"` not created yet, a
+    /// native thread that never ran managed code. Threads the profiler creates do not keep
+    /// the process alive: when its other threads have ended, it exits with them still
+    /// running. Allowed on a simulated thread and while a run is set up (the profiler's
+    /// initialization), where the thread starts with the run. When every such thread is
+    /// taken the run ends as `undeclared_thread` (during setup: `Err(NoSuchThread)`).
+    pub fn create_thread(&self, code: impl FnOnce() + Send + 'static) -> Result<OsThread, OsError> {
+        let code = ThreadStart::new(code);
+        if let Some(created) = create_during_setup(code.clone()) {
+            return created;
+        }
+        match ask(Request::CreateThread(code)) {
+            Reply::Thread(t) => Ok(t),
+            other => mismatch(other),
+        }
+    }
+
+    /// Waits until the code of `thread` has ended (at once if it has); `NoSuchThread` for a
+    /// thread the process does not have.
+    pub fn join_thread(&self, thread: OsThread) -> Result<(), OsError> {
+        match ask(Request::JoinThread(thread)) {
+            Reply::Unit(r) => r,
+            other => mismatch(other),
+        }
     }
 }
 

@@ -320,6 +320,11 @@ impl Runtime {
         *self.profiler.lock().unwrap_or_else(|e| e.into_inner()) = Some(profiler);
     }
 
+    /// The attached profiler's callbacks, if any.
+    pub fn profiler(&self) -> Option<Arc<dyn ProfilerCallback>> {
+        self.profiler.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// Runs `f` as the profiler's `Initialize`: while it runs, `SetEventMask` may set or
     /// clear the flags that are immutable afterwards.
     pub fn initializing<R>(&self, f: impl FnOnce() -> R) -> R {

@@ -31,6 +31,7 @@ pub(super) fn process_spec(
     };
     let mut programs = Vec::new();
     let mut spawned = Vec::new();
+    let mut created = Vec::new();
     let mut bodies = Vec::new();
     for (i, t) in m.threads.iter().enumerate() {
         let t = t.get_ref();
@@ -42,13 +43,22 @@ pub(super) fn process_spec(
             }
             None => None,
         };
-        spawned.push(start(src, t, program.is_some())?);
+        let start = start(src, t, program.is_some())?;
+        spawned.push(start == Start::Spawned);
+        created.push(start == Start::Profiler);
         bodies.push(match &t.body {
             Some(body) if program.is_some() => {
                 return Err(src.error(
                     body.span(),
                     "body",
                     "a thread runs a `program` or a `body`, not both",
+                ))
+            }
+            Some(body) if start == Start::Profiler => {
+                return Err(src.error(
+                    body.span(),
+                    "body",
+                    "a thread the profiler creates runs the code the profiler gives it, not a `body`",
                 ))
             }
             Some(body) => Some(NamedBody {
@@ -90,6 +100,7 @@ pub(super) fn process_spec(
     Ok(ProcessSpec {
         programs,
         spawned,
+        created,
         bodies,
         handlers,
         locks,
@@ -169,19 +180,38 @@ fn check_balance(src: &Source<'_>, program: &[Instr], declared: usize) -> Res<()
     Ok(())
 }
 
-/// Whether the thread waits for a `spawn` (`start = "spawned"`) or runs from the start.
-fn start(src: &Source<'_>, t: &ThreadModel, has_program: bool) -> Res<bool> {
+/// When a thread starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Start {
+    /// From the beginning (`start = "running"`, the default).
+    Running,
+    /// At another thread's `spawn` step (`start = "spawned"`).
+    Spawned,
+    /// When the profiler creates a thread (`start = "profiler"`).
+    Profiler,
+}
+
+/// When the thread starts: a spawned thread needs a `program`; one the profiler creates is a
+/// native thread without one.
+fn start(src: &Source<'_>, t: &ThreadModel, has_program: bool) -> Res<Start> {
     let Some(start) = &t.start else {
-        return Ok(false);
+        return Ok(Start::Running);
     };
+    let native = t.kind.as_ref().is_some_and(|k| k.get_ref() == "native");
     match start.get_ref().as_str() {
-        "running" => Ok(false),
-        "spawned" if has_program => Ok(true),
+        "running" => Ok(Start::Running),
+        "spawned" if has_program => Ok(Start::Spawned),
         "spawned" => Err(src.error(start.span(), "start", "a spawned thread needs a `program`")),
+        "profiler" if has_program || !native => Err(src.error(
+            start.span(),
+            "start",
+            "a thread the profiler creates is `kind = \"native\"` and has no `program`",
+        )),
+        "profiler" => Ok(Start::Profiler),
         other => Err(src.error(
             start.span(),
             "start",
-            format!("`{other}` is not one of `running`, `spawned`"),
+            format!("`{other}` is not one of `running`, `spawned`, `profiler`"),
         )),
     }
 }

@@ -14,7 +14,7 @@
 mod os_calls;
 mod steps;
 
-use super::fiber::{Fiber, Reply, Request};
+use super::fiber::{setting_up, Fiber, Reply, Request};
 use super::locks::LockTable;
 use super::program::{Instr, LockId, Op};
 use super::schedule::{Chooser, Schedule, ScheduleError};
@@ -24,6 +24,7 @@ use crate::runtime::builtin;
 use crate::runtime::{CallContext, CallbackKind, Caller, Entered, Runtime, OBJECT_BASE};
 use crate::thread::{FrameKind, Lifecycle, Mode, StackEntry};
 use corprof::flags::event;
+use corprof::os::OsThread;
 use corprof::{ClassId, Context, ObjectId};
 use os_calls::{fiber_source, spawn_body};
 use std::sync::Arc;
@@ -170,6 +171,8 @@ pub(crate) struct Run<'p> {
     profiler: Option<Arc<dyn corprof::ProfilerCallback>>,
     /// The profiling signal's Rust handler in this run.
     signal_handler: Option<super::SignalHandler>,
+    /// Profiler code to run when the process exits (`Shutdown`), until it has started.
+    at_exit: Option<super::ExitHook>,
 }
 
 impl<'p> Run<'p> {
@@ -177,8 +180,15 @@ impl<'p> Run<'p> {
         let s = &p.scenario;
         let rt = Arc::new(p.template.fork());
         let spec = &s.process;
-        // Code loaded afresh for this run takes the place of the process's own.
-        let loaded = p.loader.as_ref().map(|load| load()).unwrap_or_default();
+        // Code loaded afresh for this run takes the place of the process's own. Threads it
+        // creates while it loads take the threads declared `start = "profiler"`.
+        let free = (0..s.threads.len())
+            .filter(|&i| spec.created.get(i).copied().unwrap_or(false))
+            .map(|i| OsThread(rt.lock().threads[i].os_id))
+            .collect();
+        let (loaded, created) = setting_up(free, || {
+            p.loader.as_ref().map(|load| load(&rt)).unwrap_or_default()
+        });
         let mut bodies = p.bodies.clone();
         let mut stray = None;
         for (name, body) in loaded.bodies {
@@ -202,6 +212,7 @@ impl<'p> Run<'p> {
                     (None, None) => None,
                 };
                 let status = match &source {
+                    None if spec.created.get(i).copied().unwrap_or(false) => Status::NotStarted,
                     None => Status::Frozen,
                     Some(_) if spec.spawned.get(i).copied().unwrap_or(false) => Status::NotStarted,
                     Some(_) => Status::Ready,
@@ -265,7 +276,14 @@ impl<'p> Run<'p> {
             warnings: Vec::new(),
             profiler: loaded.profiler.or_else(|| p.profiler.clone()),
             signal_handler: loaded.signal_handler.or_else(|| p.signal_handler.clone()),
+            at_exit: loaded.at_exit,
         };
+        let slots: Vec<usize> = (0..run.th.len()).filter(|&x| run.created(x)).collect();
+        for (x, code) in slots.into_iter().zip(created) {
+            if let Some(code) = code.take() {
+                run.start_created(x, code);
+            }
+        }
         let unattached = p.named_bodies().find(|(thread, _)| {
             let i = s
                 .threads
@@ -292,7 +310,14 @@ impl<'p> Run<'p> {
     pub fn go(mut self, chooser: &mut dyn Chooser) -> Result<RunReport, ScheduleError> {
         let limits = self.p.scenario.process.limits;
         let mut runnable = Vec::with_capacity(self.th.len());
+        // A process whose profiler creates threads or has an exit hook exits when its other
+        // threads end, if any of them moves (if none does, it never exits on its own).
+        let exits = (self.at_exit.is_some() || (0..self.th.len()).any(|x| self.created(x)))
+            && (0..self.th.len()).any(|x| !self.created(x) && self.th[x].status != Status::Frozen);
         while self.fault.is_none() {
+            if exits && self.exited() {
+                break;
+            }
             self.runnable(&mut runnable);
             if runnable.is_empty() {
                 if let Some(wake) = self.next_wake() {
@@ -376,6 +401,45 @@ impl<'p> Run<'p> {
                 out.push(t);
             }
         }
+    }
+
+    /// True when thread `x` is one the profiler creates (`start = "profiler"`).
+    fn created(&self, x: usize) -> bool {
+        self.p.scenario.process.created.get(x).copied().unwrap_or(false)
+    }
+
+    /// Whether the process has exited: every thread but those the profiler created has
+    /// ended. The exit hook (`Shutdown`) runs first, on the first such thread, with the
+    /// runtime's calls made as from a thread it does not know; once it has returned, threads
+    /// the profiler created end with the process, wherever they are.
+    fn exited(&mut self) -> bool {
+        let running = |s: &Sim| matches!(s.status, Status::Ready | Status::Blocked(_) | Status::Sleeping(_));
+        if (0..self.th.len()).any(|x| !self.created(x) && running(&self.th[x])) {
+            return false;
+        }
+        if let Some(hook) = self.at_exit.take() {
+            let t = (0..self.th.len()).find(|&x| !self.created(x)).unwrap_or(0);
+            let rt = self.rt.clone();
+            self.th[t].stack.push(Activation {
+                source: fiber_source(Fiber::spawn(Box::new(move || rt.on_unknown_thread(|_| hook())))),
+                callback: None,
+                entered: None,
+                signal: false,
+            });
+            self.th[t].status = Status::Ready;
+            self.th[t].last_progress = self.now;
+            self.note(t, 0, |_| "the process exits: the profiler's Shutdown".into());
+            return false;
+        }
+        let left: Vec<usize> = (0..self.th.len())
+            .filter(|&x| self.created(x) && running(&self.th[x]))
+            .collect();
+        if !left.is_empty() {
+            let names: Vec<&str> = left.iter().map(|&x| self.th[x].name.as_str()).collect();
+            let message = format!("the process exits; {} end with it", names.join(", "));
+            self.note_for(None, 0, message);
+        }
+        true
     }
 
     fn can_run(&self, t: usize) -> bool {

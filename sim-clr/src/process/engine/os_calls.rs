@@ -5,7 +5,7 @@
 //! here, so both see the same semantics and leave the same trace line.
 
 use super::{Activation, Run, Source, Status, Wait};
-use crate::process::fiber::{Fiber, Reply, Request, Yielded};
+use crate::process::fiber::{Fiber, Reply, Request, ThreadStart, Yielded};
 use crate::process::program::LockId;
 use crate::process::{Ending, SimOs, ThreadBody};
 use crate::runtime::{CallbackKind, Platform, Runtime};
@@ -376,6 +376,23 @@ impl Run<'_> {
                 }
                 Reply::Done
             }
+            Request::CreateThread(code) => match self.create_thread(t, code) {
+                Some(thread) => Reply::Thread(thread),
+                None => Reply::Abort,
+            },
+            Request::JoinThread(id) => match self.by_os_id(*id) {
+                Ok(x) if self.th[x].status == Status::Done => Reply::Unit(Ok(())),
+                Ok(x) if x == t => {
+                    let message = format!("{} joins itself", self.th[t].name);
+                    self.end(Ending::Deadlock.as_str(), message, Vec::new());
+                    Reply::Abort
+                }
+                Ok(x) => {
+                    self.note(t, 0, |run| format!("join {}: waits for its end", run.th[x].name));
+                    return Err(Wait::Join(x));
+                }
+                Err(e) => Reply::Unit(Err(e)),
+            },
             Request::EventCreate(name) => {
                 let at = self
                     .event_names
@@ -467,6 +484,41 @@ pub(super) fn fiber_source(fiber: Fiber) -> Source {
         pending: None,
         ready: None,
         deadline: None,
+    }
+}
+
+impl Run<'_> {
+    /// Starts the first thread declared `start = "profiler"` not started yet, running `code`
+    /// (created by `t`); `None` when none is left (the run ends `undeclared_thread`).
+    pub(super) fn create_thread(&mut self, t: usize, code: &ThreadStart) -> Option<OsThread> {
+        let free = (0..self.th.len()).find(|&x| self.created(x) && self.th[x].status == Status::NotStarted);
+        let Some(code) = code.take() else {
+            unreachable!("a thread's code is given once");
+        };
+        let Some(x) = free else {
+            let message = format!(
+                "{} created a thread, and every thread declared `start = \"profiler\"` already exists",
+                self.th[t].name
+            );
+            self.end(Ending::UndeclaredThread.as_str(), message, Vec::new());
+            return None;
+        };
+        self.start_created(x, code);
+        self.note(t, 0, |run| format!("creates thread {}", run.th[x].name));
+        Some(self.os_thread(x))
+    }
+
+    /// Starts thread `x` (declared `start = "profiler"`) on `code`.
+    pub(super) fn start_created(&mut self, x: usize, code: Box<dyn FnOnce() + Send>) {
+        self.th[x].stack.push(Activation {
+            source: fiber_source(Fiber::spawn(code)),
+            callback: None,
+            entered: None,
+            signal: false,
+        });
+        self.th[x].status = Status::Ready;
+        self.th[x].last_progress = self.now;
+        self.rt.lock().threads[x].runs_code = true;
     }
 }
 

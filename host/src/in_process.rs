@@ -1,0 +1,81 @@
+//! A hosted library in a running process ([`sim_clr::process::Process`]), explored under
+//! schedules like Rust profiler code.
+//!
+//! Every run loads a fresh copy of the library (a file copied under a new name, so the
+//! dynamic linker maps it anew and its globals start clean, as in a new process) and attaches
+//! its profiler to the run's runtime; `Initialize` runs as the run is set up, so the threads
+//! it starts with `pthread_create` are the scenario's threads declared `start = "profiler"`
+//! and start with the run. The runtime's callbacks reach the library on the simulated thread
+//! they are raised on; its blocking calls are the process's (`crate::interpose`); its
+//! `Shutdown` runs as the process exits. Copies are never unloaded (a process never unloads
+//! its profiler): each run maps the library once more.
+
+use crate::{HostError, Hosted};
+use corprof::com::Guid;
+use sim_clr::process::{Loaded, Loader};
+use sim_clr::Runtime;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// A [`Loader`] that hosts the library at `path` (class `clsid`) afresh in every run. A copy
+/// is loaded and its profiler object created (and released) here, so a library that cannot
+/// be hosted is an error now, not in the middle of an exploration.
+pub fn loader(path: &Path, clsid: Guid) -> Result<Loader, HostError> {
+    let copy = fresh_copy(path)?;
+    let probe = crate::create(&copy, clsid);
+    let _ = std::fs::remove_file(&copy);
+    let (_library, profiler) = probe?;
+    // SAFETY: `create` returned a live COM object with the one reference released here.
+    crate::callback::as_runtime_thread(|| unsafe { (crate::unknown(profiler).Release)(profiler) });
+    let path = path.to_path_buf();
+    Ok(Arc::new(move |rt: &Arc<Runtime>| {
+        match attach(&path, clsid, rt) {
+            Ok(loaded) => loaded,
+            Err(e) => panic!(
+                "hosting a fresh copy of {} failed after a first copy loaded: {e}",
+                path.display()
+            ),
+        }
+    }))
+}
+
+/// Loads a fresh copy of the library and attaches its profiler to `rt`: the run's callbacks,
+/// and its `Shutdown` as the exit hook. A profiler whose `Initialize` fails is not attached,
+/// and the process runs without it, as the real runtime does.
+fn attach(path: &Path, clsid: Guid, rt: &Arc<Runtime>) -> Result<Loaded, HostError> {
+    let copy = fresh_copy(path)?;
+    let hosted = Hosted::load(&copy, clsid, rt.clone());
+    // The mapping stays; the name is not needed any more.
+    let _ = std::fs::remove_file(&copy);
+    let hosted = match hosted {
+        Ok(h) => h,
+        Err(HostError::InitializeFailed(_)) => return Ok(Loaded::default()),
+        Err(e) => return Err(e),
+    };
+    let profiler = rt.profiler();
+    let hosted = Mutex::new(hosted);
+    Ok(Loaded {
+        profiler,
+        at_exit: Some(Arc::new(move || {
+            hosted.lock().unwrap_or_else(|e| e.into_inner()).detach()
+        })),
+        ..Loaded::default()
+    })
+}
+
+/// Copies the library to a new name in the temporary directory.
+fn fresh_copy(path: &Path) -> Result<PathBuf, HostError> {
+    static COPIES: AtomicU64 = AtomicU64::new(0);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let n = COPIES.fetch_add(1, Ordering::Relaxed);
+    let copy = std::env::temp_dir().join(format!("simclr-{}-{n}-{name}", std::process::id()));
+    std::fs::copy(path, &copy).map_err(|e| HostError::Load {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    Ok(copy)
+}

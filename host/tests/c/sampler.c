@@ -1,0 +1,165 @@
+/* A sampling profiler in C with its own thread, as production profilers are built: Initialize
+ * starts a sampler thread with pthread_create; ThreadCreated and ThreadDestroyed keep a list
+ * of managed threads under a pthread mutex; every millisecond the sampler walks each listed
+ * thread with DoStackSnapshot; Shutdown stops the sampler and joins it.
+ *
+ * Two classes: CLSID_LOCKED walks while holding the list's mutex, so ThreadDestroyed waits for
+ * a walk of its thread to end (the rule); CLSID_UNLOCKED copies the list, releases the mutex,
+ * then walks the copy, so a thread may be destroyed under a walk. */
+#define _DEFAULT_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef int32_t HRESULT;
+typedef uintptr_t UINT_PTR;
+typedef struct { uint32_t d1; uint16_t d2, d3; uint8_t d4[8]; } GUID;
+typedef struct { void **vtbl; } Object;
+
+#define S_OK 0
+#define E_NOINTERFACE ((HRESULT)0x80004002)
+#define CLASS_E_CLASSNOTAVAILABLE ((HRESULT)0x80040111)
+
+static const GUID CLSID_LOCKED = {0x2c0f6a1e, 0x7b3d, 0x4e21, {0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0x55, 0x01}};
+static const GUID CLSID_UNLOCKED = {0x2c0f6a1e, 0x7b3d, 0x4e21, {0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0x55, 0x02}};
+static const GUID IID_IUnknown = {0, 0, 0, {0xC0, 0, 0, 0, 0, 0, 0, 0x46}};
+static const GUID IID_IClassFactory = {1, 0, 0, {0xC0, 0, 0, 0, 0, 0, 0, 0x46}};
+static const GUID IID_ICorProfilerCallback = {0x176FBED1, 0xA55C, 0x4796, {0x98, 0xCA, 0xA9, 0xDA, 0x0E, 0xF8, 0x83, 0xE7}};
+static const GUID IID_ICorProfilerCallback2 = {0x8A8CC829, 0xCCF2, 0x49FE, {0xBB, 0xAE, 0x0F, 0x02, 0x22, 0x28, 0x07, 0x1A}};
+static const GUID IID_ICorProfilerInfo2 = {0xCC0935CD, 0xA518, 0x487D, {0xB0, 0xBB, 0xA9, 0x32, 0x14, 0xE6, 0x54, 0x78}};
+
+enum { SLOT_QI = 0, SLOT_RELEASE = 2 };
+enum { INFO_SET_EVENT_MASK = 16, INFO_DO_STACK_SNAPSHOT = 36 };
+enum { CB_INITIALIZE = 3, CB_SHUTDOWN = 4, CB_THREAD_CREATED = 29, CB_THREAD_DESTROYED = 30, CB_SLOTS = 80 };
+enum { MAX_THREADS = 16 };
+
+#define MONITOR_THREADS 0x200u
+#define ENABLE_STACK_SNAPSHOT 0x10000000u
+
+static Object *info;
+static int hold_lock_while_walking;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static UINT_PTR threads[MAX_THREADS];
+static int thread_count;
+static int stop;
+static pthread_t sampler;
+
+static int same(const GUID *a, const GUID *b) { return memcmp(a, b, sizeof *a) == 0; }
+
+static HRESULT count_frame(UINT_PTR function, UINT_PTR ip, UINT_PTR frame_info, uint32_t context_size,
+                           uint8_t *context, void *client_data) {
+    (void)function; (void)ip; (void)frame_info; (void)context_size; (void)context;
+    ++*(int *)client_data;
+    return S_OK;
+}
+
+static void walk(UINT_PTR thread) {
+    typedef HRESULT (*Snapshot)(Object *, UINT_PTR, void *, uint32_t, void *, uint8_t *, uint32_t);
+    int frames = 0;
+    ((Snapshot)info->vtbl[INFO_DO_STACK_SNAPSHOT])(info, thread, (void *)count_frame, 0, &frames, NULL, 0);
+}
+
+static void *sample(void *unused) {
+    (void)unused;
+    while (!__atomic_load_n(&stop, __ATOMIC_SEQ_CST)) {
+        UINT_PTR listed[MAX_THREADS];
+        int n;
+        pthread_mutex_lock(&lock);
+        n = thread_count;
+        memcpy(listed, threads, sizeof listed);
+        if (!hold_lock_while_walking) pthread_mutex_unlock(&lock);
+        for (int i = 0; i < n; i++) walk(listed[i]);
+        if (hold_lock_while_walking) pthread_mutex_unlock(&lock);
+        usleep(1000);
+    }
+    return NULL;
+}
+
+static HRESULT thread_created(Object *self, UINT_PTR thread) {
+    (void)self;
+    pthread_mutex_lock(&lock);
+    if (thread_count < MAX_THREADS) threads[thread_count++] = thread;
+    pthread_mutex_unlock(&lock);
+    return S_OK;
+}
+
+static HRESULT thread_destroyed(Object *self, UINT_PTR thread) {
+    (void)self;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < thread_count; i++) {
+        if (threads[i] == thread) threads[i] = threads[--thread_count];
+    }
+    pthread_mutex_unlock(&lock);
+    return S_OK;
+}
+
+static HRESULT initialize(Object *self, Object *unknown) {
+    typedef HRESULT (*QueryInterface)(Object *, const GUID *, void **);
+    typedef HRESULT (*SetEventMask)(Object *, uint32_t);
+    (void)self;
+    HRESULT hr = ((QueryInterface)unknown->vtbl[SLOT_QI])(unknown, &IID_ICorProfilerInfo2, (void **)&info);
+    if (hr != S_OK) return hr;
+    hr = ((SetEventMask)info->vtbl[INFO_SET_EVENT_MASK])(info, MONITOR_THREADS | ENABLE_STACK_SNAPSHOT);
+    if (hr != S_OK) return hr;
+    return pthread_create(&sampler, NULL, sample, NULL) == 0 ? S_OK : (HRESULT)0x80004005;
+}
+
+static HRESULT shutdown(Object *self) {
+    (void)self;
+    __atomic_store_n(&stop, 1, __ATOMIC_SEQ_CST);
+    pthread_join(sampler, NULL);
+    ((HRESULT (*)(Object *))info->vtbl[SLOT_RELEASE])(info);
+    info = NULL;
+    return S_OK;
+}
+
+static HRESULT ignore(Object *self) { (void)self; return S_OK; }
+static uint32_t add_ref(Object *self) { (void)self; return 1; }
+static uint32_t release_static(Object *self) { (void)self; return 1; }
+
+static HRESULT profiler_qi(Object *self, const GUID *iid, void **out) {
+    if (same(iid, &IID_IUnknown) || same(iid, &IID_ICorProfilerCallback) || same(iid, &IID_ICorProfilerCallback2)) {
+        *out = self;
+        return S_OK;
+    }
+    *out = NULL;
+    return E_NOINTERFACE;
+}
+
+static void *callback_slots[CB_SLOTS];
+static Object profiler = {callback_slots};
+
+static HRESULT create_instance(Object *self, void *outer, const GUID *iid, void **out) {
+    (void)self; (void)outer;
+    for (int i = 3; i < CB_SLOTS; i++) callback_slots[i] = (void *)ignore;
+    callback_slots[0] = (void *)profiler_qi;
+    callback_slots[1] = (void *)add_ref;
+    callback_slots[2] = (void *)release_static;
+    callback_slots[CB_INITIALIZE] = (void *)initialize;
+    callback_slots[CB_SHUTDOWN] = (void *)shutdown;
+    callback_slots[CB_THREAD_CREATED] = (void *)thread_created;
+    callback_slots[CB_THREAD_DESTROYED] = (void *)thread_destroyed;
+    return profiler_qi(&profiler, iid, out);
+}
+
+static HRESULT factory_qi(Object *self, const GUID *iid, void **out) {
+    if (same(iid, &IID_IUnknown) || same(iid, &IID_IClassFactory)) {
+        *out = self;
+        return S_OK;
+    }
+    *out = NULL;
+    return E_NOINTERFACE;
+}
+
+static void *factory_slots[5] = {(void *)factory_qi, (void *)add_ref, (void *)release_static, (void *)create_instance, (void *)ignore};
+static Object factory = {factory_slots};
+
+HRESULT DllGetClassObject(const GUID *clsid, const GUID *iid, void **out) {
+    if (!same(clsid, &CLSID_LOCKED) && !same(clsid, &CLSID_UNLOCKED)) {
+        *out = NULL;
+        return CLASS_E_CLASSNOTAVAILABLE;
+    }
+    hold_lock_while_walking = same(clsid, &CLSID_LOCKED);
+    return factory_qi(&factory, iid, out);
+}
