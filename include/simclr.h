@@ -85,6 +85,13 @@ char *simclr_run_scenario(const char *path, char **error);
  * file's strategy: the exploration report as JSON, or NULL and *error. */
 char *simclr_explore_scenario(const char *path, uint64_t schedules, uint64_t seed, char **error);
 
+/* The same with a native profiler library hosted afresh in every run (as `simclr explore
+ * --profiler`): `library` is its path, `clsid` the class DllGetClassObject is asked for
+ * ("{2C0F6A1E-7B3D-4E21-8F5A-112233445501}"); the threads it creates with pthread_create are
+ * the file's threads declared start = "profiler". The report as JSON, or NULL and *error. */
+char *simclr_explore_profiler(const char *path, const char *library, const char *clsid, uint64_t schedules,
+                              uint64_t seed, char **error);
+
 /* Frees a string this library returned. */
 void simclr_string_free(char *s);
 

@@ -7,9 +7,9 @@
 
 use crate::out::hr;
 use crate::{as_runtime_thread, HostError, Hosted};
-use corprof::com::HRESULT;
+use corprof::com::{Guid, HRESULT};
 use corprof::HResult;
-use sim_clr::process::Process;
+use sim_clr::process::{Loader, Process};
 use sim_clr::scenario::Scenario;
 use sim_clr::{CallContext, CallbackKind};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
@@ -258,13 +258,44 @@ pub unsafe extern "C" fn simclr_explore_scenario(
     error: *mut *mut c_char,
 ) -> *mut c_char {
     // SAFETY: forwarded contract.
+    unsafe { or_error(error, || explore(text(path, "path")?, None, schedules, seed)) }
+}
+
+/// Explores the process of scenario file `path`, with `loader`'s code in every run: the
+/// report as JSON.
+fn explore(path: &str, loader: Option<Loader>, schedules: u64, seed: u64) -> Result<*mut c_char, String> {
+    let scenario = Scenario::load(Path::new(path)).map_err(|e| e.to_string())?;
+    let strategy = scenario.process.explore.strategy;
+    let mut process = Process::new(scenario);
+    if let Some(loader) = loader {
+        process.load(loader);
+    }
+    let report = process.explore(strategy, schedules, seed, |_, _| {});
+    let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+    Ok(c_string(json))
+}
+
+/// `simclr_explore_profiler`.
+///
+/// # Safety
+/// `path`, `library` and `clsid` are NUL-terminated; `error` is NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn simclr_explore_profiler(
+    path: *const c_char,
+    library: *const c_char,
+    clsid: *const c_char,
+    schedules: u64,
+    seed: u64,
+    error: *mut *mut c_char,
+) -> *mut c_char {
+    // SAFETY: forwarded contract.
     unsafe {
         or_error(error, || {
-            let scenario = Scenario::load(Path::new(text(path, "path")?)).map_err(|e| e.to_string())?;
-            let strategy = scenario.process.explore.strategy;
-            let report = Process::new(scenario).explore(strategy, schedules, seed, |_, _| {});
-            let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
-            Ok(c_string(json))
+            let clsid = text(clsid, "clsid")?;
+            let clsid = Guid::parse(clsid).ok_or_else(|| format!("clsid: `{clsid}` is not a GUID"))?;
+            let loader =
+                crate::loader(Path::new(text(library, "library")?), clsid).map_err(|e| e.to_string())?;
+            explore(text(path, "path")?, Some(loader), schedules, seed)
         })
     }
 }

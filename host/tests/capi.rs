@@ -96,12 +96,17 @@ fn a_c_program_uses_the_dynamic_and_the_static_library() {
     run(common(&stat)
         .arg(libs.join("libsimclr_host.a"))
         .args(["-lpthread", "-ldl", "-lm"]));
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let sampler = fixtures::c_library::build(&manifest.join("tests/c/sampler.c"), &out);
     for exe in [dynamic, stat] {
-        let text = run(Command::new(&exe).arg(&scenario));
+        let text = run(Command::new(&exe)
+            .arg(&scenario)
+            .arg(manifest.join("tests/c/sampler.toml"))
+            .arg(&sampler));
         assert!(!text.contains("FAILED"), "{text}");
         assert_eq!(
             text.lines().filter(|l| l.starts_with("ok ")).count(),
-            13,
+            15,
             "{text}"
         );
         assert!(text.contains("bad.toml"), "the error names the file: {text}");

@@ -96,5 +96,14 @@ int main(int argc, char **argv) {
         check(simclr_run_scenario("/nonexistent.toml", &error) == NULL, "a missing file is an error");
         simclr_string_free(error);
     }
+    if (argc > 3) {
+        /* argv[2]: a process scenario, argv[3]: the sampler library (tests/c/sampler.c). */
+        char *json = simclr_explore_profiler(argv[2], argv[3], "{2C0F6A1E-7B3D-4E21-8F5A-112233445501}", 20, 1, &error);
+        check(json != NULL && strstr(json, "\"schedules_run\": 20") != NULL && strstr(json, "\"ok\": 20") != NULL,
+              "a hosted sampler explored: 20 schedules, all ok");
+        simclr_string_free(json);
+        check(simclr_explore_profiler(argv[2], argv[3], "not a guid", 20, 1, &error) == NULL, "a bad CLSID is an error");
+        simclr_string_free(error);
+    }
     return 0;
 }
