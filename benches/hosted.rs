@@ -19,7 +19,7 @@ mod com {
 
     const DEPTH: usize = 64;
 
-    unsafe extern "system" fn count(
+    unsafe extern "system-unwind" fn count(
         _func: UintPtr,
         ip: UintPtr,
         _frame_info: UintPtr,

@@ -187,7 +187,7 @@ pub const IID_IMETADATAIMPORT: Guid = Guid::new(
 );
 
 /// `StackSnapshotCallback(funcId, ip, frameInfo, contextSize, context, clientData)`.
-pub type StackSnapshotCallbackFn = unsafe extern "system" fn(
+pub type StackSnapshotCallbackFn = unsafe extern "system-unwind" fn(
     func_id: UintPtr,
     ip: UintPtr,
     frame_info: UintPtr,
@@ -201,12 +201,15 @@ pub type StackSnapshotCallbackFn = unsafe extern "system" fn(
 #[repr(C)]
 pub struct IUnknownVtbl {
     /// Slot 0.
-    pub QueryInterface:
-        unsafe extern "system" fn(this: *mut c_void, riid: *const Guid, out: *mut *mut c_void) -> HRESULT,
+    pub QueryInterface: unsafe extern "system-unwind" fn(
+        this: *mut c_void,
+        riid: *const Guid,
+        out: *mut *mut c_void,
+    ) -> HRESULT,
     /// Slot 1.
-    pub AddRef: unsafe extern "system" fn(this: *mut c_void) -> u32,
+    pub AddRef: unsafe extern "system-unwind" fn(this: *mut c_void) -> u32,
     /// Slot 2.
-    pub Release: unsafe extern "system" fn(this: *mut c_void) -> u32,
+    pub Release: unsafe extern "system-unwind" fn(this: *mut c_void) -> u32,
 }
 
 /// Declares a vtable that extends `$base` with the listed methods, in slot order.
@@ -220,7 +223,7 @@ macro_rules! vtable {
             pub base: $base,
             $(
                 #[doc = concat!("`", stringify!($method), "`.")]
-                pub $method: unsafe extern "system" fn(this: *mut c_void $(, $arg: $ty)*) -> HRESULT,
+                pub $method: unsafe extern "system-unwind" fn(this: *mut c_void $(, $arg: $ty)*) -> HRESULT,
             )*
         }
 
@@ -233,7 +236,7 @@ macro_rules! vtable {
                 $name {
                     base: <$base>::with_stubs(unknown),
                     $($method: {
-                        unsafe extern "system" fn stub(_this: *mut c_void $(, _: $ty)*) -> HRESULT {
+                        unsafe extern "system-unwind" fn stub(_this: *mut c_void $(, _: $ty)*) -> HRESULT {
                             0
                         }
                         stub
@@ -247,7 +250,7 @@ macro_rules! vtable {
                 $name {
                     base: <$base>::not_implemented(unknown),
                     $($method: {
-                        unsafe extern "system" fn refuse(_this: *mut c_void $(, _: $ty)*) -> HRESULT {
+                        unsafe extern "system-unwind" fn refuse(_this: *mut c_void $(, _: $ty)*) -> HRESULT {
                             E_NOTIMPL
                         }
                         refuse
@@ -661,10 +664,10 @@ mod tests {
 
     #[test]
     fn stubs_answer_s_ok() {
-        unsafe extern "system" fn qi(_: *mut c_void, _: *const Guid, _: *mut *mut c_void) -> HRESULT {
+        unsafe extern "system-unwind" fn qi(_: *mut c_void, _: *const Guid, _: *mut *mut c_void) -> HRESULT {
             -1
         }
-        unsafe extern "system" fn rc(_: *mut c_void) -> u32 {
+        unsafe extern "system-unwind" fn rc(_: *mut c_void) -> u32 {
             1
         }
         let v = ICorProfilerCallback2Vtbl::with_stubs(IUnknownVtbl {

@@ -57,7 +57,7 @@ unsafe fn object<'a>(this: *mut c_void) -> &'a ImportObject {
 /// The IIDs this object answers to.
 const IIDS: [Guid; 2] = [IID_IUNKNOWN, IID_IMETADATAIMPORT];
 
-unsafe extern "system" fn query_interface(
+unsafe extern "system-unwind" fn query_interface(
     this: *mut c_void,
     riid: *const Guid,
     out: *mut *mut c_void,
@@ -66,18 +66,18 @@ unsafe extern "system" fn query_interface(
     unsafe { query_interface_of(riid, out, &IIDS, || object(this).hand_out()) }
 }
 
-unsafe extern "system" fn add_ref(this: *mut c_void) -> u32 {
+unsafe extern "system-unwind" fn add_ref(this: *mut c_void) -> u32 {
     // SAFETY: COM calls it on a pointer it was handed.
     unsafe { object(this) }.refs.fetch_add(1, Ordering::SeqCst) + 1
 }
 
-unsafe extern "system" fn release(this: *mut c_void) -> u32 {
+unsafe extern "system-unwind" fn release(this: *mut c_void) -> u32 {
     // SAFETY: COM calls it on a pointer it was handed.
     let o = unsafe { object(this) };
     release_owned(&o.refs, &o.misuse, "IMetaDataImport")
 }
 
-unsafe extern "system" fn get_method_props(
+unsafe extern "system-unwind" fn get_method_props(
     this: *mut c_void,
     method: u32,
     class: *mut u32,
@@ -107,7 +107,7 @@ unsafe extern "system" fn get_method_props(
     }
 }
 
-unsafe extern "system" fn get_type_def_props(
+unsafe extern "system-unwind" fn get_type_def_props(
     this: *mut c_void,
     type_def: u32,
     name: *mut WCHAR,

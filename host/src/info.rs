@@ -136,7 +136,7 @@ const IIDS: [Guid; 11] = [
     IID_ICORPROFILERINFO10,
 ];
 
-unsafe extern "system" fn query_interface(
+unsafe extern "system-unwind" fn query_interface(
     this: *mut c_void,
     riid: *const Guid,
     out: *mut *mut c_void,
@@ -145,7 +145,7 @@ unsafe extern "system" fn query_interface(
     unsafe { query_interface_of(riid, out, &IIDS, || (*(this as *const InfoObject)).hand_out()) }
 }
 
-unsafe extern "system" fn add_ref(this: *mut c_void) -> u32 {
+unsafe extern "system-unwind" fn add_ref(this: *mut c_void) -> u32 {
     // SAFETY: COM calls it on the pointer it was handed.
     unsafe { &*(this as *const InfoObject) }
         .refs
@@ -153,7 +153,7 @@ unsafe extern "system" fn add_ref(this: *mut c_void) -> u32 {
         + 1
 }
 
-unsafe extern "system" fn release(this: *mut c_void) -> u32 {
+unsafe extern "system-unwind" fn release(this: *mut c_void) -> u32 {
     // SAFETY: COM calls it on the pointer it was handed.
     let o = unsafe { &*(this as *const InfoObject) };
     release_owned(&o.refs, &o.misuse, "ICorProfilerInfo")
@@ -163,7 +163,7 @@ fn fid(f: UintPtr) -> FunctionId {
     FunctionId(f as u64)
 }
 
-unsafe extern "system" fn get_code_info(
+unsafe extern "system-unwind" fn get_code_info(
     this: *mut c_void,
     function: UintPtr,
     start: *mut *mut u8,
@@ -187,7 +187,7 @@ unsafe extern "system" fn get_code_info(
     }
 }
 
-unsafe extern "system" fn get_event_mask(this: *mut c_void, events: *mut u32) -> HRESULT {
+unsafe extern "system-unwind" fn get_event_mask(this: *mut c_void, events: *mut u32) -> HRESULT {
     if events.is_null() {
         return hr(HResult::E_INVALIDARG);
     }
@@ -204,7 +204,7 @@ unsafe extern "system" fn get_event_mask(this: *mut c_void, events: *mut u32) ->
     }
 }
 
-unsafe extern "system" fn get_function_from_ip(
+unsafe extern "system-unwind" fn get_function_from_ip(
     this: *mut c_void,
     ip: *mut u8,
     function: *mut UintPtr,
@@ -222,7 +222,11 @@ unsafe extern "system" fn get_function_from_ip(
     }
 }
 
-unsafe extern "system" fn get_thread_info(this: *mut c_void, thread: UintPtr, win32: *mut u32) -> HRESULT {
+unsafe extern "system-unwind" fn get_thread_info(
+    this: *mut c_void,
+    thread: UintPtr,
+    win32: *mut u32,
+) -> HRESULT {
     // SAFETY: `this` is live; `win32` is NULL or valid.
     unsafe {
         answer(
@@ -236,7 +240,7 @@ unsafe extern "system" fn get_thread_info(this: *mut c_void, thread: UintPtr, wi
     }
 }
 
-unsafe extern "system" fn get_current_thread_id(this: *mut c_void, thread: *mut UintPtr) -> HRESULT {
+unsafe extern "system-unwind" fn get_current_thread_id(this: *mut c_void, thread: *mut UintPtr) -> HRESULT {
     // SAFETY: `this` is live; `thread` is NULL or valid.
     unsafe {
         answer(
@@ -250,7 +254,7 @@ unsafe extern "system" fn get_current_thread_id(this: *mut c_void, thread: *mut 
     }
 }
 
-unsafe extern "system" fn get_class_id_info(
+unsafe extern "system-unwind" fn get_class_id_info(
     this: *mut c_void,
     class: UintPtr,
     module: *mut UintPtr,
@@ -261,7 +265,7 @@ unsafe extern "system" fn get_class_id_info(
     unsafe { get_class_id_info2(this, class, module, type_def, none, 0, none.cast(), none) }
 }
 
-unsafe extern "system" fn get_function_info(
+unsafe extern "system-unwind" fn get_function_info(
     this: *mut c_void,
     function: UintPtr,
     class: *mut UintPtr,
@@ -274,7 +278,7 @@ unsafe extern "system" fn get_function_info(
     unsafe { get_function_info2(this, function, 0, class, module, token, 0, none, none.cast()) }
 }
 
-unsafe extern "system" fn set_event_mask(this: *mut c_void, events: u32) -> HRESULT {
+unsafe extern "system-unwind" fn set_event_mask(this: *mut c_void, events: u32) -> HRESULT {
     // SAFETY: `this` is live.
     unsafe { with(this, |o| hr(o.rt.set_event_mask(events))) }
 }
@@ -297,7 +301,7 @@ unsafe fn hand_out_import(
     }
 }
 
-unsafe extern "system" fn get_token_and_metadata_from_function(
+unsafe extern "system-unwind" fn get_token_and_metadata_from_function(
     this: *mut c_void,
     function: UintPtr,
     riid: *const Guid,
@@ -360,7 +364,7 @@ fn name_result(fit: bool) -> HRESULT {
     })
 }
 
-unsafe extern "system" fn get_module_info(
+unsafe extern "system-unwind" fn get_module_info(
     this: *mut c_void,
     module: UintPtr,
     base: *mut *mut u8,
@@ -385,7 +389,7 @@ unsafe extern "system" fn get_module_info(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe extern "system" fn get_module_info2(
+unsafe extern "system-unwind" fn get_module_info2(
     this: *mut c_void,
     module: UintPtr,
     base: *mut *mut u8,
@@ -399,7 +403,7 @@ unsafe extern "system" fn get_module_info2(
     unsafe { module_info(this, module, base, len, out_len, name, assembly, flags) }
 }
 
-unsafe extern "system" fn get_module_metadata(
+unsafe extern "system-unwind" fn get_module_metadata(
     this: *mut c_void,
     module: UintPtr,
     _open_flags: u32,
@@ -423,7 +427,7 @@ unsafe extern "system" fn get_module_metadata(
     }
 }
 
-unsafe extern "system" fn get_app_domain_info(
+unsafe extern "system-unwind" fn get_app_domain_info(
     this: *mut c_void,
     app_domain: UintPtr,
     len: u32,
@@ -444,7 +448,7 @@ unsafe extern "system" fn get_app_domain_info(
     }
 }
 
-unsafe extern "system" fn get_assembly_info(
+unsafe extern "system-unwind" fn get_assembly_info(
     this: *mut c_void,
     assembly: UintPtr,
     len: u32,
@@ -473,7 +477,7 @@ thread_local! {
     static LIVE_FRAMES: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
 }
 
-unsafe extern "system" fn do_stack_snapshot(
+unsafe extern "system-unwind" fn do_stack_snapshot(
     this: *mut c_void,
     thread: UintPtr,
     callback: Option<StackSnapshotCallbackFn>,
@@ -537,7 +541,7 @@ unsafe extern "system" fn do_stack_snapshot(
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe extern "system" fn get_function_info2(
+unsafe extern "system-unwind" fn get_function_info2(
     this: *mut c_void,
     function: UintPtr,
     frame_info: UintPtr,
@@ -588,7 +592,7 @@ unsafe fn put_ids(ids: &[ClassId], out: *mut UintPtr, len: u32) -> HRESULT {
 }
 
 #[allow(clippy::too_many_arguments)]
-unsafe extern "system" fn get_class_id_info2(
+unsafe extern "system-unwind" fn get_class_id_info2(
     this: *mut c_void,
     class: UintPtr,
     module: *mut UintPtr,
@@ -645,7 +649,7 @@ unsafe fn code_regions(
     }
 }
 
-unsafe extern "system" fn get_code_info2(
+unsafe extern "system-unwind" fn get_code_info2(
     this: *mut c_void,
     function: UintPtr,
     len: u32,
@@ -660,7 +664,7 @@ unsafe extern "system" fn get_code_info2(
     }
 }
 
-unsafe extern "system" fn get_code_info3(
+unsafe extern "system-unwind" fn get_code_info3(
     this: *mut c_void,
     function: UintPtr,
     rejit: UintPtr,
@@ -676,7 +680,7 @@ unsafe extern "system" fn get_code_info3(
     }
 }
 
-unsafe extern "system" fn get_rejit_ids(
+unsafe extern "system-unwind" fn get_rejit_ids(
     this: *mut c_void,
     function: UintPtr,
     len: u32,
@@ -702,12 +706,12 @@ unsafe extern "system" fn get_rejit_ids(
     }
 }
 
-unsafe extern "system" fn request_profiler_detach(this: *mut c_void, expected_ms: u32) -> HRESULT {
+unsafe extern "system-unwind" fn request_profiler_detach(this: *mut c_void, expected_ms: u32) -> HRESULT {
     // SAFETY: `this` is live.
     unsafe { with(this, |o| hr(o.rt.request_profiler_detach(expected_ms))) }
 }
 
-unsafe extern "system" fn enum_threads(this: *mut c_void, out: *mut *mut c_void) -> HRESULT {
+unsafe extern "system-unwind" fn enum_threads(this: *mut c_void, out: *mut *mut c_void) -> HRESULT {
     if out.is_null() {
         return hr(HResult::E_INVALIDARG);
     }
@@ -727,7 +731,7 @@ unsafe extern "system" fn enum_threads(this: *mut c_void, out: *mut *mut c_void)
     }
 }
 
-unsafe extern "system" fn initialize_current_thread(this: *mut c_void) -> HRESULT {
+unsafe extern "system-unwind" fn initialize_current_thread(this: *mut c_void) -> HRESULT {
     // SAFETY: `this` is live.
     unsafe { with(this, |o| hr(o.rt.initialize_current_thread())) }
 }
@@ -763,7 +767,7 @@ unsafe fn function_from_ip(
     }
 }
 
-unsafe extern "system" fn get_function_from_ip2(
+unsafe extern "system-unwind" fn get_function_from_ip2(
     this: *mut c_void,
     ip: *mut u8,
     function: *mut UintPtr,
@@ -773,7 +777,7 @@ unsafe extern "system" fn get_function_from_ip2(
     unsafe { function_from_ip(this, ip, function, rejit, false) }
 }
 
-unsafe extern "system" fn get_function_from_ip3(
+unsafe extern "system-unwind" fn get_function_from_ip3(
     this: *mut c_void,
     ip: *mut u8,
     function: *mut UintPtr,
@@ -783,7 +787,11 @@ unsafe extern "system" fn get_function_from_ip3(
     unsafe { function_from_ip(this, ip, function, rejit, true) }
 }
 
-unsafe extern "system" fn get_event_mask2(this: *mut c_void, low: *mut u32, high: *mut u32) -> HRESULT {
+unsafe extern "system-unwind" fn get_event_mask2(
+    this: *mut c_void,
+    low: *mut u32,
+    high: *mut u32,
+) -> HRESULT {
     if low.is_null() || high.is_null() {
         return hr(HResult::E_INVALIDARG);
     }
@@ -801,17 +809,17 @@ unsafe extern "system" fn get_event_mask2(this: *mut c_void, low: *mut u32, high
     }
 }
 
-unsafe extern "system" fn set_event_mask2(this: *mut c_void, low: u32, high: u32) -> HRESULT {
+unsafe extern "system-unwind" fn set_event_mask2(this: *mut c_void, low: u32, high: u32) -> HRESULT {
     // SAFETY: `this` is live.
     unsafe { with(this, |o| hr(o.rt.set_event_mask2(low, high))) }
 }
 
-unsafe extern "system" fn suspend_runtime(this: *mut c_void) -> HRESULT {
+unsafe extern "system-unwind" fn suspend_runtime(this: *mut c_void) -> HRESULT {
     // SAFETY: `this` is live.
     unsafe { with(this, |o| hr(o.rt.suspend_runtime())) }
 }
 
-unsafe extern "system" fn resume_runtime(this: *mut c_void) -> HRESULT {
+unsafe extern "system-unwind" fn resume_runtime(this: *mut c_void) -> HRESULT {
     // SAFETY: `this` is live.
     unsafe { with(this, |o| hr(o.rt.resume_runtime())) }
 }

@@ -96,7 +96,8 @@ impl fmt::Display for HostError {
 impl std::error::Error for HostError {}
 
 /// `DllGetClassObject(rclsid, riid, ppv)`.
-type DllGetClassObjectFn = unsafe extern "system" fn(*const Guid, *const Guid, *mut *mut c_void) -> HRESULT;
+type DllGetClassObjectFn =
+    unsafe extern "system-unwind" fn(*const Guid, *const Guid, *mut *mut c_void) -> HRESULT;
 
 /// A simulated runtime's COM face — its `ICorProfilerInfo` object — with the native profiler
 /// attached to it, if any, and the library it came from, if it was loaded.

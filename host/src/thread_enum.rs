@@ -39,7 +39,7 @@ fn cursor(e: &ThreadEnum) -> std::sync::MutexGuard<'_, usize> {
     e.next.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-unsafe extern "system" fn query_interface(
+unsafe extern "system-unwind" fn query_interface(
     this: *mut c_void,
     riid: *const Guid,
     out: *mut *mut c_void,
@@ -54,12 +54,12 @@ unsafe extern "system" fn query_interface(
     }
 }
 
-unsafe extern "system" fn add_ref(this: *mut c_void) -> u32 {
+unsafe extern "system-unwind" fn add_ref(this: *mut c_void) -> u32 {
     // SAFETY: COM calls it on a live object.
     unsafe { object(this) }.refs.fetch_add(1, Ordering::SeqCst) + 1
 }
 
-unsafe extern "system" fn release(this: *mut c_void) -> u32 {
+unsafe extern "system-unwind" fn release(this: *mut c_void) -> u32 {
     // SAFETY: COM calls it on a live object.
     let left = unsafe { object(this) }.refs.fetch_sub(1, Ordering::SeqCst) - 1;
     if left == 0 {
@@ -69,7 +69,7 @@ unsafe extern "system" fn release(this: *mut c_void) -> u32 {
     left
 }
 
-unsafe extern "system" fn skip(this: *mut c_void, count: u32) -> HRESULT {
+unsafe extern "system-unwind" fn skip(this: *mut c_void, count: u32) -> HRESULT {
     // SAFETY: a live object.
     let e = unsafe { object(this) };
     let mut next = cursor(e);
@@ -77,13 +77,13 @@ unsafe extern "system" fn skip(this: *mut c_void, count: u32) -> HRESULT {
     hr(HResult::S_OK)
 }
 
-unsafe extern "system" fn reset(this: *mut c_void) -> HRESULT {
+unsafe extern "system-unwind" fn reset(this: *mut c_void) -> HRESULT {
     // SAFETY: a live object.
     *cursor(unsafe { object(this) }) = 0;
     hr(HResult::S_OK)
 }
 
-unsafe extern "system" fn clone(this: *mut c_void, out: *mut *mut c_void) -> HRESULT {
+unsafe extern "system-unwind" fn clone(this: *mut c_void, out: *mut *mut c_void) -> HRESULT {
     if out.is_null() {
         return hr(HResult::E_INVALIDARG);
     }
@@ -95,7 +95,7 @@ unsafe extern "system" fn clone(this: *mut c_void, out: *mut *mut c_void) -> HRE
     hr(HResult::S_OK)
 }
 
-unsafe extern "system" fn get_count(this: *mut c_void, count: *mut u32) -> HRESULT {
+unsafe extern "system-unwind" fn get_count(this: *mut c_void, count: *mut u32) -> HRESULT {
     if count.is_null() {
         return hr(HResult::E_INVALIDARG);
     }
@@ -104,7 +104,7 @@ unsafe extern "system" fn get_count(this: *mut c_void, count: *mut u32) -> HRESU
     hr(HResult::S_OK)
 }
 
-unsafe extern "system" fn next(
+unsafe extern "system-unwind" fn next(
     this: *mut c_void,
     count: u32,
     ids: *mut UintPtr,

@@ -471,6 +471,24 @@ mod in_process {
     }
 
     #[test]
+    fn runs_cut_short_anywhere_unwind_the_librarys_threads_cleanly() {
+        // Every run ends after a few steps, wherever each thread is: in a callback blocked on
+        // the library's mutex, at a runtime call's scheduling point inside a COM method, in
+        // a sleep. Each parked thread is unwound through the library's C frames.
+        for max_steps in (3..=60).step_by(3) {
+            let text = PROCESS.replacen(
+                "[[code]]",
+                &format!("[limits]\nmax_steps = {max_steps}\n[[code]]"),
+                1,
+            );
+            let mut p = Process::new(Scenario::parse("sampler.toml", &text).unwrap());
+            p.load(simclr_host::loader(library(), LOCKED).unwrap());
+            let report = p.explore(Strategy::Pct(3), 30, max_steps as u64, |_, _| {});
+            assert!(report.schedules_run == 30, "{report:?}");
+        }
+    }
+
+    #[test]
     fn a_c_sampler_that_walks_after_releasing_the_lock_walks_a_destroyed_thread() {
         let report = process(UNLOCKED).explore(Strategy::Pct(3), 300, 1, |_, _| {});
         let bad: Vec<&String> = report.outcomes.keys().filter(|k| *k != "ok").collect();

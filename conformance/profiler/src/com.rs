@@ -18,11 +18,11 @@ struct Object<V: 'static> {
 // SAFETY: the objects are immutable statics; COM callers only read the vtable pointer.
 unsafe impl<V> Sync for Object<V> {}
 
-unsafe extern "system" fn add_ref(_this: *mut c_void) -> u32 {
+unsafe extern "system-unwind" fn add_ref(_this: *mut c_void) -> u32 {
     1
 }
 
-unsafe extern "system" fn release(_this: *mut c_void) -> u32 {
+unsafe extern "system-unwind" fn release(_this: *mut c_void) -> u32 {
     1
 }
 
@@ -31,7 +31,11 @@ fn accepts(riid: *const Guid, iids: &[Guid]) -> bool {
     !riid.is_null() && iids.contains(unsafe { &*riid })
 }
 
-unsafe extern "system" fn factory_qi(this: *mut c_void, riid: *const Guid, out: *mut *mut c_void) -> HRESULT {
+unsafe extern "system-unwind" fn factory_qi(
+    this: *mut c_void,
+    riid: *const Guid,
+    out: *mut *mut c_void,
+) -> HRESULT {
     if accepts(riid, &[IID_IUNKNOWN, IID_ICLASSFACTORY]) {
         *out = this;
         S_OK
@@ -41,7 +45,7 @@ unsafe extern "system" fn factory_qi(this: *mut c_void, riid: *const Guid, out: 
     }
 }
 
-unsafe extern "system" fn profiler_qi(
+unsafe extern "system-unwind" fn profiler_qi(
     this: *mut c_void,
     riid: *const Guid,
     out: *mut *mut c_void,
@@ -58,7 +62,7 @@ unsafe extern "system" fn profiler_qi(
     }
 }
 
-unsafe extern "system" fn create_instance(
+unsafe extern "system-unwind" fn create_instance(
     _this: *mut c_void,
     _outer: *mut c_void,
     riid: *const Guid,
@@ -67,11 +71,11 @@ unsafe extern "system" fn create_instance(
     profiler_qi(profiler() as *const _ as *mut c_void, riid, out)
 }
 
-unsafe extern "system" fn initialize(_this: *mut c_void, unknown: *mut c_void) -> HRESULT {
+unsafe extern "system-unwind" fn initialize(_this: *mut c_void, unknown: *mut c_void) -> HRESULT {
     info::initialize(unknown)
 }
 
-unsafe extern "system" fn module_load_finished(
+unsafe extern "system-unwind" fn module_load_finished(
     _this: *mut c_void,
     module: UintPtr,
     _status: HRESULT,
@@ -80,12 +84,16 @@ unsafe extern "system" fn module_load_finished(
     S_OK
 }
 
-unsafe extern "system" fn object_allocated(_this: *mut c_void, _object: UintPtr, class: UintPtr) -> HRESULT {
+unsafe extern "system-unwind" fn object_allocated(
+    _this: *mut c_void,
+    _object: UintPtr,
+    class: UintPtr,
+) -> HRESULT {
     cases::object_allocated(class);
     S_OK
 }
 
-unsafe extern "system" fn gc_started(
+unsafe extern "system-unwind" fn gc_started(
     _this: *mut c_void,
     _gens: i32,
     _collected: *mut BOOL,
@@ -96,7 +104,7 @@ unsafe extern "system" fn gc_started(
 }
 
 fn unknown(
-    qi: unsafe extern "system" fn(*mut c_void, *const Guid, *mut *mut c_void) -> HRESULT,
+    qi: unsafe extern "system-unwind" fn(*mut c_void, *const Guid, *mut *mut c_void) -> HRESULT,
 ) -> IUnknownVtbl {
     IUnknownVtbl {
         QueryInterface: qi,

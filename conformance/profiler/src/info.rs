@@ -54,7 +54,7 @@ pub struct RawFrame {
     pub context: Option<Vec<u8>>,
 }
 
-unsafe extern "system" fn trampoline(
+unsafe extern "system-unwind" fn trampoline(
     func_id: UintPtr,
     ip: UintPtr,
     _frame_info: UintPtr,

@@ -26,7 +26,7 @@ use std::ffi::{c_char, c_void, CStr};
 /// # Safety
 /// Called by the runtime with valid out-pointers.
 #[no_mangle]
-pub unsafe extern "system" fn DllGetClassObject(
+pub unsafe extern "system-unwind" fn DllGetClassObject(
     _clsid: *const corprof::com::Guid,
     riid: *const corprof::com::Guid,
     out: *mut *mut c_void,
