@@ -538,6 +538,20 @@ max_steps = 10000
     }
 
     #[test]
+    fn a_loading_profiler_creating_more_threads_than_declared_ends_the_run_at_once() {
+        let mut p = Process::new(Scenario::parse("created.toml", FILE).unwrap());
+        p.load(Arc::new(|_| {
+            let os = SimOs::new();
+            assert!(os.create_thread(|| {}).is_ok());
+            assert_eq!(os.create_thread(|| {}), Err(OsError::NoSuchThread));
+            Loaded::default()
+        }));
+        let run = p.run(&mut Random(Rng::new(1))).unwrap();
+        assert_eq!(run.outcome, "undeclared_thread");
+        assert_eq!(run.steps, 0);
+    }
+
+    #[test]
     fn a_thread_creation_beyond_the_declared_ones_ends_the_run() {
         let mut p = Process::new(Scenario::parse("created.toml", FILE).unwrap());
         p.thread_body(

@@ -249,22 +249,24 @@ pub(crate) struct Setup {
     pub free: Vec<OsThread>,
     /// The code of each thread created so far (the first `created.len()` of `free`).
     pub created: Vec<ThreadStart>,
+    /// How many creations found no free thread.
+    pub refused: usize,
 }
 
 /// Runs `f` (a run's setup, off any fiber) with thread creations on this OS thread taking
-/// the threads `free` in order; returns what `f` returned and the code of each one taken.
-pub(crate) fn setting_up<R>(free: Vec<OsThread>, f: impl FnOnce() -> R) -> (R, Vec<ThreadStart>) {
-    let previous = SETUP.with(|s| {
-        s.replace(Some(Setup {
-            free,
-            created: Vec::new(),
-        }))
-    });
+/// the threads `free` in order; returns what `f` returned and what it created.
+pub(crate) fn setting_up<R>(free: Vec<OsThread>, f: impl FnOnce() -> R) -> (R, Setup) {
+    let setup = Setup {
+        free,
+        created: Vec::new(),
+        refused: 0,
+    };
+    let previous = SETUP.with(|s| s.replace(Some(setup)));
     let r = f();
     let setup = SETUP
         .with(|s| s.replace(previous))
         .expect("the setup just installed");
-    (r, setup.created)
+    (r, setup)
 }
 
 /// True when code on this OS thread is part of a simulated process: it runs one of its
@@ -284,7 +286,10 @@ pub(crate) fn create_during_setup(code: ThreadStart) -> Option<Result<OsThread, 
                 setup.created.push(code);
                 Ok(thread)
             }
-            None => Err(OsError::NoSuchThread),
+            None => {
+                setup.refused += 1;
+                Err(OsError::NoSuchThread)
+            }
         })
     })
 }
@@ -487,12 +492,21 @@ pub fn point() {
 
 /// Runs `f` without its allocations counting as the profiler's: for oracles that inspect the
 /// process (ground truth at the instant of a sample) from profiler code, which the simulated
-/// process must not see. `f` must not make requests (no `SimOs` or runtime call).
+/// process must not see, and for the simulator's own glue around profiler code (a hosted
+/// library's COM adapter, the request a redirected `pthread_mutex_lock` makes). An oracle
+/// must not make requests in it (each is a scheduling point the process does not have);
+/// glue that stands for one call of the profiler's may.
 pub fn unobserved<R>(f: impl FnOnce() -> R) -> R {
+    /// Restores the depth, also when a run that ends unwinds `f`.
+    struct Quiet;
+    impl Drop for Quiet {
+        fn drop(&mut self) {
+            QUIET.with(|q| q.set(q.get().saturating_sub(1)));
+        }
+    }
     QUIET.with(|q| q.set(q.get() + 1));
-    let r = f();
-    QUIET.with(|q| q.set(q.get() - 1));
-    r
+    let _quiet = Quiet;
+    f()
 }
 
 /// Runs profiler code called back from inside the runtime (a snapshot callback): its

@@ -186,7 +186,7 @@ impl<'p> Run<'p> {
             .filter(|&i| spec.created.get(i).copied().unwrap_or(false))
             .map(|i| OsThread(rt.lock().threads[i].os_id))
             .collect();
-        let (loaded, created) = setting_up(free, || {
+        let (loaded, setup) = setting_up(free, || {
             p.loader.as_ref().map(|load| load(&rt)).unwrap_or_default()
         });
         let mut bodies = p.bodies.clone();
@@ -279,10 +279,17 @@ impl<'p> Run<'p> {
             at_exit: loaded.at_exit,
         };
         let slots: Vec<usize> = (0..run.th.len()).filter(|&x| run.created(x)).collect();
-        for (x, code) in slots.into_iter().zip(created) {
+        for (x, code) in slots.into_iter().zip(setup.created) {
             if let Some(code) = code.take() {
                 run.start_created(x, code);
             }
+        }
+        if setup.refused > 0 {
+            let message = format!(
+                "the profiler created {} thread(s) more than the scenario declares `start = \"profiler\"` as it loaded",
+                setup.refused
+            );
+            run.end(Ending::UndeclaredThread.as_str(), message, Vec::new());
         }
         let unattached = p.named_bodies().find(|(thread, _)| {
             let i = s
