@@ -178,20 +178,8 @@ enum Command {
         /// Print one JSON document (docs/json-output.md).
         #[arg(long)]
         json: bool,
-        /// The sampler on `body = "sampler"` threads: `reference` or a mutant's name.
-        #[arg(long, default_value = "reference")]
-        sampler: String,
-        /// Host this native profiler library afresh in every run instead (threads it creates
-        /// take the threads declared `start = "profiler"`).
-        #[arg(long, value_name = "LIB", conflicts_with = "sampler")]
-        profiler: Option<PathBuf>,
-        /// The CLSID passed to the library's `DllGetClassObject`.
-        #[arg(
-            long,
-            default_value = "{00000000-0000-0000-0000-000000000000}",
-            requires = "profiler"
-        )]
-        clsid: String,
+        #[command(flatten)]
+        code: CodeArgs,
     },
     /// Run one schedule of a process scenario and print its full trace.
     Replay {
@@ -200,19 +188,8 @@ enum Command {
         /// The schedule, as `explore` prints it (`0x3.1.0x12`).
         #[arg(long)]
         schedule: String,
-        /// The sampler on `body = "sampler"` threads: `reference` or a mutant's name.
-        #[arg(long, default_value = "reference")]
-        sampler: String,
-        /// Host this native profiler library instead (as `explore --profiler`).
-        #[arg(long, value_name = "LIB", conflicts_with = "sampler")]
-        profiler: Option<PathBuf>,
-        /// The CLSID passed to the library's `DllGetClassObject`.
-        #[arg(
-            long,
-            default_value = "{00000000-0000-0000-0000-000000000000}",
-            requires = "profiler"
-        )]
-        clsid: String,
+        #[command(flatten)]
+        code: CodeArgs,
         /// Print one JSON document (docs/json-output.md).
         #[arg(long)]
         json: bool,
@@ -278,11 +255,35 @@ enum Command {
     },
 }
 
-/// The profiler code `explore` and `replay` run: a hosted library, else the built-in sampler.
-fn profiler_code(sampler: String, library: Option<PathBuf>, clsid: String) -> explore::Profiler {
-    match library {
-        Some(library) => explore::Profiler::Hosted { library, clsid },
-        None => explore::Profiler::Builtin(sampler),
+/// The profiler code `explore` and `replay` run in every run.
+#[derive(clap::Args)]
+struct CodeArgs {
+    /// The sampler on `body = "sampler"` threads: `reference` or a mutant's name.
+    #[arg(long, default_value = "reference")]
+    sampler: String,
+    /// Host this native profiler library afresh in every run instead (threads it creates
+    /// take the threads declared `start = "profiler"`).
+    #[arg(long, value_name = "LIB", conflicts_with = "sampler")]
+    profiler: Option<PathBuf>,
+    /// The CLSID passed to the library's `DllGetClassObject`.
+    #[arg(
+        long,
+        default_value = "{00000000-0000-0000-0000-000000000000}",
+        requires = "profiler"
+    )]
+    clsid: String,
+}
+
+impl CodeArgs {
+    /// A hosted library, else the built-in sampler.
+    fn profiler(self) -> explore::Profiler {
+        match self.profiler {
+            Some(library) => explore::Profiler::Hosted {
+                library,
+                clsid: self.clsid,
+            },
+            None => explore::Profiler::Builtin(self.sampler),
+        }
     }
 }
 
@@ -349,9 +350,7 @@ fn main() -> ExitCode {
             depth,
             seed,
             json,
-            sampler,
-            profiler,
-            clsid,
+            code,
         } => explore::explore(
             &file,
             &explore::Options {
@@ -360,17 +359,15 @@ fn main() -> ExitCode {
                 schedules,
                 seed,
                 json,
-                profiler: profiler_code(sampler, profiler, clsid),
+                profiler: code.profiler(),
             },
         ),
         Command::Replay {
             file,
             schedule,
-            sampler,
-            profiler,
-            clsid,
+            code,
             json,
-        } => explore::replay(&file, &schedule, &profiler_code(sampler, profiler, clsid), json),
+        } => explore::replay(&file, &schedule, &code.profiler(), json),
         Command::Conform {
             scenarios,
             results,

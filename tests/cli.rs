@@ -377,18 +377,20 @@ fn explore_hosts_a_native_sampler_in_every_run_and_prints_a_replay_that_reproduc
     let library = library.to_str().unwrap();
     let file = root.join("host/tests/c/sampler.toml");
     let file = file.to_str().unwrap();
+    let explore = |clsid: &str| {
+        simclr(&[
+            "explore",
+            file,
+            "--profiler",
+            library,
+            "--clsid",
+            clsid,
+            "--schedules",
+            "200",
+        ])
+    };
     // This class walks a copy of its thread list after releasing the list's mutex.
-    let unlocked = "{2c0f6a1e-7b3d-4e21-8f5a-112233445502}";
-    let out = simclr(&[
-        "explore",
-        file,
-        "--profiler",
-        library,
-        "--clsid",
-        unlocked,
-        "--schedules",
-        "200",
-    ]);
+    let out = explore("{2c0f6a1e-7b3d-4e21-8f5a-112233445502}");
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.contains("first failure: thread_use_after_free"), "{text}");
@@ -401,14 +403,7 @@ fn explore_hosts_a_native_sampler_in_every_run_and_prints_a_replay_that_reproduc
     let trace = String::from_utf8(out.stdout).unwrap();
     assert!(trace.contains("outcome: thread_use_after_free"), "{trace}");
     // A class the library refuses is an error before any run.
-    let out = simclr(&[
-        "explore",
-        file,
-        "--profiler",
-        library,
-        "--clsid",
-        "{00000000-0000-0000-0000-000000000001}",
-    ]);
+    let out = explore("{00000000-0000-0000-0000-000000000001}");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("CLASS_E_CLASSNOTAVAILABLE"));
 }

@@ -8,30 +8,15 @@
  * then walks the copy, so a thread may be destroyed under a walk. */
 #define _DEFAULT_SOURCE
 #include <pthread.h>
-#include <stdint.h>
-#include <string.h>
 #include <unistd.h>
-
-typedef int32_t HRESULT;
-typedef uintptr_t UINT_PTR;
-typedef struct { uint32_t d1; uint16_t d2, d3; uint8_t d4[8]; } GUID;
-typedef struct { void **vtbl; } Object;
-
-#define S_OK 0
-#define E_NOINTERFACE ((HRESULT)0x80004002)
-#define CLASS_E_CLASSNOTAVAILABLE ((HRESULT)0x80040111)
+#include "com.h"
 
 static const GUID CLSID_LOCKED = {0x2c0f6a1e, 0x7b3d, 0x4e21, {0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0x55, 0x01}};
 static const GUID CLSID_UNLOCKED = {0x2c0f6a1e, 0x7b3d, 0x4e21, {0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0x55, 0x02}};
-static const GUID IID_IUnknown = {0, 0, 0, {0xC0, 0, 0, 0, 0, 0, 0, 0x46}};
-static const GUID IID_IClassFactory = {1, 0, 0, {0xC0, 0, 0, 0, 0, 0, 0, 0x46}};
-static const GUID IID_ICorProfilerCallback = {0x176FBED1, 0xA55C, 0x4796, {0x98, 0xCA, 0xA9, 0xDA, 0x0E, 0xF8, 0x83, 0xE7}};
-static const GUID IID_ICorProfilerCallback2 = {0x8A8CC829, 0xCCF2, 0x49FE, {0xBB, 0xAE, 0x0F, 0x02, 0x22, 0x28, 0x07, 0x1A}};
 static const GUID IID_ICorProfilerInfo2 = {0xCC0935CD, 0xA518, 0x487D, {0xB0, 0xBB, 0xA9, 0x32, 0x14, 0xE6, 0x54, 0x78}};
 
-enum { SLOT_QI = 0, SLOT_RELEASE = 2 };
 enum { INFO_SET_EVENT_MASK = 16, INFO_DO_STACK_SNAPSHOT = 36 };
-enum { CB_INITIALIZE = 3, CB_SHUTDOWN = 4, CB_THREAD_CREATED = 29, CB_THREAD_DESTROYED = 30, CB_SLOTS = 80 };
+enum { CB_THREAD_CREATED = 29, CB_THREAD_DESTROYED = 30 };
 enum { MAX_THREADS = 16 };
 
 #define MONITOR_THREADS 0x200u
@@ -44,8 +29,6 @@ static UINT_PTR threads[MAX_THREADS];
 static int thread_count;
 static int stop;
 static pthread_t sampler;
-
-static int same(const GUID *a, const GUID *b) { return memcmp(a, b, sizeof *a) == 0; }
 
 static HRESULT count_frame(UINT_PTR function, UINT_PTR ip, UINT_PTR frame_info, uint32_t context_size,
                            uint8_t *context, void *client_data) {
@@ -114,46 +97,12 @@ static HRESULT shutdown(Object *self) {
     return S_OK;
 }
 
-static HRESULT ignore(Object *self) { (void)self; return S_OK; }
-static uint32_t add_ref(Object *self) { (void)self; return 1; }
-static uint32_t release_static(Object *self) { (void)self; return 1; }
-
-static HRESULT profiler_qi(Object *self, const GUID *iid, void **out) {
-    if (same(iid, &IID_IUnknown) || same(iid, &IID_ICorProfilerCallback) || same(iid, &IID_ICorProfilerCallback2)) {
-        *out = self;
-        return S_OK;
-    }
-    *out = NULL;
-    return E_NOINTERFACE;
+static void set_callbacks(void **slots) {
+    slots[CB_INITIALIZE] = (void *)initialize;
+    slots[CB_SHUTDOWN] = (void *)shutdown;
+    slots[CB_THREAD_CREATED] = (void *)thread_created;
+    slots[CB_THREAD_DESTROYED] = (void *)thread_destroyed;
 }
-
-static void *callback_slots[CB_SLOTS];
-static Object profiler = {callback_slots};
-
-static HRESULT create_instance(Object *self, void *outer, const GUID *iid, void **out) {
-    (void)self; (void)outer;
-    for (int i = 3; i < CB_SLOTS; i++) callback_slots[i] = (void *)ignore;
-    callback_slots[0] = (void *)profiler_qi;
-    callback_slots[1] = (void *)add_ref;
-    callback_slots[2] = (void *)release_static;
-    callback_slots[CB_INITIALIZE] = (void *)initialize;
-    callback_slots[CB_SHUTDOWN] = (void *)shutdown;
-    callback_slots[CB_THREAD_CREATED] = (void *)thread_created;
-    callback_slots[CB_THREAD_DESTROYED] = (void *)thread_destroyed;
-    return profiler_qi(&profiler, iid, out);
-}
-
-static HRESULT factory_qi(Object *self, const GUID *iid, void **out) {
-    if (same(iid, &IID_IUnknown) || same(iid, &IID_IClassFactory)) {
-        *out = self;
-        return S_OK;
-    }
-    *out = NULL;
-    return E_NOINTERFACE;
-}
-
-static void *factory_slots[5] = {(void *)factory_qi, (void *)add_ref, (void *)release_static, (void *)create_instance, (void *)ignore};
-static Object factory = {factory_slots};
 
 HRESULT DllGetClassObject(const GUID *clsid, const GUID *iid, void **out) {
     if (!same(clsid, &CLSID_LOCKED) && !same(clsid, &CLSID_UNLOCKED)) {

@@ -6,32 +6,16 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <stdint.h>
-#include <string.h>
-
-typedef int32_t HRESULT;
-typedef uintptr_t UINT_PTR;
-typedef uint16_t WCHAR;
-typedef struct { uint32_t d1; uint16_t d2, d3; uint8_t d4[8]; } GUID;
-typedef struct { void **vtbl; } Object;
-
-#define S_OK 0
-#define E_NOINTERFACE ((HRESULT)0x80004002)
-#define CLASS_E_CLASSNOTAVAILABLE ((HRESULT)0x80040111)
+#include "com.h"
 
 static const GUID CLSID_WALKER = {0x1b9e9f2c, 0x5e3d, 0x4c55, {0x9a, 0x11, 0x2f, 0x60, 0x7d, 0x31, 0x42, 0x0b}};
-static const GUID IID_IUnknown = {0, 0, 0, {0xC0, 0, 0, 0, 0, 0, 0, 0x46}};
-static const GUID IID_IClassFactory = {1, 0, 0, {0xC0, 0, 0, 0, 0, 0, 0, 0x46}};
-static const GUID IID_ICorProfilerCallback = {0x176FBED1, 0xA55C, 0x4796, {0x98, 0xCA, 0xA9, 0xDA, 0x0E, 0xF8, 0x83, 0xE7}};
-static const GUID IID_ICorProfilerCallback2 = {0x8A8CC829, 0xCCF2, 0x49FE, {0xBB, 0xAE, 0x0F, 0x02, 0x22, 0x28, 0x07, 0x1A}};
 static const GUID IID_ICorProfilerInfo3 = {0xB555ED4F, 0x452A, 0x4E54, {0x8B, 0x39, 0xB5, 0x36, 0x0B, 0xAD, 0x32, 0xA0}};
 static const GUID IID_IMetaDataImport = {0x7DAC8207, 0xD3AE, 0x4C75, {0x9B, 0x67, 0x92, 0x80, 0x1A, 0x49, 0x7D, 0x44}};
 
-enum { SLOT_QI = 0, SLOT_RELEASE = 2 };
 enum { INFO_GET_FUNCTION_INFO = 15, INFO_SET_EVENT_MASK = 16, INFO_GET_TOKEN_AND_METADATA = 19,
        INFO_GET_MODULE_INFO = 20, INFO_DO_STACK_SNAPSHOT = 36 };
 enum { MD_GET_TYPE_DEF_PROPS = 12, MD_GET_METHOD_PROPS = 30 };
-enum { CB_INITIALIZE = 3, CB_SHUTDOWN = 4, CB_OBJECT_ALLOCATED = 50, CB_SLOTS = 80 };
+enum { CB_OBJECT_ALLOCATED = 50 };
 
 #define ENABLE_STACK_SNAPSHOT 0x10000000u
 #define ENABLE_OBJECT_ALLOCATED 0x800000u
@@ -40,8 +24,6 @@ enum { CB_INITIALIZE = 3, CB_SHUTDOWN = 4, CB_OBJECT_ALLOCATED = 50, CB_SLOTS = 
 static Object *info;
 static char result[4096];
 static int shutdowns;
-
-static int same(const GUID *a, const GUID *b) { return memcmp(a, b, sizeof *a) == 0; }
 
 static void append(const char *text) {
     size_t used = strlen(result), n = strlen(text);
@@ -147,47 +129,11 @@ static HRESULT shutdown(Object *self) {
     return S_OK;
 }
 
-/* Every callback the profiler does not handle answers S_OK. Extra arguments are ignored, as
- * the x64 calling conventions allow. */
-static HRESULT ignore(Object *self) { (void)self; return S_OK; }
-static uint32_t add_ref(Object *self) { (void)self; return 1; }
-static uint32_t release_static(Object *self) { (void)self; return 1; }
-
-static HRESULT profiler_qi(Object *self, const GUID *iid, void **out) {
-    if (same(iid, &IID_IUnknown) || same(iid, &IID_ICorProfilerCallback) || same(iid, &IID_ICorProfilerCallback2)) {
-        *out = self;
-        return S_OK;
-    }
-    *out = NULL;
-    return E_NOINTERFACE;
+static void set_callbacks(void **slots) {
+    slots[CB_INITIALIZE] = (void *)initialize;
+    slots[CB_SHUTDOWN] = (void *)shutdown;
+    slots[CB_OBJECT_ALLOCATED] = (void *)object_allocated;
 }
-
-static void *callback_slots[CB_SLOTS];
-static Object profiler = {callback_slots};
-
-static HRESULT create_instance(Object *self, void *outer, const GUID *iid, void **out) {
-    (void)self; (void)outer;
-    for (int i = 3; i < CB_SLOTS; i++) callback_slots[i] = (void *)ignore;
-    callback_slots[0] = (void *)profiler_qi;
-    callback_slots[1] = (void *)add_ref;
-    callback_slots[2] = (void *)release_static;
-    callback_slots[CB_INITIALIZE] = (void *)initialize;
-    callback_slots[CB_SHUTDOWN] = (void *)shutdown;
-    callback_slots[CB_OBJECT_ALLOCATED] = (void *)object_allocated;
-    return profiler_qi(&profiler, iid, out);
-}
-
-static HRESULT factory_qi(Object *self, const GUID *iid, void **out) {
-    if (same(iid, &IID_IUnknown) || same(iid, &IID_IClassFactory)) {
-        *out = self;
-        return S_OK;
-    }
-    *out = NULL;
-    return E_NOINTERFACE;
-}
-
-static void *factory_slots[5] = {(void *)factory_qi, (void *)add_ref, (void *)release_static, (void *)create_instance, (void *)ignore};
-static Object factory = {factory_slots};
 
 HRESULT DllGetClassObject(const GUID *clsid, const GUID *iid, void **out) {
     if (!same(clsid, &CLSID_WALKER)) {
