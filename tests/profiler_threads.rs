@@ -414,29 +414,23 @@ mod created {
     use sim_clr::process::Loaded;
     use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
-    const FILE: &str = r#"
-platform = "unix"
-[[code]]
-name = "App::Main"
-kind = "jit"
-[[code]]
-name = "App::Work"
-kind = "jit"
-[[code]]
-name = "libprofiler.so!sampler"
-kind = "native"
-[[threads]]
-name = "main"
-frames = [{ fn = "App::Main" }]
-program = ["call App::Work", "sleep 5ms", "return", "exit"]
-[[threads]]
-name = "sampler"
-kind = "native"
+    /// The file above with the sampler created by the profiler and `main` working 5 ms.
+    fn file() -> String {
+        let file = super::FILE
+            .replace(
+                r#""call App::Work", "return""#,
+                r#""call App::Work", "sleep 5ms", "return""#,
+            )
+            .replace(
+                r#"kind = "native"
+frames = [{ fn = "sampler!loop" }]"#,
+                r#"kind = "native"
 start = "profiler"
-frames = [{ fn = "libprofiler.so!sampler" }]
-[limits]
-max_steps = 10000
-"#;
+frames = [{ fn = "sampler!loop" }]"#,
+            );
+        assert_ne!(file, super::FILE);
+        file + "[limits]\nmax_steps = 10000\n"
+    }
 
     /// What one run's profiler saw.
     #[derive(Default)]
@@ -450,7 +444,7 @@ max_steps = 10000
     /// counts a sample (walking `main` when `walk`) until told to stop (never, when
     /// `stubborn`). With `shutdown`, the profiler's Shutdown tells it to stop and joins it.
     fn process(seen: &Arc<Seen>, shutdown: bool, stubborn: bool, walk: bool) -> Process {
-        let mut p = Process::new(Scenario::parse("created.toml", FILE).unwrap());
+        let mut p = Process::new(Scenario::parse("created.toml", &file()).unwrap());
         let seen = seen.clone();
         p.load(Arc::new(move |rt| {
             let (rt, s) = (rt.clone(), seen.clone());
@@ -539,7 +533,7 @@ max_steps = 10000
 
     #[test]
     fn a_loading_profiler_creating_more_threads_than_declared_ends_the_run_at_once() {
-        let mut p = Process::new(Scenario::parse("created.toml", FILE).unwrap());
+        let mut p = Process::new(Scenario::parse("created.toml", &file()).unwrap());
         p.load(Arc::new(|_| {
             let os = SimOs::new();
             assert!(os.create_thread(|| {}).is_ok());
@@ -553,7 +547,7 @@ max_steps = 10000
 
     #[test]
     fn a_thread_creation_beyond_the_declared_ones_ends_the_run() {
-        let mut p = Process::new(Scenario::parse("created.toml", FILE).unwrap());
+        let mut p = Process::new(Scenario::parse("created.toml", &file()).unwrap());
         p.thread_body(
             "main",
             Arc::new(|_, os| {
