@@ -566,3 +566,76 @@ frames = [{ fn = "sampler!loop" }]"#,
         );
     }
 }
+
+/// Profiler code's thread-local storage follows the simulated thread across its callbacks.
+mod thread_local_storage {
+    use super::*;
+    use std::cell::Cell;
+    use std::sync::Mutex;
+
+    const FILE: &str = r#"
+platform = "windows"
+[runtime]
+event_mask = ["ENABLE_OBJECT_ALLOCATED", "MONITOR_OBJECT_ALLOCATED"]
+[[code]]
+name = "App::Main"
+kind = "jit"
+[[threads]]
+name = "a"
+frames = [{ fn = "App::Main" }]
+program = ["alloc", "alloc", "alloc", "alloc"]
+[[threads]]
+name = "b"
+frames = [{ fn = "App::Main" }]
+program = ["alloc", "alloc", "alloc", "alloc"]
+"#;
+
+    thread_local! {
+        /// Allocations this OS thread has seen.
+        static SEEN: Cell<u32> = const { Cell::new(0) };
+    }
+
+    /// Records, for each `ObjectAllocated`, its thread and the count its thread-local reached.
+    struct Counting(Mutex<Vec<(corprof::os::OsThread, u32)>>);
+
+    impl ProfilerCallback for Counting {
+        fn object_allocated(&self, _: corprof::ObjectId, _: corprof::ClassId) -> HResult {
+            let seen = SEEN.with(|s| {
+                s.set(s.get() + 1);
+                s.get()
+            });
+            let me = SimOs::new().current_thread();
+            self.0.lock().unwrap().push((me, seen));
+            HResult::S_OK
+        }
+    }
+
+    #[test]
+    fn each_simulated_threads_callbacks_see_its_own_thread_locals() {
+        let counting = Arc::new(Counting(Mutex::new(Vec::new())));
+        let mut p = Process::new(Scenario::parse("tls.toml", FILE).unwrap());
+        p.profiler(counting.clone());
+        for seed in 0..20 {
+            counting.0.lock().unwrap().clear();
+            let run = p.run(&mut Random(Rng::new(seed))).unwrap();
+            assert_eq!(run.outcome, "ok");
+            let seen = counting.0.lock().unwrap();
+            assert_eq!(seen.len(), 8);
+            // One OS thread per simulated thread: its count goes up by one per callback (from
+            // where an earlier run left that OS thread).
+            for thread in seen.iter().map(|(t, _)| *t) {
+                let counts: Vec<u32> = seen
+                    .iter()
+                    .filter(|(t, _)| *t == thread)
+                    .map(|(_, n)| *n)
+                    .collect();
+                let first = counts[0];
+                assert_eq!(
+                    counts,
+                    [first, first + 1, first + 2, first + 3],
+                    "seed {seed}: {seen:?}"
+                );
+            }
+        }
+    }
+}

@@ -14,10 +14,11 @@
 //! thread opens the same one), taken and released as the engine decides, with its wait-for
 //! edges; a sleep passes in virtual time; `pthread_create` creates one of the threads the
 //! scenario declares `start = "profiler"` (also while a run is set up, when the profiler's
-//! `Initialize` runs) and hands back a handle no real thread has, which `pthread_join`,
-//! `pthread_detach` and `pthread_setname_np` understand. Anywhere else (a frozen runtime's
-//! callbacks, a thread the library started outside any process) it calls the C library
-//! function the entry held before, so the library behaves as it always did.
+//! `Initialize` runs) and hands back a handle no real thread has, which `pthread_self` (on
+//! that thread), `pthread_join`, `pthread_detach` and `pthread_setname_np` understand.
+//! Anywhere else (a frozen runtime's callbacks, a thread the library started outside any
+//! process) it calls the C library function the entry held before, so the library behaves
+//! as it always did.
 //!
 //! Only the library's own imports are redirected: calls the C library or libstdc++ make
 //! internally (`std::this_thread::sleep_for` sleeps inside libstdc++) are not. Every mutex is
@@ -27,6 +28,7 @@ use corprof::os::{OsThread, Sync as _};
 use sim_clr::process::{fiber, unobserved, SimOs};
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// `EBUSY`: `pthread_mutex_trylock` on a mutex another thread holds.
@@ -50,9 +52,15 @@ static THREAD_CREATE: AtomicUsize = AtomicUsize::new(0);
 static THREAD_JOIN: AtomicUsize = AtomicUsize::new(0);
 static THREAD_DETACH: AtomicUsize = AtomicUsize::new(0);
 static THREAD_SETNAME: AtomicUsize = AtomicUsize::new(0);
+static THREAD_SELF: AtomicUsize = AtomicUsize::new(0);
 
-fn redirects() -> [Redirect; 10] {
+fn redirects() -> [Redirect; 11] {
     [
+        Redirect {
+            name: b"pthread_self",
+            replacement: thread_self as *const () as usize,
+            original: &THREAD_SELF,
+        },
         Redirect {
             name: b"pthread_create",
             replacement: thread_create as *const () as usize,
@@ -170,6 +178,12 @@ fn simulated(thread: usize) -> Option<OsThread> {
     (thread & TAG == SIMULATED).then_some(OsThread((thread & !TAG) as u32))
 }
 
+thread_local! {
+    /// The `pthread_t` of the simulated thread the library created that this OS thread runs
+    /// (0: none).
+    static CREATED_SELF: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// A thread's start routine: library code a run may unwind through when it ends.
 type StartRoutine = unsafe extern "C-unwind" fn(*mut c_void) -> *mut c_void;
 
@@ -191,19 +205,42 @@ unsafe extern "C-unwind" fn thread_create(
     }
     // The argument is the library's to pass to its own thread.
     let argument = argument as usize;
-    // SAFETY: `start` is the caller's start routine, called once with its argument, as the
-    // C library would on the new thread.
-    match SimOs::new().create_thread(move || unsafe {
-        start(argument as *mut c_void);
-    }) {
+    // The new thread's handle, known once the creation returns (before it first runs).
+    let handle = Arc::new(AtomicUsize::new(0));
+    let own = handle.clone();
+    let created = SimOs::new().create_thread(move || {
+        /// Forgets the handle when the thread ends, or its run unwinds it.
+        struct Reset;
+        impl Drop for Reset {
+            fn drop(&mut self) {
+                CREATED_SELF.with(|s| s.set(0));
+            }
+        }
+        CREATED_SELF.with(|s| s.set(own.load(Ordering::Acquire)));
+        let _reset = Reset;
+        // SAFETY: `start` is the caller's start routine, called once with its argument, as
+        // the C library would on the new thread.
+        unsafe { start(argument as *mut c_void) };
+    });
+    match created {
         Ok(id) => {
+            let value = SIMULATED | id.0 as usize;
+            handle.store(value, Ordering::Release);
             if !thread.is_null() {
                 // SAFETY: a non-NULL `thread` points at the caller's pthread_t.
-                unsafe { thread.write(SIMULATED | id.0 as usize) };
+                unsafe { thread.write(value) };
             }
             0
         }
         Err(_) => EAGAIN,
+    }
+}
+
+unsafe extern "C-unwind" fn thread_self() -> usize {
+    match CREATED_SELF.with(|s| s.get()) {
+        // SAFETY: the C library's own function.
+        0 => unsafe { original::<unsafe extern "C" fn() -> usize>(&THREAD_SELF)() },
+        me => me,
     }
 }
 

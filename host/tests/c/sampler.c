@@ -45,6 +45,8 @@ static void walk(UINT_PTR thread) {
 
 static void *sample(void *unused) {
     (void)unused;
+    /* Production samplers skip their own thread; this one checks it knows it. */
+    if (!pthread_equal(pthread_self(), sampler)) return NULL;
     while (!__atomic_load_n(&stop, __ATOMIC_SEQ_CST)) {
         UINT_PTR listed[MAX_THREADS];
         int n;

@@ -359,10 +359,27 @@ pub struct Fiber {
     done: bool,
 }
 
-/// Code for a pooled OS thread: a fiber's body and its baton.
+/// Code for a pooled OS thread: a fiber's body and its baton, and whether the thread stays
+/// with a [`Home`] afterwards instead of going back to the pool.
 struct Job {
     shared: Arc<Shared>,
     body: Box<dyn FnOnce() + Send>,
+    homed: bool,
+}
+
+/// The OS thread one simulated thread's fibers run on during a run, so that what native or
+/// Rust code keeps in thread-local storage, and `pthread_self`, follow the simulated thread
+/// from one activation (a callback, its code) to the next. Empty until its first fiber; the
+/// thread goes back to the pool when the home is dropped (at the end of the run).
+#[derive(Default)]
+pub struct Home(Option<std::sync::mpsc::Sender<Job>>);
+
+impl Drop for Home {
+    fn drop(&mut self) {
+        if let Some(worker) = self.0.take() {
+            IDLE.lock().unwrap_or_else(|e| e.into_inner()).push(worker);
+        }
+    }
 }
 
 /// Idle OS threads, each waiting on its channel for a fiber to run. Runs start and end
@@ -371,9 +388,11 @@ static IDLE: Mutex<Vec<std::sync::mpsc::Sender<Job>>> = Mutex::new(Vec::new());
 
 /// A pooled OS thread: runs one fiber after another, returning to the pool between them.
 fn worker(jobs: std::sync::mpsc::Receiver<Job>, me: std::sync::mpsc::Sender<Job>) {
-    while let Ok(Job { shared, body }) = jobs.recv() {
+    while let Ok(Job { shared, body, homed }) = jobs.recv() {
         run_fiber(&shared, body);
-        IDLE.lock().unwrap_or_else(|e| e.into_inner()).push(me.clone());
+        if !homed {
+            IDLE.lock().unwrap_or_else(|e| e.into_inner()).push(me.clone());
+        }
     }
 }
 
@@ -402,27 +421,47 @@ impl Fiber {
     /// Starts `body` on an OS thread of the pool (a new one if none is idle), parked until
     /// the first [`Fiber::resume`].
     pub fn spawn(body: Box<dyn FnOnce() + Send>) -> Fiber {
+        Fiber::start(body, None)
+    }
+
+    /// Starts `body` on `home`'s OS thread (taken from the pool the first time), which must
+    /// have no other fiber alive; it stays with `home` afterwards.
+    pub fn spawn_at(body: Box<dyn FnOnce() + Send>, home: &mut Home) -> Fiber {
+        Fiber::start(body, Some(home))
+    }
+
+    fn start(body: Box<dyn FnOnce() + Send>, home: Option<&mut Home>) -> Fiber {
         let shared = Arc::new(Shared::new());
         let mut job = Job {
             shared: shared.clone(),
             body,
+            homed: home.is_some(),
         };
-        loop {
-            let idle = IDLE.lock().unwrap_or_else(|e| e.into_inner()).pop();
-            let Some(worker) = idle else { break };
+        let fiber = Fiber { shared, done: false };
+        let at_home = home.as_ref().and_then(|h| h.0.clone());
+        let idle = || IDLE.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        for worker in at_home.into_iter().chain(std::iter::from_fn(idle)) {
             match worker.send(job) {
-                Ok(()) => return Fiber { shared, done: false },
+                Ok(()) => {
+                    if let Some(home) = home {
+                        home.0 = Some(worker);
+                    }
+                    return fiber;
+                }
                 // That thread is gone (its process is exiting): try the next one.
                 Err(std::sync::mpsc::SendError(back)) => job = back,
             }
         }
         let (tx, rx) = std::sync::mpsc::channel();
         tx.send(job).expect("the receiver is alive");
+        if let Some(home) = home {
+            home.0 = Some(tx.clone());
+        }
         std::thread::Builder::new()
             .name("simclr-fiber".into())
             .spawn(move || worker(rx, tx))
             .expect("spawning a fiber thread");
-        Fiber { shared, done: false }
+        fiber
     }
 
     /// Runs the fiber with `reply` until it yields again.

@@ -14,7 +14,7 @@
 mod os_calls;
 mod steps;
 
-use super::fiber::{setting_up, Fiber, Reply, Request};
+use super::fiber::{setting_up, Code, Fiber, Home, Reply, Request};
 use super::locks::LockTable;
 use super::program::{Instr, LockId, Op};
 use super::schedule::{Chooser, Schedule, ScheduleError};
@@ -152,6 +152,8 @@ pub(crate) struct Run<'p> {
     p: &'p Process,
     rt: Arc<Runtime>,
     th: Vec<Sim>,
+    /// Each thread's OS thread for its fibers (after `th`: its fibers end first).
+    homes: Vec<Home>,
     locks: LockTable,
     events: Vec<bool>,
     event_names: Vec<String>,
@@ -197,13 +199,16 @@ impl<'p> Run<'p> {
                 None => stray = Some(name),
             }
         }
+        let mut homes: Vec<Home> = s.threads.iter().map(|_| Home::default()).collect();
         let th: Vec<Sim> = s
             .threads
             .iter()
             .enumerate()
             .map(|(i, t)| {
                 let source = match (&bodies[i], &spec.programs.get(i).cloned().flatten()) {
-                    (Some(body), _) => Some(fiber_source(spawn_body(body.clone(), rt.clone()))),
+                    (Some(body), _) => {
+                        Some(fiber_source(spawn_body(body.clone(), rt.clone(), &mut homes[i])))
+                    }
                     (None, Some(code)) => Some(Source::Program {
                         code: code.clone(),
                         pc: 0,
@@ -261,6 +266,7 @@ impl<'p> Run<'p> {
             p,
             rt,
             th,
+            homes,
             locks,
             events: vec![false; spec.events.len()],
             event_names: spec.events.clone(),
@@ -410,6 +416,20 @@ impl<'p> Run<'p> {
         }
     }
 
+    /// A fiber for code on thread `t`: on the thread's own OS thread unless another fiber of
+    /// it is alive (a handler on top of Rust code), which keeps that OS thread.
+    fn fiber_on(&mut self, t: usize, code: Code) -> Fiber {
+        let nested = self.th[t]
+            .stack
+            .iter()
+            .any(|a| matches!(a.source, Source::Fiber { .. }));
+        if nested {
+            Fiber::spawn(code)
+        } else {
+            Fiber::spawn_at(code, &mut self.homes[t])
+        }
+    }
+
     /// True when thread `x` is one the profiler creates (`start = "profiler"`).
     fn created(&self, x: usize) -> bool {
         self.p.scenario.process.created.get(x).copied().unwrap_or(false)
@@ -427,8 +447,9 @@ impl<'p> Run<'p> {
         if let Some(hook) = self.at_exit.take() {
             let t = (0..self.th.len()).find(|&x| !self.created(x)).unwrap_or(0);
             let rt = self.rt.clone();
+            let fiber = self.fiber_on(t, Box::new(move || rt.on_unknown_thread(|_| hook())));
             self.th[t].stack.push(Activation {
-                source: fiber_source(Fiber::spawn(Box::new(move || rt.on_unknown_thread(|_| hook())))),
+                source: fiber_source(fiber),
                 callback: None,
                 entered: None,
                 signal: false,
@@ -929,9 +950,7 @@ impl<'p> Run<'p> {
         let source = match (&self.signal_handler, &self.p.scenario.process.handlers.signal) {
             (Some(handler), _) => {
                 let (handler, rt) = (handler.clone(), self.rt.clone());
-                fiber_source(Fiber::spawn(Box::new(move || {
-                    handler(&rt, &SimOs::new(), &context)
-                })))
+                fiber_source(self.fiber_on(t, Box::new(move || handler(&rt, &SimOs::new(), &context))))
             }
             (None, Some(code)) => Source::Program {
                 code: code.clone(),
@@ -984,19 +1003,22 @@ impl<'p> Run<'p> {
                 (st.threads[t].id, st.threads[t].os_id)
             };
             let object = ObjectId(OBJECT_BASE);
-            fiber_source(Fiber::spawn(Box::new(move || {
-                match notice {
-                    Notice::Created => {
-                        profiler.thread_created(id);
-                        profiler.thread_assigned_to_os_thread(id, os_id)
-                    }
-                    Notice::Callback(CallbackKind::ThreadDestroyed) => profiler.thread_destroyed(id),
-                    Notice::Callback(CallbackKind::ObjectAllocated) => {
-                        profiler.object_allocated(object, ClassId::NULL)
-                    }
-                    Notice::Callback(_) => profiler.exception_thrown(object),
-                };
-            })))
+            fiber_source(self.fiber_on(
+                t,
+                Box::new(move || {
+                    match notice {
+                        Notice::Created => {
+                            profiler.thread_created(id);
+                            profiler.thread_assigned_to_os_thread(id, os_id)
+                        }
+                        Notice::Callback(CallbackKind::ThreadDestroyed) => profiler.thread_destroyed(id),
+                        Notice::Callback(CallbackKind::ObjectAllocated) => {
+                            profiler.object_allocated(object, ClassId::NULL)
+                        }
+                        Notice::Callback(_) => profiler.exception_thrown(object),
+                    };
+                }),
+            ))
         } else {
             let handlers = &self.p.scenario.process.handlers;
             let code = match notice {

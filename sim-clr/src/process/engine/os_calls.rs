@@ -5,7 +5,7 @@
 //! here, so both see the same semantics and leave the same trace line.
 
 use super::{Activation, Run, Source, Status, Wait};
-use crate::process::fiber::{Fiber, Reply, Request, ThreadStart, Yielded};
+use crate::process::fiber::{Fiber, Home, Reply, Request, ThreadStart, Yielded};
 use crate::process::program::LockId;
 use crate::process::{Ending, SimOs, ThreadBody};
 use crate::runtime::{CallbackKind, Platform, Runtime};
@@ -510,8 +510,9 @@ impl Run<'_> {
 
     /// Starts thread `x` (declared `start = "profiler"`) on `code`.
     pub(super) fn start_created(&mut self, x: usize, code: Box<dyn FnOnce() + Send>) {
+        let fiber = self.fiber_on(x, code);
         self.th[x].stack.push(Activation {
-            source: fiber_source(Fiber::spawn(code)),
+            source: fiber_source(fiber),
             callback: None,
             entered: None,
             signal: false,
@@ -523,6 +524,6 @@ impl Run<'_> {
 }
 
 /// A thread body on its own fiber, with the run's runtime and the OS layer.
-pub(super) fn spawn_body(body: ThreadBody, rt: Arc<Runtime>) -> Fiber {
-    Fiber::spawn(Box::new(move || body(&rt, &SimOs::new())))
+pub(super) fn spawn_body(body: ThreadBody, rt: Arc<Runtime>, home: &mut Home) -> Fiber {
+    Fiber::spawn_at(Box::new(move || body(&rt, &SimOs::new())), home)
 }
