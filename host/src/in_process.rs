@@ -7,7 +7,8 @@
 //! it starts with `pthread_create` are the scenario's threads declared `start = "profiler"`
 //! and start with the run. The runtime's callbacks reach the library on the simulated thread
 //! they are raised on; its blocking calls are the process's (`crate::interpose`); its
-//! `Shutdown` runs as the process exits. Copies are never unloaded (a process never unloads
+//! `Shutdown` runs as the process exits, and not at all when the run ends otherwise (a
+//! crash, a deadlock), as in a process that died. Copies are never unloaded (a process never unloads
 //! its profiler): each run maps the library once more.
 
 use crate::{HostError, Hosted};
@@ -54,14 +55,34 @@ fn attach(path: &Path, clsid: Guid, rt: &Arc<Runtime>) -> Result<Loaded, HostErr
         Err(e) => return Err(e),
     };
     let profiler = rt.profiler();
-    let hosted = Mutex::new(hosted);
+    let hosted = Arc::new(Attached(Mutex::new(Some(hosted))));
     Ok(Loaded {
         profiler,
         at_exit: Some(Arc::new(move || {
-            hosted.lock().unwrap_or_else(|e| e.into_inner()).detach()
+            // Dropped here: Shutdown, then the last Release.
+            drop(hosted.take());
         })),
         ..Loaded::default()
     })
+}
+
+/// The run's profiler until the process exits.
+struct Attached(Mutex<Option<Hosted>>);
+
+impl Attached {
+    fn take(&self) -> Option<Hosted> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+impl Drop for Attached {
+    /// A run that ended before the process exited (a crash, a deadlock) never shuts the
+    /// profiler down, as a dead process would not.
+    fn drop(&mut self) {
+        if let Some(hosted) = self.take() {
+            hosted.abandon();
+        }
+    }
 }
 
 /// Copies the library to a new name in the temporary directory.

@@ -271,6 +271,14 @@ impl Hosted {
         });
     }
 
+    /// Ends the profiler as a process that died ends it: no callback from here on and no
+    /// `Shutdown`, only the host's last `Release` (when `self` is dropped, now).
+    pub fn abandon(mut self) {
+        if let Some((_, initialized)) = &mut self.profiler {
+            *initialized = false;
+        }
+    }
+
     /// The runtime the library is attached to.
     pub fn runtime(&self) -> &Arc<Runtime> {
         &self.rt

@@ -127,6 +127,13 @@ fn a_c_profiler_walks_and_names_its_frames_through_metadata() {
     );
     // No callback reaches an unloaded profiler.
     assert_eq!(rt.raise("main", CallbackKind::ObjectAllocated), None);
+    // A profiler abandoned, as by a process that died, gets no Shutdown.
+    let rt = runtime();
+    Hosted::load(walker(), CLSID, rt.clone())
+        .expect("hosted")
+        .abandon();
+    assert_eq!(after(), before + 1, "no Shutdown for an abandoned profiler");
+    assert_eq!(rt.raise("main", CallbackKind::ObjectAllocated), None);
 }
 
 #[test]
