@@ -1,7 +1,8 @@
-//! The hosted library's blocking calls, seen by the simulated process.
+//! The hosted library's blocking calls, clocks and threads, seen by the simulated process.
 //!
-//! Native code blocks and starts threads through the C library: `pthread_mutex_lock`,
-//! `nanosleep`, `pthread_create`, … On a simulated thread of a running process
+//! Native code blocks, reads clocks and starts threads through the C library:
+//! `pthread_mutex_lock`, `nanosleep`, `clock_gettime`, `pthread_create`, … On a simulated
+//! thread of a running process
 //! ([`sim_clr::process`]) such a call must be a scheduling point the deterministic scheduler
 //! sees, or one thread blocking on a mutex that a parked thread holds would stop the whole
 //! simulation in real time, and a thread the library starts must be one of the process's. So,
@@ -12,16 +13,18 @@
 //! On a simulated thread a redirected call goes to the process's OS layer: each
 //! `pthread_mutex_t` is a named mutex of the process (named after its address, so every
 //! thread opens the same one), taken and released as the engine decides, with its wait-for
-//! edges; a sleep passes in virtual time; `pthread_create` creates one of the threads the
-//! scenario declares `start = "profiler"` (also while a run is set up, when the profiler's
-//! `Initialize` runs) and hands back a handle no real thread has, which `pthread_self` (on
-//! that thread), `pthread_join`, `pthread_detach` and `pthread_setname_np` understand.
+//! edges; a sleep passes in virtual time and the clocks read it; `pthread_create` creates
+//! one of the threads the scenario declares `start = "profiler"` (also while a run is set
+//! up, when the profiler's `Initialize` runs) and hands back a handle no real thread has,
+//! which `pthread_self` (on that thread), `pthread_join`, `pthread_detach` and
+//! `pthread_setname_np` understand.
 //! Anywhere else (a frozen runtime's callbacks, a thread the library started outside any
 //! process) it calls the C library function the entry held before, so the library behaves
 //! as it always did.
 //!
-//! Only the library's own imports are redirected: calls the C library or libstdc++ make
-//! internally (`std::this_thread::sleep_for` sleeps inside libstdc++) are not. Every mutex is
+//! The library's own imports are redirected, and the sleep and clock imports of the C++
+//! runtime it loaded (`std::chrono::steady_clock::now` reads the clock inside libstdc++);
+//! other calls the C library or the C++ runtime make internally are not. Every mutex is
 //! treated as a plain one on a simulated thread (a recursive mutex taken twice deadlocks).
 
 use corprof::os::{OsThread, Sync as _};
@@ -53,9 +56,15 @@ static THREAD_JOIN: AtomicUsize = AtomicUsize::new(0);
 static THREAD_DETACH: AtomicUsize = AtomicUsize::new(0);
 static THREAD_SETNAME: AtomicUsize = AtomicUsize::new(0);
 static THREAD_SELF: AtomicUsize = AtomicUsize::new(0);
+static CLOCK_GETTIME: AtomicUsize = AtomicUsize::new(0);
 
-fn redirects() -> [Redirect; 11] {
+fn redirects() -> [Redirect; 12] {
     [
+        Redirect {
+            name: b"clock_gettime",
+            replacement: clock_gettime as *const () as usize,
+            original: &CLOCK_GETTIME,
+        },
         Redirect {
             name: b"pthread_self",
             replacement: thread_self as *const () as usize,
@@ -308,6 +317,37 @@ unsafe extern "C-unwind" fn nanosleep(request: *const Timespec, remaining: *mut 
     0
 }
 
+/// Where the simulated clocks start: the monotonic clocks at 1,000 s (as after a boot), the
+/// wall clock at 2026-01-01T00:00:00Z.
+const MONOTONIC_START: Duration = Duration::from_secs(1_000);
+const REALTIME_START: Duration = Duration::from_secs(1_767_225_600);
+/// `CLOCK_PROCESS_CPUTIME_ID` and `CLOCK_THREAD_CPUTIME_ID`: CPU time, not simulated.
+const CPU_CLOCKS: [c_int; 2] = [2, 3];
+/// `CLOCK_REALTIME` and its variants (`_COARSE`, `_ALARM`, `TAI`).
+const REALTIME_CLOCKS: [c_int; 4] = [0, 5, 8, 11];
+
+unsafe extern "C-unwind" fn clock_gettime(clock: c_int, now: *mut Timespec) -> c_int {
+    if !fiber::on_fiber() || now.is_null() || CPU_CLOCKS.contains(&clock) {
+        type F = unsafe extern "C" fn(c_int, *mut Timespec) -> c_int;
+        // SAFETY: the C library's own function, with the caller's arguments.
+        return unsafe { original::<F>(&CLOCK_GETTIME)(clock, now) };
+    }
+    let start = if REALTIME_CLOCKS.contains(&clock) {
+        REALTIME_START
+    } else {
+        MONOTONIC_START
+    };
+    let t = start + SimOs::new().now();
+    // SAFETY: a non-NULL `now` points at the caller's timespec.
+    unsafe {
+        now.write(Timespec {
+            seconds: t.as_secs() as i64,
+            nanoseconds: t.subsec_nanos().into(),
+        })
+    };
+    0
+}
+
 unsafe extern "C-unwind" fn usleep(microseconds: c_uint) -> c_int {
     if !fiber::on_fiber() {
         // SAFETY: the C library's own function, with the caller's argument.
@@ -399,8 +439,15 @@ const PROT_READ: c_int = 1;
 const PROT_WRITE: c_int = 2;
 const PAGE: usize = 4096;
 
+/// `RTLD_DEFAULT`: the global scope.
+const RTLD_DEFAULT: *mut c_void = std::ptr::null_mut();
+const RTLD_NOW: c_int = 2;
+const RTLD_NOLOAD: c_int = 4;
+
 #[link(name = "dl")]
 extern "C" {
+    fn dlopen(filename: *const c_char, flags: c_int) -> *mut c_void;
+    fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
     fn dlinfo(handle: *mut c_void, request: c_int, info: *mut c_void) -> c_int;
     fn dl_iterate_phdr(
         callback: unsafe extern "C" fn(*mut PhdrInfo, usize, *mut c_void) -> c_int,
@@ -442,9 +489,32 @@ fn relro(base: usize) -> Option<(usize, usize)> {
     search.found
 }
 
-/// Redirects the blocking imports of the library `handle` (a `dlopen` handle, every symbol
-/// bound) to this module's functions; returns how many entries were rewritten.
+/// The C++ runtimes a library may sleep and read clocks through (`std::this_thread::sleep_for`,
+/// `std::chrono::steady_clock::now` live in them, not in the library).
+const CXX_RUNTIMES: [&CStr; 2] = [c"libstdc++.so.6", c"libc++.so.1"];
+
+/// Redirects the imports of the library `handle` (a `dlopen` handle, every symbol bound) to
+/// this module's functions, and the clock and sleep imports of the C++ runtime it loaded;
+/// returns how many entries were rewritten.
 pub fn redirect_imports(handle: *mut c_void) -> Result<usize, String> {
+    let all = redirects();
+    let mut rewritten = patch(link_map(handle)?, &all)?;
+    let time: Vec<&Redirect> = all.iter().filter(|r| TIME.contains(&r.name)).collect();
+    for runtime in CXX_RUNTIMES {
+        // SAFETY: a NUL-terminated name; RTLD_NOLOAD only finds a library already loaded.
+        let loaded = unsafe { dlopen(runtime.as_ptr(), RTLD_NOW | RTLD_NOLOAD) };
+        if !loaded.is_null() {
+            rewritten += patch(link_map(loaded)?, time.iter().copied())?;
+        }
+    }
+    Ok(rewritten)
+}
+
+/// The redirected functions that C++ runtimes call for their clocks and sleeps.
+const TIME: [&[u8]; 2] = [b"nanosleep", b"clock_gettime"];
+
+/// The link map of a loaded library.
+fn link_map<'a>(handle: *mut c_void) -> Result<&'a LinkMap, String> {
     let mut map: *const LinkMap = std::ptr::null();
     // SAFETY: `handle` is a live dlopen handle; RTLD_DI_LINKMAP writes a `struct link_map *`.
     if unsafe {
@@ -459,7 +529,15 @@ pub fn redirect_imports(handle: *mut c_void) -> Result<usize, String> {
         return Err("the loader gave no link map for the library".into());
     }
     // SAFETY: the link map of a loaded library stays valid while it is loaded (always).
-    let map = unsafe { &*map };
+    Ok(unsafe { &*map })
+}
+
+/// Rewrites the GOT entries of `map`'s library that bind the functions of `redirects`;
+/// returns how many.
+fn patch<'r>(
+    map: &LinkMap,
+    redirects: impl IntoIterator<Item = &'r Redirect> + Clone,
+) -> Result<usize, String> {
     // The loader has relocated most address entries of the dynamic section in place; an
     // entry below the load address is still a link-time address.
     let absolute = |value: u64| {
@@ -493,7 +571,6 @@ pub fn redirect_imports(handle: *mut c_void) -> Result<usize, String> {
         return Err("the library has no dynamic symbol table".into());
     }
     let relro = relro(map.base);
-    let redirects = redirects();
     let mut rewritten = 0;
     for (table, size) in tables.into_iter().zip(sizes) {
         if table == 0 {
@@ -514,18 +591,24 @@ pub fn redirect_imports(handle: *mut c_void) -> Result<usize, String> {
                 let sym = &*((symtab as *const Sym).add(symbol));
                 CStr::from_ptr((strtab + sym.name as usize) as *const c_char)
             };
-            let Some(redirect) = redirects.iter().find(|d| d.name == name.to_bytes()) else {
+            let Some(redirect) = redirects.clone().into_iter().find(|d| d.name == name.to_bytes()) else {
                 continue;
             };
             let slot = map.base + r.offset as usize;
-            // SAFETY: the loader bound this entry (RTLD_NOW); it is a pointer-sized word.
-            let bound = unsafe { (slot as *const usize).read() };
-            if bound == redirect.replacement {
+            // SAFETY: a GOT entry is a pointer-sized word of the loaded library.
+            if unsafe { (slot as *const usize).read() } == redirect.replacement {
                 continue;
             }
-            let _ = redirect
-                .original
-                .compare_exchange(0, bound, Ordering::AcqRel, Ordering::Acquire);
+            // The C library's function, as the global scope finds it: a lazily bound entry
+            // would still hold its PLT stub.
+            if redirect.original.load(Ordering::Acquire) == 0 {
+                // SAFETY: a NUL-terminated name looked up in the global scope.
+                let found = unsafe { dlsym(RTLD_DEFAULT, name.as_ptr()) } as usize;
+                if found == 0 {
+                    return Err(format!("{} is not in the global scope", name.to_string_lossy()));
+                }
+                redirect.original.store(found, Ordering::Release);
+            }
             write_word(slot, redirect.replacement, relro)?;
             rewritten += 1;
         }

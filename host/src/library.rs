@@ -40,10 +40,10 @@ fn last_error() -> String {
 }
 
 impl Library {
-    /// Loads the library at `path`, resolving every symbol now. On x86-64 Linux its imports
-    /// of `pthread_mutex_lock`, `pthread_mutex_trylock`, `pthread_mutex_unlock`, `nanosleep`,
-    /// `usleep` and `sleep` are redirected: on a simulated thread of a running process they
-    /// are the process's mutexes and virtual time, elsewhere the C library's own.
+    /// Loads the library at `path`, resolving every symbol now. On x86-64 Linux its thread,
+    /// mutex, sleep and clock imports (and its C++ runtime's sleep and clock) are redirected:
+    /// on a simulated thread of a running process they are the process's threads, mutexes
+    /// and virtual time, elsewhere the C library's own (see `docs/native-profilers.md`).
     pub fn open(path: &Path) -> Result<Library, String> {
         let text = path
             .to_str()

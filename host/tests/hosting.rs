@@ -65,7 +65,12 @@ frames = [
 
 /// Builds `tests/c/<name>.c` into a shared library.
 fn build(name: &str) -> PathBuf {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
+    build_file(&format!("{name}.c"))
+}
+
+/// Builds `tests/c/<file>` (C, or C++ for a `.cpp` file) into a shared library.
+fn build_file(file: &str) -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(file);
     fixtures::c_library::build(
         &source,
         &Path::new(env!("CARGO_TARGET_TMPDIR")).join("c-profilers"),
@@ -309,7 +314,7 @@ arg = "after death"
 
 /// Native code's blocking calls on simulated threads (`tests/c/blocking.c`).
 mod blocking {
-    use super::build;
+    use super::{build, build_file};
     use sim_clr::process::schedule::{Random, Rng};
     use sim_clr::process::{Process, Strategy};
     use sim_clr::scenario::Scenario;
@@ -411,6 +416,35 @@ frames = [{ fn = "libblocking.so!work" }]
         let run = p.run(&mut Random(Rng::new(1))).unwrap();
         assert_eq!(run.outcome, "ok");
         assert!(run.time_us >= 3_500_000, "{} µs of virtual time", run.time_us);
+    }
+
+    #[test]
+    fn cxx_clocks_and_sleeps_in_the_standard_library_are_virtual_on_simulated_threads() {
+        static CXX: OnceLock<Library> = OnceLock::new();
+        let cxx = CXX.get_or_init(|| Library::open(&build_file("cxx_time.cpp")).expect("loads"));
+        let export = |name: &str| cxx.symbol(name).expect("the export");
+        // SAFETY: the exports' C signatures.
+        let steady: extern "C-unwind" fn() -> i64 = unsafe { std::mem::transmute(export("steady_ms")) };
+        // SAFETY: as above.
+        let sleep: extern "C-unwind" fn(i32) = unsafe { std::mem::transmute(export("sleep_for_ms")) };
+        let elapsed = Arc::new(std::sync::Mutex::new(None));
+        let e = elapsed.clone();
+        let p = process([
+            Arc::new(move || {
+                let before = steady();
+                sleep(2500);
+                *e.lock().unwrap() = Some(steady() - before);
+            }),
+            Arc::new(|| {}),
+        ]);
+        let run = p.run(&mut Random(Rng::new(1))).unwrap();
+        assert_eq!(run.outcome, "ok");
+        assert!(run.time_us >= 2_500_000, "{} µs of virtual time", run.time_us);
+        let elapsed = elapsed.lock().unwrap().expect("the body ran");
+        assert!(
+            (2500..2600).contains(&elapsed),
+            "{elapsed} ms on the steady clock"
+        );
     }
 }
 
