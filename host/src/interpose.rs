@@ -57,9 +57,39 @@ static THREAD_DETACH: AtomicUsize = AtomicUsize::new(0);
 static THREAD_SETNAME: AtomicUsize = AtomicUsize::new(0);
 static THREAD_SELF: AtomicUsize = AtomicUsize::new(0);
 static CLOCK_GETTIME: AtomicUsize = AtomicUsize::new(0);
+static COND_WAIT: AtomicUsize = AtomicUsize::new(0);
+static COND_TIMEDWAIT: AtomicUsize = AtomicUsize::new(0);
+static COND_CLOCKWAIT: AtomicUsize = AtomicUsize::new(0);
+static COND_SIGNAL: AtomicUsize = AtomicUsize::new(0);
+static COND_BROADCAST: AtomicUsize = AtomicUsize::new(0);
 
-fn redirects() -> [Redirect; 12] {
+fn redirects() -> [Redirect; 17] {
     [
+        Redirect {
+            name: b"pthread_cond_wait",
+            replacement: cond_wait as *const () as usize,
+            original: &COND_WAIT,
+        },
+        Redirect {
+            name: b"pthread_cond_timedwait",
+            replacement: cond_timedwait as *const () as usize,
+            original: &COND_TIMEDWAIT,
+        },
+        Redirect {
+            name: b"pthread_cond_clockwait",
+            replacement: cond_clockwait as *const () as usize,
+            original: &COND_CLOCKWAIT,
+        },
+        Redirect {
+            name: b"pthread_cond_signal",
+            replacement: cond_signal as *const () as usize,
+            original: &COND_SIGNAL,
+        },
+        Redirect {
+            name: b"pthread_cond_broadcast",
+            replacement: cond_broadcast as *const () as usize,
+            original: &COND_BROADCAST,
+        },
         Redirect {
             name: b"clock_gettime",
             replacement: clock_gettime as *const () as usize,
@@ -301,10 +331,7 @@ unsafe extern "C-unwind" fn nanosleep(request: *const Timespec, remaining: *mut 
         return unsafe { original::<F>(&NANOSLEEP)(request, remaining) };
     }
     // SAFETY: a non-NULL request points at a timespec the caller owns.
-    let Timespec { seconds, nanoseconds } = unsafe { &*request };
-    let duration =
-        Duration::from_secs((*seconds).max(0) as u64) + Duration::from_nanos((*nanoseconds).max(0) as u64);
-    SimOs::new().sleep(duration);
+    SimOs::new().sleep(duration_of(unsafe { &*request }));
     if !remaining.is_null() {
         // SAFETY: a non-NULL `remaining` points at a timespec the caller owns.
         unsafe {
@@ -326,18 +353,23 @@ const CPU_CLOCKS: [c_int; 2] = [2, 3];
 /// `CLOCK_REALTIME` and its variants (`_COARSE`, `_ALARM`, `TAI`).
 const REALTIME_CLOCKS: [c_int; 4] = [0, 5, 8, 11];
 
+/// What simulated clock `clock` reads now.
+fn simulated_clock(clock: c_int) -> Duration {
+    let start = if REALTIME_CLOCKS.contains(&clock) {
+        REALTIME_START
+    } else {
+        MONOTONIC_START
+    };
+    start + SimOs::new().now()
+}
+
 unsafe extern "C-unwind" fn clock_gettime(clock: c_int, now: *mut Timespec) -> c_int {
     if !fiber::on_fiber() || now.is_null() || CPU_CLOCKS.contains(&clock) {
         type F = unsafe extern "C" fn(c_int, *mut Timespec) -> c_int;
         // SAFETY: the C library's own function, with the caller's arguments.
         return unsafe { original::<F>(&CLOCK_GETTIME)(clock, now) };
     }
-    let start = if REALTIME_CLOCKS.contains(&clock) {
-        REALTIME_START
-    } else {
-        MONOTONIC_START
-    };
-    let t = start + SimOs::new().now();
+    let t = simulated_clock(clock);
     // SAFETY: a non-NULL `now` points at the caller's timespec.
     unsafe {
         now.write(Timespec {
@@ -346,6 +378,109 @@ unsafe extern "C-unwind" fn clock_gettime(clock: c_int, now: *mut Timespec) -> c
         })
     };
     0
+}
+
+/// `ETIMEDOUT`: a timed wait's deadline passed.
+const ETIMEDOUT: c_int = 110;
+/// `CLOCK_MONOTONIC`.
+const CLOCK_MONOTONIC: c_int = 1;
+
+/// A wait on condition variable `cond` with `mutex` held, on a simulated thread, until the
+/// absolute time `deadline` of `clock` if any: the mutex is released for the wait and taken
+/// again after it. Any notification wakes every waiter (a wake-up the caller did not need
+/// is one POSIX allows).
+fn wait_on_fiber(cond: *mut c_void, mutex: *mut c_void, deadline: Option<(c_int, Duration)>) -> c_int {
+    let os = SimOs::new();
+    let (id, generation) = unobserved(|| os.cond_open(&format!("pthread_cond {:#x}", cond as usize)));
+    let timeout = match deadline {
+        Some((clock, at)) => at.saturating_sub(simulated_clock(clock)),
+        None => Duration::MAX,
+    };
+    os.mutex_unlock(process_mutex(&os, mutex));
+    let notified = os.cond_wait(id, generation, timeout);
+    os.mutex_lock(process_mutex(&os, mutex));
+    if notified {
+        0
+    } else {
+        ETIMEDOUT
+    }
+}
+
+/// A `timespec` as a duration (negative fields count as zero).
+fn duration_of(t: &Timespec) -> Duration {
+    Duration::from_secs(t.seconds.max(0) as u64) + Duration::from_nanos(t.nanoseconds.max(0) as u64)
+}
+
+unsafe extern "C-unwind" fn cond_wait(cond: *mut c_void, mutex: *mut c_void) -> c_int {
+    if !fiber::on_fiber() {
+        type F = unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int;
+        // SAFETY: the C library's own function, with the caller's arguments.
+        return unsafe { original::<F>(&COND_WAIT)(cond, mutex) };
+    }
+    wait_on_fiber(cond, mutex, None)
+}
+
+unsafe extern "C-unwind" fn cond_timedwait(
+    cond: *mut c_void,
+    mutex: *mut c_void,
+    at: *const Timespec,
+) -> c_int {
+    if !fiber::on_fiber() || at.is_null() {
+        type F = unsafe extern "C" fn(*mut c_void, *mut c_void, *const Timespec) -> c_int;
+        // SAFETY: the C library's own function, with the caller's arguments.
+        return unsafe { original::<F>(&COND_TIMEDWAIT)(cond, mutex, at) };
+    }
+    // SAFETY: a non-NULL deadline points at the caller's timespec.
+    let at = duration_of(unsafe { &*at });
+    // The condition variable's clock is an attribute this call does not see: a deadline far
+    // below the wall clock's simulated start is a monotonic one.
+    let clock = if at < REALTIME_START / 2 {
+        CLOCK_MONOTONIC
+    } else {
+        0
+    };
+    wait_on_fiber(cond, mutex, Some((clock, at)))
+}
+
+unsafe extern "C-unwind" fn cond_clockwait(
+    cond: *mut c_void,
+    mutex: *mut c_void,
+    clock: c_int,
+    at: *const Timespec,
+) -> c_int {
+    if !fiber::on_fiber() || at.is_null() {
+        type F = unsafe extern "C" fn(*mut c_void, *mut c_void, c_int, *const Timespec) -> c_int;
+        // SAFETY: the C library's own function, with the caller's arguments.
+        return unsafe { original::<F>(&COND_CLOCKWAIT)(cond, mutex, clock, at) };
+    }
+    // SAFETY: a non-NULL deadline points at the caller's timespec.
+    let at = duration_of(unsafe { &*at });
+    wait_on_fiber(cond, mutex, Some((clock, at)))
+}
+
+/// Notifies condition variable `cond` on a simulated thread, else calls `slot`'s function.
+///
+/// # Safety
+/// `slot` holds `pthread_cond_signal` or `pthread_cond_broadcast`.
+unsafe fn notify(cond: *mut c_void, slot: &AtomicUsize) -> c_int {
+    if !fiber::on_fiber() {
+        // SAFETY: the C library's own function, with the caller's argument.
+        return unsafe { original::<unsafe extern "C" fn(*mut c_void) -> c_int>(slot)(cond) };
+    }
+    let os = SimOs::new();
+    let (id, _) = unobserved(|| os.cond_open(&format!("pthread_cond {:#x}", cond as usize)));
+    os.cond_notify(id);
+    0
+}
+
+unsafe extern "C-unwind" fn cond_signal(cond: *mut c_void) -> c_int {
+    // SAFETY: the slot of pthread_cond_signal.
+    unsafe { notify(cond, &COND_SIGNAL) }
+}
+
+unsafe extern "C-unwind" fn cond_broadcast(cond: *mut c_void) -> c_int {
+    // SAFETY: the slot of pthread_cond_broadcast.
+    unsafe { notify(cond, &COND_BROADCAST) }
 }
 
 unsafe extern "C-unwind" fn usleep(microseconds: c_uint) -> c_int {
@@ -489,8 +624,9 @@ fn relro(base: usize) -> Option<(usize, usize)> {
     search.found
 }
 
-/// The C++ runtimes a library may sleep and read clocks through (`std::this_thread::sleep_for`,
-/// `std::chrono::steady_clock::now` live in them, not in the library).
+/// The C++ runtimes a library may sleep, read clocks and wait through
+/// (`std::this_thread::sleep_for`, `std::chrono::steady_clock::now` and
+/// `std::condition_variable::wait` live in them, not in the library).
 const CXX_RUNTIMES: [&CStr; 2] = [c"libstdc++.so.6", c"libc++.so.1"];
 
 /// Redirects the imports of the library `handle` (a `dlopen` handle, every symbol bound) to
@@ -499,7 +635,10 @@ const CXX_RUNTIMES: [&CStr; 2] = [c"libstdc++.so.6", c"libc++.so.1"];
 pub fn redirect_imports(handle: *mut c_void) -> Result<usize, String> {
     let all = redirects();
     let mut rewritten = patch(link_map(handle)?, &all)?;
-    let time: Vec<&Redirect> = all.iter().filter(|r| TIME.contains(&r.name)).collect();
+    let time: Vec<&Redirect> = all
+        .iter()
+        .filter(|r| CXX_RUNTIME_CALLS.contains(&r.name))
+        .collect();
     for runtime in CXX_RUNTIMES {
         // SAFETY: a NUL-terminated name; RTLD_NOLOAD only finds a library already loaded.
         let loaded = unsafe { dlopen(runtime.as_ptr(), RTLD_NOW | RTLD_NOLOAD) };
@@ -510,8 +649,17 @@ pub fn redirect_imports(handle: *mut c_void) -> Result<usize, String> {
     Ok(rewritten)
 }
 
-/// The redirected functions that C++ runtimes call for their clocks and sleeps.
-const TIME: [&[u8]; 2] = [b"nanosleep", b"clock_gettime"];
+/// The redirected functions that C++ runtimes call for their clocks, sleeps and condition
+/// variables (`std::condition_variable::wait` and `notify_all` live in them).
+const CXX_RUNTIME_CALLS: [&[u8]; 7] = [
+    b"nanosleep",
+    b"clock_gettime",
+    b"pthread_cond_wait",
+    b"pthread_cond_timedwait",
+    b"pthread_cond_clockwait",
+    b"pthread_cond_signal",
+    b"pthread_cond_broadcast",
+];
 
 /// The link map of a loaded library.
 fn link_map<'a>(handle: *mut c_void) -> Result<&'a LinkMap, String> {

@@ -418,10 +418,15 @@ frames = [{ fn = "libblocking.so!work" }]
         assert!(run.time_us >= 3_500_000, "{} µs of virtual time", run.time_us);
     }
 
+    /// `libcxx_time.so`, built and loaded once per test binary.
+    fn cxx() -> &'static Library {
+        static CXX: OnceLock<Library> = OnceLock::new();
+        CXX.get_or_init(|| Library::open(&build_file("cxx_time.cpp")).expect("loads"))
+    }
+
     #[test]
     fn cxx_clocks_and_sleeps_in_the_standard_library_are_virtual_on_simulated_threads() {
-        static CXX: OnceLock<Library> = OnceLock::new();
-        let cxx = CXX.get_or_init(|| Library::open(&build_file("cxx_time.cpp")).expect("loads"));
+        let cxx = cxx();
         let export = |name: &str| cxx.symbol(name).expect("the export");
         // SAFETY: the exports' C signatures.
         let steady: extern "C-unwind" fn() -> i64 = unsafe { std::mem::transmute(export("steady_ms")) };
@@ -445,6 +450,59 @@ frames = [{ fn = "libblocking.so!work" }]
             (2500..2600).contains(&elapsed),
             "{elapsed} ms on the steady clock"
         );
+    }
+
+    #[test]
+    fn cxx_condition_variables_wake_on_notify_and_time_out_in_virtual_time() {
+        let cxx = cxx();
+        let export = |name: &str| cxx.symbol(name).expect("the export");
+        // SAFETY: the exports' C signatures.
+        let wait_for: extern "C-unwind" fn(i32) -> i32 =
+            unsafe { std::mem::transmute(export("wait_for_flag")) };
+        // SAFETY: as above.
+        let wait: extern "C-unwind" fn() = unsafe { std::mem::transmute(export("wait_flag")) };
+        // SAFETY: as above.
+        let set: extern "C-unwind" fn(i32) = unsafe { std::mem::transmute(export("set_flag")) };
+        // SAFETY: as above.
+        let sleep: extern "C-unwind" fn(i32) = unsafe { std::mem::transmute(export("sleep_for_ms")) };
+        for seed in 0..10 {
+            // Notified after 1 s, well before the 5 s deadline; then a wait without one.
+            set(0);
+            let woken = Arc::new(std::sync::Mutex::new(None));
+            let w = woken.clone();
+            let p = process([
+                Arc::new(move || {
+                    *w.lock().unwrap() = Some(wait_for(5000));
+                    wait();
+                }),
+                Arc::new(move || {
+                    sleep(1000);
+                    set(1);
+                }),
+            ]);
+            let run = p.run(&mut Random(Rng::new(seed))).unwrap();
+            assert_eq!(run.outcome, "ok", "{:?}", run.fault);
+            assert_eq!(*woken.lock().unwrap(), Some(1));
+            assert!(
+                (1_000_000..1_100_000).contains(&run.time_us),
+                "{} µs",
+                run.time_us
+            );
+        }
+        // Nobody sets it: the timed wait times out after 2 s of virtual time, and a wait
+        // without a deadline is a hang the run reports.
+        set(0);
+        let p = process([Arc::new(move || assert_eq!(wait_for(2000), 0)), Arc::new(|| {})]);
+        let run = p.run(&mut Random(Rng::new(1))).unwrap();
+        assert_eq!(run.outcome, "ok", "{:?}", run.fault);
+        assert!(run.time_us >= 2_000_000, "{} µs", run.time_us);
+        let p = process([Arc::new(move || wait()), Arc::new(|| {})]);
+        let run = p.run(&mut Random(Rng::new(1))).unwrap();
+        assert_eq!(run.outcome, "hang");
+        let fault = run.fault.unwrap();
+        let waits =
+            |l: &sim_clr::process::CycleLink| l.waits_for.starts_with("condition variable pthread_cond 0x");
+        assert!(fault.cycle.iter().any(waits), "{fault:?}");
     }
 }
 

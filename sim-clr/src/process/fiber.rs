@@ -46,6 +46,13 @@ pub enum Request {
     MutexTryLock(MutexId),
     /// Release a mutex.
     MutexUnlock(MutexId),
+    /// Open a condition variable by name: its id and how many times it was notified.
+    CondOpen(String),
+    /// Wait until a condition variable is notified after this many notifications, at most
+    /// this long.
+    CondWait(u32, u64, Duration),
+    /// Notify a condition variable (every waiter wakes).
+    CondNotify(u32),
     /// Create a thread running this code (one declared `start = "profiler"`).
     CreateThread(ThreadStart),
     /// Wait until a thread's code has ended.
@@ -117,6 +124,8 @@ pub enum Reply {
     Event(EventId),
     /// A flag (an event wait: set or timed out).
     Flag(bool),
+    /// A condition variable and how many times it was notified.
+    Cond(u32, u64),
     /// A time.
     Time(Duration),
     /// The run is over: unwind and stop.

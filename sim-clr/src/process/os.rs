@@ -44,6 +44,31 @@ impl SimOs {
         }
     }
 
+    /// A condition variable of the process, opened by name (named objects are shared): its
+    /// id, and how many times it has been notified so far (for [`SimOs::cond_wait`]).
+    pub fn cond_open(&self, name: &str) -> (u32, u64) {
+        match ask(Request::CondOpen(name.to_string())) {
+            Reply::Cond(id, generation) => (id, generation),
+            other => mismatch(other),
+        }
+    }
+
+    /// Waits until condition variable `cond` is notified after its `generation`-th
+    /// notification (at once if it already was), or until `timeout` passes; true if it was
+    /// notified. A caller that releases a mutex to wait reads the generation before
+    /// releasing it, so a notification in between is not lost.
+    pub fn cond_wait(&self, cond: u32, generation: u64, timeout: Duration) -> bool {
+        match ask(Request::CondWait(cond, generation, timeout)) {
+            Reply::Flag(notified) => notified,
+            other => mismatch(other),
+        }
+    }
+
+    /// Wakes every thread waiting on condition variable `cond`.
+    pub fn cond_notify(&self, cond: u32) {
+        ask(Request::CondNotify(cond));
+    }
+
     /// Waits until the code of `thread` has ended (at once if it has); `NoSuchThread` for a
     /// thread the process does not have.
     pub fn join_thread(&self, thread: OsThread) -> Result<(), OsError> {

@@ -49,6 +49,9 @@ enum Wait {
     Event(u16, u64),
     /// A thread's code to end.
     Join(usize),
+    /// A condition variable's notification after the given count, until a virtual deadline
+    /// (`u64::MAX`: none).
+    Cond(u16, u64, u64),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -157,6 +160,8 @@ pub(crate) struct Run<'p> {
     locks: LockTable,
     events: Vec<bool>,
     event_names: Vec<String>,
+    /// Condition variables: each one's name and how many times it was notified.
+    conds: Vec<(String, u64)>,
     /// Threads the profiler's ThreadDestroyed handler marked (`mark_destroyed`).
     marks: Vec<bool>,
     /// The thread running a GC's runtime suspension.
@@ -270,6 +275,7 @@ impl<'p> Run<'p> {
             locks,
             events: vec![false; spec.events.len()],
             event_names: spec.events.clone(),
+            conds: Vec::new(),
             marks: vec![false; s.threads.len()],
             gc: None,
             now: 0,
@@ -488,6 +494,9 @@ impl<'p> Run<'p> {
             Wait::SafePoints => self.unsafe_threads(t).is_empty(),
             Wait::SuspensionEnd => self.suspension_owner().is_none(),
             Wait::Event(e, deadline) => self.events[e as usize] || deadline <= self.now,
+            Wait::Cond(c, generation, deadline) => {
+                self.conds[c as usize].1 != generation || deadline <= self.now
+            }
             Wait::Join(x) => self.th[x].status == Status::Done,
         }
     }
@@ -506,7 +515,11 @@ impl<'p> Run<'p> {
             .filter(|s| s.suspenders.is_empty() || s.suspend_pending)
             .filter_map(|s| match s.status {
                 Status::Sleeping(until) => Some(until),
-                Status::Blocked(Wait::Event(_, deadline)) if deadline != u64::MAX => Some(deadline),
+                Status::Blocked(Wait::Event(_, deadline) | Wait::Cond(_, _, deadline))
+                    if deadline != u64::MAX =>
+                {
+                    Some(deadline)
+                }
                 _ => None,
             })
             .min()
@@ -603,7 +616,7 @@ impl<'p> Run<'p> {
                 out.extend(self.unsafe_threads(t).into_iter().map(|o| edge(o, "safe point")))
             }
             Some(Wait::Join(x)) => out.push(edge(x, "join")),
-            Some(Wait::SuspensionEnd | Wait::Event(..)) | None => {}
+            Some(Wait::SuspensionEnd | Wait::Event(..) | Wait::Cond(..)) | None => {}
         }
         out
     }
@@ -677,6 +690,9 @@ impl<'p> Run<'p> {
             if edges.is_empty() {
                 let waits_for = match self.th[t].status {
                     Status::Blocked(Wait::Event(e, _)) => format!("event {}", self.event_names[e as usize]),
+                    Status::Blocked(Wait::Cond(c, _, _)) => {
+                        format!("condition variable {}", self.conds[c as usize].0)
+                    }
                     _ => "nothing that can happen".into(),
                 };
                 links.push((

@@ -427,6 +427,31 @@ impl Run<'_> {
                     return Err(Wait::Event(e.0 as u16, deadline));
                 }
             }
+            Request::CondOpen(name) => {
+                let c = self.conds.iter().position(|(n, _)| n == name).unwrap_or_else(|| {
+                    self.conds.push((name.clone(), 0));
+                    self.conds.len() - 1
+                });
+                Reply::Cond(c as u32, self.conds[c].1)
+            }
+            Request::CondWait(c, generation, timeout) => {
+                let mut deadline = 0;
+                let now = self.now;
+                let wait = u64::try_from(timeout.as_micros()).unwrap_or(u64::MAX);
+                self.fiber_mut(t, |_, _, d| deadline = *d.get_or_insert(now.saturating_add(wait)));
+                if self.conds[*c as usize].1 != *generation {
+                    Reply::Flag(true)
+                } else if deadline <= self.now {
+                    Reply::Flag(false)
+                } else {
+                    return Err(Wait::Cond(*c as u16, *generation, deadline));
+                }
+            }
+            Request::CondNotify(c) => {
+                self.conds[*c as usize].1 += 1;
+                self.note(t, 0, |run| format!("notify {}", run.conds[*c as usize].0));
+                Reply::Done
+            }
             Request::Sleep(d) => {
                 self.th[t].status = Status::Sleeping(self.now + d.as_micros() as u64);
                 Reply::Done
