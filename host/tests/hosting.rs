@@ -465,6 +465,22 @@ frames = [{ fn = "libblocking.so!work" }]
         let set: extern "C-unwind" fn(i32) = unsafe { std::mem::transmute(export("set_flag")) };
         // SAFETY: as above.
         let sleep: extern "C-unwind" fn(i32) = unsafe { std::mem::transmute(export("sleep_for_ms")) };
+        // Nobody sets it: a wait without a deadline is a hang the run reports (its thread is
+        // unwound through the C++ frames, whose destructors unlock the mutex), and the timed
+        // wait times out after 2 s of virtual time.
+        set(0);
+        let p = process([Arc::new(move || wait()), Arc::new(|| {})]);
+        let run = p.run(&mut Random(Rng::new(1))).unwrap();
+        assert_eq!(run.outcome, "hang");
+        let fault = run.fault.unwrap();
+        let waits =
+            |l: &sim_clr::process::CycleLink| l.waits_for.starts_with("condition variable pthread_cond 0x");
+        assert!(fault.cycle.iter().any(waits), "{fault:?}");
+        let p = process([Arc::new(move || assert_eq!(wait_for(2000), 0)), Arc::new(|| {})]);
+        let run = p.run(&mut Random(Rng::new(1))).unwrap();
+        assert_eq!(run.outcome, "ok", "{:?}", run.fault);
+        assert!(run.time_us >= 2_000_000, "{} µs", run.time_us);
+        // Later runs still get their threads: the unwound one is back in the pool.
         for seed in 0..10 {
             // Notified after 1 s, well before the 5 s deadline; then a wait without one.
             set(0);
@@ -489,20 +505,6 @@ frames = [{ fn = "libblocking.so!work" }]
                 run.time_us
             );
         }
-        // Nobody sets it: the timed wait times out after 2 s of virtual time, and a wait
-        // without a deadline is a hang the run reports.
-        set(0);
-        let p = process([Arc::new(move || assert_eq!(wait_for(2000), 0)), Arc::new(|| {})]);
-        let run = p.run(&mut Random(Rng::new(1))).unwrap();
-        assert_eq!(run.outcome, "ok", "{:?}", run.fault);
-        assert!(run.time_us >= 2_000_000, "{} µs", run.time_us);
-        let p = process([Arc::new(move || wait()), Arc::new(|| {})]);
-        let run = p.run(&mut Random(Rng::new(1))).unwrap();
-        assert_eq!(run.outcome, "hang");
-        let fault = run.fault.unwrap();
-        let waits =
-            |l: &sim_clr::process::CycleLink| l.waits_for.starts_with("condition variable pthread_cond 0x");
-        assert!(fault.cycle.iter().any(waits), "{fault:?}");
     }
 }
 

@@ -527,7 +527,14 @@ pub fn request(request: Request) -> Option<Reply> {
 fn exchange(shared: &Shared, request: Request) -> Reply {
     shared.give(Baton::ToEngine(Yielded::Request(request)));
     match shared.take(true) {
-        Baton::ToFiber(Reply::Abort) => resume_unwind(Box::new(Stop)),
+        Baton::ToFiber(Reply::Abort) => {
+            // The run is over. What runs from here on (the cleanups of the frames unwound, a
+            // C++ destructor unlocking a mutex, say) is plain code of this OS thread, not a
+            // simulated thread's: it must not ask the engine, which no longer answers.
+            ON_FIBER.with(|f| f.set(false));
+            CURRENT.with(|c| *c.borrow_mut() = None);
+            resume_unwind(Box::new(Stop))
+        }
         Baton::ToFiber(reply) => reply,
         _ => unreachable!("a fiber only wakes for the engine's message"),
     }
