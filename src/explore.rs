@@ -106,18 +106,8 @@ fn attach(file: &Path, scenario: Scenario, profiler: &Profiler) -> Result<Proces
     }
 }
 
-/// A loader hosting `library` (class `clsid`) in every run, or (exit 2) why it cannot.
 #[cfg(unix)]
-fn hosted_loader(library: &Path, clsid: &str) -> Result<sim_clr::process::Loader, ExitCode> {
-    let Some(guid) = corprof::com::Guid::parse(clsid) else {
-        eprintln!("error: --clsid `{clsid}` is not a GUID such as {{8A4B6C2D-1E3F-4A5B-9C8D-7E6F5A4B3C2D}}");
-        return Err(ExitCode::from(2));
-    };
-    host::loader(library, guid).map_err(|e| {
-        eprintln!("error: {e}");
-        ExitCode::from(2)
-    })
-}
+use crate::hosted::loader as hosted_loader;
 
 /// Hosting needs a Unix loader.
 #[cfg(not(unix))]

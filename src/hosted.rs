@@ -15,9 +15,9 @@ use std::sync::Arc;
 
 /// Hosts `library` (class `clsid`) in `file`'s runtime and runs its `[host]` steps.
 pub fn run(file: &Path, library: &Path, clsid: &str) -> ExitCode {
-    let Some(clsid) = Guid::parse(clsid) else {
-        eprintln!("error: --clsid `{clsid}` is not a GUID such as {{8A4B6C2D-1E3F-4A5B-9C8D-7E6F5A4B3C2D}}");
-        return ExitCode::from(2);
+    let clsid = match guid(clsid) {
+        Ok(g) => g,
+        Err(code) => return code,
     };
     let scenario = match Scenario::load(file) {
         Ok(s) => s,
@@ -82,4 +82,21 @@ pub fn run(file: &Path, library: &Path, clsid: &str) -> ExitCode {
             ExitCode::from(EXIT_HANG)
         }
     }
+}
+
+/// `--clsid`'s GUID, or (exit 2) why it is not one.
+fn guid(clsid: &str) -> Result<Guid, ExitCode> {
+    Guid::parse(clsid).ok_or_else(|| {
+        eprintln!("error: --clsid `{clsid}` is not a GUID such as {{8A4B6C2D-1E3F-4A5B-9C8D-7E6F5A4B3C2D}}");
+        ExitCode::from(2)
+    })
+}
+
+/// A loader hosting `library` (class `clsid`) afresh in every run of a process, or (exit 2)
+/// why it cannot.
+pub fn loader(library: &Path, clsid: &str) -> Result<sim_clr::process::Loader, ExitCode> {
+    host::loader(library, guid(clsid)?).map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::from(2)
+    })
 }

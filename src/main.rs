@@ -71,18 +71,8 @@ enum Command {
         /// `NO_COLOR` environment variable is set).
         #[arg(long)]
         no_color: bool,
-        /// Host this native profiler library (a `.so` exporting `DllGetClassObject`) in the
-        /// scenario's runtime and run the scenario's `[host]` steps instead of its calls
-        /// (one file; exit 3 when the simulated process crashes, 4 when it hangs).
-        #[arg(long, value_name = "LIB")]
-        profiler: Option<PathBuf>,
-        /// The CLSID passed to the library's `DllGetClassObject`.
-        #[arg(
-            long,
-            default_value = "{00000000-0000-0000-0000-000000000000}",
-            requires = "profiler"
-        )]
-        clsid: String,
+        #[command(flatten)]
+        hosting: HostingArgs,
     },
     /// Draw one walk of a scenario as an SVG picture: the target's stack memory, its frames,
     /// the explicit Frame chain, where the walk started, and what it reported.
@@ -255,15 +245,15 @@ enum Command {
     },
 }
 
-/// The profiler code `explore` and `replay` run in every run.
+/// A native profiler library to host (`run`, `explore`, `replay`).
 #[derive(clap::Args)]
-struct CodeArgs {
-    /// The sampler on `body = "sampler"` threads: `reference` or a mutant's name.
-    #[arg(long, default_value = "reference")]
-    sampler: String,
-    /// Host this native profiler library afresh in every run instead (threads it creates
-    /// take the threads declared `start = "profiler"`).
-    #[arg(long, value_name = "LIB", conflicts_with = "sampler")]
+struct HostingArgs {
+    /// Host this native profiler library (a `.so` exporting `DllGetClassObject`). `run`
+    /// drives it in one scenario's runtime with the file's `[host]` steps instead of its calls
+    /// (exit 3 when the simulated process crashes, 4 when it hangs); `explore` and `replay`
+    /// host it afresh in every run, the threads it creates taking the threads declared
+    /// `start = "profiler"`.
+    #[arg(long, value_name = "LIB")]
     profiler: Option<PathBuf>,
     /// The CLSID passed to the library's `DllGetClassObject`.
     #[arg(
@@ -274,13 +264,23 @@ struct CodeArgs {
     clsid: String,
 }
 
+/// The profiler code `explore` and `replay` run in every run.
+#[derive(clap::Args)]
+struct CodeArgs {
+    /// The sampler on `body = "sampler"` threads: `reference` or a mutant's name.
+    #[arg(long, default_value = "reference", conflicts_with = "profiler")]
+    sampler: String,
+    #[command(flatten)]
+    hosting: HostingArgs,
+}
+
 impl CodeArgs {
     /// A hosted library, else the built-in sampler.
     fn profiler(self) -> explore::Profiler {
-        match self.profiler {
+        match self.hosting.profiler {
             Some(library) => explore::Profiler::Hosted {
                 library,
-                clsid: self.clsid,
+                clsid: self.hosting.clsid,
             },
             None => explore::Profiler::Builtin(self.sampler),
         }
@@ -323,8 +323,7 @@ fn main() -> ExitCode {
             files,
             json,
             no_color,
-            profiler,
-            clsid,
+            hosting: HostingArgs { profiler, clsid },
         } => match (profiler, files.as_slice()) {
             (None, _) => run(&files, json, !no_color && colors()),
             #[cfg(unix)]

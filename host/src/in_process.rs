@@ -8,8 +8,8 @@
 //! and start with the run. The runtime's callbacks reach the library on the simulated thread
 //! they are raised on; its blocking calls are the process's (`crate::interpose`); its
 //! `Shutdown` runs as the process exits, and not at all when the run ends otherwise (a
-//! crash, a deadlock), as in a process that died. Copies are never unloaded (a process never unloads
-//! its profiler): each run maps the library once more.
+//! crash, a deadlock), as in a process that died. Copies are never unloaded (a process never
+//! unloads its profiler): each run maps the library once more.
 
 use crate::{HostError, Hosted};
 use corprof::com::Guid;
@@ -23,10 +23,7 @@ use std::sync::{Arc, Mutex};
 /// is loaded and its profiler object created (and released) here, so a library that cannot
 /// be hosted is an error now, not in the middle of an exploration.
 pub fn loader(path: &Path, clsid: Guid) -> Result<Loader, HostError> {
-    let copy = fresh_copy(path)?;
-    let probe = crate::create(&copy, clsid);
-    let _ = std::fs::remove_file(&copy);
-    let (_library, profiler) = probe?;
+    let (_library, profiler) = from_fresh_copy(path, |copy| crate::create(copy, clsid))?;
     // SAFETY: `create` returned a live COM object with the one reference released here.
     crate::callback::as_runtime_thread(|| unsafe { (crate::unknown(profiler).Release)(profiler) });
     let path = path.to_path_buf();
@@ -45,11 +42,7 @@ pub fn loader(path: &Path, clsid: Guid) -> Result<Loader, HostError> {
 /// and its `Shutdown` as the exit hook. A profiler whose `Initialize` fails is not attached,
 /// and the process runs without it, as the real runtime does.
 fn attach(path: &Path, clsid: Guid, rt: &Arc<Runtime>) -> Result<Loaded, HostError> {
-    let copy = fresh_copy(path)?;
-    let hosted = Hosted::load(&copy, clsid, rt.clone());
-    // The mapping stays; the name is not needed any more.
-    let _ = std::fs::remove_file(&copy);
-    let hosted = match hosted {
+    let hosted = match from_fresh_copy(path, |copy| Hosted::load(copy, clsid, rt.clone())) {
         Ok(h) => h,
         Err(HostError::InitializeFailed(_)) => return Ok(Loaded::default()),
         Err(e) => return Err(e),
@@ -83,6 +76,15 @@ impl Drop for Attached {
             hosted.abandon();
         }
     }
+}
+
+/// `load` (which loads the library) on a fresh copy of the library at `path`, whose name is
+/// removed once loaded: the mapping stays.
+fn from_fresh_copy<T>(path: &Path, load: impl FnOnce(&Path) -> Result<T, HostError>) -> Result<T, HostError> {
+    let copy = fresh_copy(path)?;
+    let loaded = load(&copy);
+    let _ = std::fs::remove_file(&copy);
+    loaded
 }
 
 /// Copies the library to a new name in the temporary directory.

@@ -27,6 +27,7 @@
 //! other calls the C library or the C++ runtime make internally are not. Every mutex is
 //! treated as a plain one on a simulated thread (a recursive mutex taken twice deadlocks).
 
+use crate::library::{dlopen, dlsym, RTLD_NOW};
 use corprof::os::{OsThread, Sync as _};
 use sim_clr::process::{fiber, unobserved, SimOs};
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
@@ -37,120 +38,48 @@ use std::time::Duration;
 /// `EBUSY`: `pthread_mutex_trylock` on a mutex another thread holds.
 const EBUSY: c_int = 16;
 
-/// The functions redirected, with their replacement and the C library's original (filled
-/// from the first entry rewritten).
+/// A redirected function: its name, its replacement here, and the C library's own function
+/// (found in the global scope when the first entry is rewritten).
 struct Redirect {
     name: &'static [u8],
     replacement: usize,
     original: &'static AtomicUsize,
 }
 
-static MUTEX_LOCK: AtomicUsize = AtomicUsize::new(0);
-static MUTEX_TRYLOCK: AtomicUsize = AtomicUsize::new(0);
-static MUTEX_UNLOCK: AtomicUsize = AtomicUsize::new(0);
-static NANOSLEEP: AtomicUsize = AtomicUsize::new(0);
-static USLEEP: AtomicUsize = AtomicUsize::new(0);
-static SLEEP: AtomicUsize = AtomicUsize::new(0);
-static THREAD_CREATE: AtomicUsize = AtomicUsize::new(0);
-static THREAD_JOIN: AtomicUsize = AtomicUsize::new(0);
-static THREAD_DETACH: AtomicUsize = AtomicUsize::new(0);
-static THREAD_SETNAME: AtomicUsize = AtomicUsize::new(0);
-static THREAD_SELF: AtomicUsize = AtomicUsize::new(0);
-static CLOCK_GETTIME: AtomicUsize = AtomicUsize::new(0);
-static COND_WAIT: AtomicUsize = AtomicUsize::new(0);
-static COND_TIMEDWAIT: AtomicUsize = AtomicUsize::new(0);
-static COND_CLOCKWAIT: AtomicUsize = AtomicUsize::new(0);
-static COND_SIGNAL: AtomicUsize = AtomicUsize::new(0);
-static COND_BROADCAST: AtomicUsize = AtomicUsize::new(0);
+/// Declares, for each redirected function, the static holding its original, and
+/// `redirects()` listing them all.
+macro_rules! redirected {
+    ($($original:ident: $name:literal => $replacement:ident,)*) => {
+        $(static $original: AtomicUsize = AtomicUsize::new(0);)*
 
-fn redirects() -> [Redirect; 17] {
-    [
-        Redirect {
-            name: b"pthread_cond_wait",
-            replacement: cond_wait as *const () as usize,
-            original: &COND_WAIT,
-        },
-        Redirect {
-            name: b"pthread_cond_timedwait",
-            replacement: cond_timedwait as *const () as usize,
-            original: &COND_TIMEDWAIT,
-        },
-        Redirect {
-            name: b"pthread_cond_clockwait",
-            replacement: cond_clockwait as *const () as usize,
-            original: &COND_CLOCKWAIT,
-        },
-        Redirect {
-            name: b"pthread_cond_signal",
-            replacement: cond_signal as *const () as usize,
-            original: &COND_SIGNAL,
-        },
-        Redirect {
-            name: b"pthread_cond_broadcast",
-            replacement: cond_broadcast as *const () as usize,
-            original: &COND_BROADCAST,
-        },
-        Redirect {
-            name: b"clock_gettime",
-            replacement: clock_gettime as *const () as usize,
-            original: &CLOCK_GETTIME,
-        },
-        Redirect {
-            name: b"pthread_self",
-            replacement: thread_self as *const () as usize,
-            original: &THREAD_SELF,
-        },
-        Redirect {
-            name: b"pthread_create",
-            replacement: thread_create as *const () as usize,
-            original: &THREAD_CREATE,
-        },
-        Redirect {
-            name: b"pthread_join",
-            replacement: thread_join as *const () as usize,
-            original: &THREAD_JOIN,
-        },
-        Redirect {
-            name: b"pthread_detach",
-            replacement: thread_detach as *const () as usize,
-            original: &THREAD_DETACH,
-        },
-        Redirect {
-            name: b"pthread_setname_np",
-            replacement: thread_setname as *const () as usize,
-            original: &THREAD_SETNAME,
-        },
-        Redirect {
-            name: b"pthread_mutex_lock",
-            replacement: mutex_lock as *const () as usize,
-            original: &MUTEX_LOCK,
-        },
-        Redirect {
-            name: b"pthread_mutex_trylock",
-            replacement: mutex_trylock as *const () as usize,
-            original: &MUTEX_TRYLOCK,
-        },
-        Redirect {
-            name: b"pthread_mutex_unlock",
-            replacement: mutex_unlock as *const () as usize,
-            original: &MUTEX_UNLOCK,
-        },
-        Redirect {
-            name: b"nanosleep",
-            replacement: nanosleep as *const () as usize,
-            original: &NANOSLEEP,
-        },
-        Redirect {
-            name: b"usleep",
-            replacement: usleep as *const () as usize,
-            original: &USLEEP,
-        },
-        Redirect {
-            name: b"sleep",
-            replacement: sleep as *const () as usize,
-            original: &SLEEP,
-        },
-    ]
+        fn redirects() -> Vec<Redirect> {
+            vec![$(Redirect {
+                name: $name,
+                replacement: $replacement as *const () as usize,
+                original: &$original,
+            },)*]
+        }
+    };
+}
+
+redirected! {
+    MUTEX_LOCK: b"pthread_mutex_lock" => mutex_lock,
+    MUTEX_TRYLOCK: b"pthread_mutex_trylock" => mutex_trylock,
+    MUTEX_UNLOCK: b"pthread_mutex_unlock" => mutex_unlock,
+    COND_WAIT: b"pthread_cond_wait" => cond_wait,
+    COND_TIMEDWAIT: b"pthread_cond_timedwait" => cond_timedwait,
+    COND_CLOCKWAIT: b"pthread_cond_clockwait" => cond_clockwait,
+    COND_SIGNAL: b"pthread_cond_signal" => cond_signal,
+    COND_BROADCAST: b"pthread_cond_broadcast" => cond_broadcast,
+    NANOSLEEP: b"nanosleep" => nanosleep,
+    USLEEP: b"usleep" => usleep,
+    SLEEP: b"sleep" => sleep,
+    CLOCK_GETTIME: b"clock_gettime" => clock_gettime,
+    THREAD_CREATE: b"pthread_create" => thread_create,
+    THREAD_JOIN: b"pthread_join" => thread_join,
+    THREAD_DETACH: b"pthread_detach" => thread_detach,
+    THREAD_SETNAME: b"pthread_setname_np" => thread_setname,
+    THREAD_SELF: b"pthread_self" => thread_self,
 }
 
 /// The process mutex standing for the `pthread_mutex_t` at `mutex`.
@@ -160,7 +89,14 @@ fn process_mutex(os: &SimOs, mutex: *mut c_void) -> corprof::os::MutexId {
     unobserved(|| os.mutex_create(&format!("pthread_mutex {:#x}", mutex as usize)))
 }
 
-/// The C library's function that a redirected entry held.
+/// The process condition variable standing for the `pthread_cond_t` at `cond`, and how many
+/// times it was notified.
+fn process_cond(os: &SimOs, cond: *mut c_void) -> (u32, u64) {
+    // As for mutexes: the name is the simulator's bookkeeping.
+    unobserved(|| os.cond_open(&format!("pthread_cond {:#x}", cond as usize)))
+}
+
+/// The C library's own function for a redirected one.
 ///
 /// # Safety
 /// `F` is the function's type.
@@ -318,7 +254,7 @@ unsafe extern "C-unwind" fn thread_setname(thread: usize, name: *const c_char) -
 
 /// `struct timespec`.
 #[repr(C)]
-pub struct Timespec {
+struct Timespec {
     seconds: i64,
     nanoseconds: i64,
 }
@@ -391,7 +327,7 @@ const CLOCK_MONOTONIC: c_int = 1;
 /// is one POSIX allows).
 fn wait_on_fiber(cond: *mut c_void, mutex: *mut c_void, deadline: Option<(c_int, Duration)>) -> c_int {
     let os = SimOs::new();
-    let (id, generation) = unobserved(|| os.cond_open(&format!("pthread_cond {:#x}", cond as usize)));
+    let (id, generation) = process_cond(&os, cond);
     let timeout = match deadline {
         Some((clock, at)) => at.saturating_sub(simulated_clock(clock)),
         None => Duration::MAX,
@@ -468,7 +404,7 @@ unsafe fn notify(cond: *mut c_void, slot: &AtomicUsize) -> c_int {
         return unsafe { original::<unsafe extern "C" fn(*mut c_void) -> c_int>(slot)(cond) };
     }
     let os = SimOs::new();
-    let (id, _) = unobserved(|| os.cond_open(&format!("pthread_cond {:#x}", cond as usize)));
+    let (id, _) = process_cond(&os, cond);
     os.cond_notify(id);
     0
 }
@@ -576,13 +512,11 @@ const PAGE: usize = 4096;
 
 /// `RTLD_DEFAULT`: the global scope.
 const RTLD_DEFAULT: *mut c_void = std::ptr::null_mut();
-const RTLD_NOW: c_int = 2;
+/// `dlopen` flag: only find a library already loaded.
 const RTLD_NOLOAD: c_int = 4;
 
 #[link(name = "dl")]
 extern "C" {
-    fn dlopen(filename: *const c_char, flags: c_int) -> *mut c_void;
-    fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
     fn dlinfo(handle: *mut c_void, request: c_int, info: *mut c_void) -> c_int;
     fn dl_iterate_phdr(
         callback: unsafe extern "C" fn(*mut PhdrInfo, usize, *mut c_void) -> c_int,
@@ -630,12 +564,13 @@ fn relro(base: usize) -> Option<(usize, usize)> {
 const CXX_RUNTIMES: [&CStr; 2] = [c"libstdc++.so.6", c"libc++.so.1"];
 
 /// Redirects the imports of the library `handle` (a `dlopen` handle, every symbol bound) to
-/// this module's functions, and the clock and sleep imports of the C++ runtime it loaded;
-/// returns how many entries were rewritten.
+/// this module's functions, and the clock, sleep and condition-variable imports of the C++
+/// runtime it loaded; returns how many entries were rewritten.
 pub fn redirect_imports(handle: *mut c_void) -> Result<usize, String> {
     let all = redirects();
-    let mut rewritten = patch(link_map(handle)?, &all)?;
-    let time: Vec<&Redirect> = all
+    let every: Vec<&Redirect> = all.iter().collect();
+    let mut rewritten = patch(link_map(handle)?, &every)?;
+    let cxx: Vec<&Redirect> = all
         .iter()
         .filter(|r| CXX_RUNTIME_CALLS.contains(&r.name))
         .collect();
@@ -643,7 +578,7 @@ pub fn redirect_imports(handle: *mut c_void) -> Result<usize, String> {
         // SAFETY: a NUL-terminated name; RTLD_NOLOAD only finds a library already loaded.
         let loaded = unsafe { dlopen(runtime.as_ptr(), RTLD_NOW | RTLD_NOLOAD) };
         if !loaded.is_null() {
-            rewritten += patch(link_map(loaded)?, time.iter().copied())?;
+            rewritten += patch(link_map(loaded)?, &cxx)?;
         }
     }
     Ok(rewritten)
@@ -682,10 +617,7 @@ fn link_map<'a>(handle: *mut c_void) -> Result<&'a LinkMap, String> {
 
 /// Rewrites the GOT entries of `map`'s library that bind the functions of `redirects`;
 /// returns how many.
-fn patch<'r>(
-    map: &LinkMap,
-    redirects: impl IntoIterator<Item = &'r Redirect> + Clone,
-) -> Result<usize, String> {
+fn patch(map: &LinkMap, redirects: &[&Redirect]) -> Result<usize, String> {
     // The loader has relocated most address entries of the dynamic section in place; an
     // entry below the load address is still a link-time address.
     let absolute = |value: u64| {
@@ -739,7 +671,7 @@ fn patch<'r>(
                 let sym = &*((symtab as *const Sym).add(symbol));
                 CStr::from_ptr((strtab + sym.name as usize) as *const c_char)
             };
-            let Some(redirect) = redirects.clone().into_iter().find(|d| d.name == name.to_bytes()) else {
+            let Some(redirect) = redirects.iter().find(|d| d.name == name.to_bytes()) else {
                 continue;
             };
             let slot = map.base + r.offset as usize;

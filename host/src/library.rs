@@ -4,12 +4,13 @@
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::Path;
 
-const RTLD_NOW: c_int = 2;
+/// `dlopen` flags: resolve every symbol now.
+pub(crate) const RTLD_NOW: c_int = 2;
 
 #[link(name = "dl")]
 extern "C" {
-    fn dlopen(filename: *const c_char, flags: c_int) -> *mut c_void;
-    fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
+    pub(crate) fn dlopen(filename: *const c_char, flags: c_int) -> *mut c_void;
+    pub(crate) fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
     fn dlerror() -> *mut c_char;
 }
 

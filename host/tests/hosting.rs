@@ -342,14 +342,14 @@ frames = [{ fn = "libblocking.so!work" }]
         LIBRARY.get_or_init(|| Library::open(&build("blocking")).expect("libblocking.so loads"))
     }
 
-    /// Export `name`, of type `F`.
-    fn export<F: Copy>(name: &str) -> F {
-        let f = library().symbol(name).expect("the export");
+    /// Export `name` of `library`, of type `F`.
+    fn export<F: Copy>(library: &Library, name: &str) -> F {
+        let f = library.symbol(name).expect("the export");
         // SAFETY: the caller names the export's C signature.
         unsafe { std::mem::transmute_copy(&f) }
     }
 
-    /// A process whose two native threads run `body(thread's argument)` in the library.
+    /// A process whose two native threads `one` and `two` run `bodies`.
     fn process(bodies: [Arc<dyn Fn() + Send + Sync>; 2]) -> Process {
         let mut p = Process::new(Scenario::parse("blocking.toml", THREADS).unwrap());
         for (thread, body) in ["one", "two"].into_iter().zip(bodies) {
@@ -359,7 +359,7 @@ frames = [{ fn = "libblocking.so!work" }]
     }
 
     fn take_both(order: &'static CStr) -> Arc<dyn Fn() + Send + Sync> {
-        let f: extern "C-unwind" fn(*const c_char) = export("take_both");
+        let f: extern "C-unwind" fn(*const c_char) = export(library(), "take_both");
         Arc::new(move || f(order.as_ptr()))
     }
 
@@ -398,8 +398,8 @@ frames = [{ fn = "libblocking.so!work" }]
 
     #[test]
     fn a_try_lock_sees_the_simulated_holder_and_sleeps_pass_in_virtual_time() {
-        let hold: extern "C-unwind" fn() = export("hold_first");
-        let free: extern "C-unwind" fn() -> c_int = export("first_is_free");
+        let hold: extern "C-unwind" fn() = export(library(), "hold_first");
+        let free: extern "C-unwind" fn() -> c_int = export(library(), "first_is_free");
         let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
         let s = seen.clone();
         let p = process([
@@ -410,8 +410,8 @@ frames = [{ fn = "libblocking.so!work" }]
         assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"]);
         let seen = seen.lock().unwrap();
         assert!(seen.contains(&0) && seen.contains(&1), "{seen:?}");
-        let nap: extern "C-unwind" fn() = export("nap");
-        let idle: extern "C-unwind" fn() -> c_int = export("first_is_free");
+        let nap: extern "C-unwind" fn() = export(library(), "nap");
+        let idle: extern "C-unwind" fn() -> c_int = export(library(), "first_is_free");
         let p = process([Arc::new(move || nap()), Arc::new(move || assert_eq!(idle(), 1))]);
         let run = p.run(&mut Random(Rng::new(1))).unwrap();
         assert_eq!(run.outcome, "ok");
@@ -426,12 +426,8 @@ frames = [{ fn = "libblocking.so!work" }]
 
     #[test]
     fn cxx_clocks_and_sleeps_in_the_standard_library_are_virtual_on_simulated_threads() {
-        let cxx = cxx();
-        let export = |name: &str| cxx.symbol(name).expect("the export");
-        // SAFETY: the exports' C signatures.
-        let steady: extern "C-unwind" fn() -> i64 = unsafe { std::mem::transmute(export("steady_ms")) };
-        // SAFETY: as above.
-        let sleep: extern "C-unwind" fn(i32) = unsafe { std::mem::transmute(export("sleep_for_ms")) };
+        let steady: extern "C-unwind" fn() -> i64 = export(cxx(), "steady_ms");
+        let sleep: extern "C-unwind" fn(i32) = export(cxx(), "sleep_for_ms");
         let elapsed = Arc::new(std::sync::Mutex::new(None));
         let e = elapsed.clone();
         let p = process([
@@ -454,17 +450,10 @@ frames = [{ fn = "libblocking.so!work" }]
 
     #[test]
     fn cxx_condition_variables_wake_on_notify_and_time_out_in_virtual_time() {
-        let cxx = cxx();
-        let export = |name: &str| cxx.symbol(name).expect("the export");
-        // SAFETY: the exports' C signatures.
-        let wait_for: extern "C-unwind" fn(i32) -> i32 =
-            unsafe { std::mem::transmute(export("wait_for_flag")) };
-        // SAFETY: as above.
-        let wait: extern "C-unwind" fn() = unsafe { std::mem::transmute(export("wait_flag")) };
-        // SAFETY: as above.
-        let set: extern "C-unwind" fn(i32) = unsafe { std::mem::transmute(export("set_flag")) };
-        // SAFETY: as above.
-        let sleep: extern "C-unwind" fn(i32) = unsafe { std::mem::transmute(export("sleep_for_ms")) };
+        let wait_for: extern "C-unwind" fn(i32) -> i32 = export(cxx(), "wait_for_flag");
+        let wait: extern "C-unwind" fn() = export(cxx(), "wait_flag");
+        let set: extern "C-unwind" fn(i32) = export(cxx(), "set_flag");
+        let sleep: extern "C-unwind" fn(i32) = export(cxx(), "sleep_for_ms");
         // Nobody sets it: a wait without a deadline is a hang the run reports (its thread is
         // unwound through the C++ frames, whose destructors unlock the mutex), and the timed
         // wait times out after 2 s of virtual time.
@@ -543,10 +532,15 @@ mod in_process {
         LIBRARY.get_or_init(|| build("sampler"))
     }
 
-    fn process(clsid: Guid) -> Process {
-        let mut p = Process::new(Scenario::parse("sampler.toml", PROCESS).unwrap());
+    /// The process of scenario `text` with the sampler of class `clsid` in every run.
+    fn process_of(text: &str, clsid: Guid) -> Process {
+        let mut p = Process::new(Scenario::parse("sampler.toml", text).unwrap());
         p.load(simclr_host::loader(library(), clsid).expect("the sampler hosts"));
         p
+    }
+
+    fn process(clsid: Guid) -> Process {
+        process_of(PROCESS, clsid)
     }
 
     #[test]
@@ -582,9 +576,7 @@ mod in_process {
                 &format!("[limits]\nmax_steps = {max_steps}\n[[code]]"),
                 1,
             );
-            let mut p = Process::new(Scenario::parse("sampler.toml", &text).unwrap());
-            p.load(simclr_host::loader(library(), LOCKED).unwrap());
-            let report = p.explore(Strategy::Pct(3), 30, max_steps as u64, |_, _| {});
+            let report = process_of(&text, LOCKED).explore(Strategy::Pct(3), 30, max_steps as u64, |_, _| {});
             assert!(report.schedules_run == 30, "{report:?}");
         }
     }

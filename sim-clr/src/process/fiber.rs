@@ -372,7 +372,7 @@ pub struct Fiber {
 /// with a [`Home`] afterwards instead of going back to the pool.
 struct Job {
     shared: Arc<Shared>,
-    body: Box<dyn FnOnce() + Send>,
+    body: Code,
     homed: bool,
 }
 
@@ -406,7 +406,7 @@ fn worker(jobs: std::sync::mpsc::Receiver<Job>, me: std::sync::mpsc::Sender<Job>
 }
 
 /// Runs one fiber's body on this OS thread, from its first resume to its last message.
-fn run_fiber(shared: &Arc<Shared>, body: Box<dyn FnOnce() + Send>) {
+fn run_fiber(shared: &Arc<Shared>, body: Code) {
     if let Baton::ToFiber(Reply::Abort) = shared.take(true) {
         shared.give(Baton::ToEngine(Yielded::Finished));
         return;
@@ -429,17 +429,17 @@ fn run_fiber(shared: &Arc<Shared>, body: Box<dyn FnOnce() + Send>) {
 impl Fiber {
     /// Starts `body` on an OS thread of the pool (a new one if none is idle), parked until
     /// the first [`Fiber::resume`].
-    pub fn spawn(body: Box<dyn FnOnce() + Send>) -> Fiber {
+    pub fn spawn(body: Code) -> Fiber {
         Fiber::start(body, None)
     }
 
     /// Starts `body` on `home`'s OS thread (taken from the pool the first time), which must
     /// have no other fiber alive; it stays with `home` afterwards.
-    pub fn spawn_at(body: Box<dyn FnOnce() + Send>, home: &mut Home) -> Fiber {
+    pub fn spawn_at(body: Code, home: &mut Home) -> Fiber {
         Fiber::start(body, Some(home))
     }
 
-    fn start(body: Box<dyn FnOnce() + Send>, home: Option<&mut Home>) -> Fiber {
+    fn start(body: Code, home: Option<&mut Home>) -> Fiber {
         let shared = Arc::new(Shared::new());
         let mut job = Job {
             shared: shared.clone(),
@@ -508,12 +508,12 @@ fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
 
 /// True when the calling code runs on a fiber.
 pub fn on_fiber() -> bool {
-    CURRENT.with(|c| c.borrow().is_some())
+    ON_FIBER.with(Cell::get)
 }
 
 /// Asks the engine for `request` and waits for the reply; `None` when not on a fiber.
 pub fn request(request: Request) -> Option<Reply> {
-    if !ON_FIBER.with(Cell::get) {
+    if !on_fiber() {
         return None;
     }
     let shared = CURRENT.with(|c| c.borrow().clone())?;
@@ -584,7 +584,7 @@ pub(crate) struct RuntimeCall {
 impl RuntimeCall {
     /// Enters the runtime: a scheduling point.
     pub(crate) fn enter() -> RuntimeCall {
-        let on_fiber = ON_FIBER.with(Cell::get);
+        let on_fiber = on_fiber();
         if on_fiber {
             point();
             QUIET.with(|q| q.set(q.get() + 1));

@@ -189,9 +189,12 @@ impl<'p> Run<'p> {
         let spec = &s.process;
         // Code loaded afresh for this run takes the place of the process's own. Threads it
         // creates while it loads take the threads declared `start = "profiler"`.
-        let free = (0..s.threads.len())
+        let slots: Vec<usize> = (0..s.threads.len())
             .filter(|&i| spec.created.get(i).copied().unwrap_or(false))
-            .map(|i| OsThread(rt.lock().threads[i].os_id))
+            .collect();
+        let free = slots
+            .iter()
+            .map(|&i| OsThread(rt.lock().threads[i].os_id))
             .collect();
         let (loaded, setup) = setting_up(free, || {
             p.loader.as_ref().map(|load| load(&rt)).unwrap_or_default()
@@ -290,7 +293,6 @@ impl<'p> Run<'p> {
             signal_handler: loaded.signal_handler.or_else(|| p.signal_handler.clone()),
             at_exit: loaded.at_exit,
         };
-        let slots: Vec<usize> = (0..run.th.len()).filter(|&x| run.created(x)).collect();
         for (x, code) in slots.into_iter().zip(setup.created) {
             if let Some(code) = code.take() {
                 run.start_created(x, code);

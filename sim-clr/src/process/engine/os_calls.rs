@@ -5,7 +5,7 @@
 //! here, so both see the same semantics and leave the same trace line.
 
 use super::{Activation, Run, Source, Status, Wait};
-use crate::process::fiber::{Fiber, Home, Reply, Request, ThreadStart, Yielded};
+use crate::process::fiber::{Code, Fiber, Home, Reply, Request, ThreadStart, Yielded};
 use crate::process::program::LockId;
 use crate::process::{Ending, SimOs, ThreadBody};
 use crate::runtime::{CallbackKind, Platform, Runtime};
@@ -414,18 +414,8 @@ impl Run<'_> {
                 Reply::Done
             }
             Request::EventWait(e, timeout) => {
-                let mut deadline = 0;
-                let now = self.now;
-                self.fiber_mut(t, |_, _, d| {
-                    deadline = *d.get_or_insert(now.saturating_add(timeout.as_micros() as u64))
-                });
-                if self.events[e.0 as usize] {
-                    Reply::Flag(true)
-                } else if deadline <= self.now {
-                    Reply::Flag(false)
-                } else {
-                    return Err(Wait::Event(e.0 as u16, deadline));
-                }
+                let set = self.events[e.0 as usize];
+                self.timed_wait(t, *timeout, set, |deadline| Wait::Event(e.0 as u16, deadline))?
             }
             Request::CondOpen(name) => {
                 let c = self.conds.iter().position(|(n, _)| n == name).unwrap_or_else(|| {
@@ -435,17 +425,10 @@ impl Run<'_> {
                 Reply::Cond(c as u32, self.conds[c].1)
             }
             Request::CondWait(c, generation, timeout) => {
-                let mut deadline = 0;
-                let now = self.now;
-                let wait = u64::try_from(timeout.as_micros()).unwrap_or(u64::MAX);
-                self.fiber_mut(t, |_, _, d| deadline = *d.get_or_insert(now.saturating_add(wait)));
-                if self.conds[*c as usize].1 != *generation {
-                    Reply::Flag(true)
-                } else if deadline <= self.now {
-                    Reply::Flag(false)
-                } else {
-                    return Err(Wait::Cond(*c as u16, *generation, deadline));
-                }
+                let notified = self.conds[*c as usize].1 != *generation;
+                self.timed_wait(t, *timeout, notified, |deadline| {
+                    Wait::Cond(*c as u16, *generation, deadline)
+                })?
             }
             Request::CondNotify(c) => {
                 self.conds[*c as usize].1 += 1;
@@ -513,6 +496,31 @@ pub(super) fn fiber_source(fiber: Fiber) -> Source {
 }
 
 impl Run<'_> {
+    /// A timed wait of `t`'s fiber: `Flag(true)` once `woken`, `Flag(false)` once its
+    /// deadline passed (`timeout` after the wait's first attempt), else the wait `until` the
+    /// deadline.
+    fn timed_wait(
+        &mut self,
+        t: usize,
+        timeout: Duration,
+        woken: bool,
+        until: impl FnOnce(u64) -> Wait,
+    ) -> Result<Reply, Wait> {
+        let now = self.now;
+        let micros = u64::try_from(timeout.as_micros()).unwrap_or(u64::MAX);
+        let mut deadline = 0;
+        self.fiber_mut(t, |_, _, d| {
+            deadline = *d.get_or_insert(now.saturating_add(micros))
+        });
+        if woken {
+            Ok(Reply::Flag(true))
+        } else if deadline <= now {
+            Ok(Reply::Flag(false))
+        } else {
+            Err(until(deadline))
+        }
+    }
+
     /// Starts the first thread declared `start = "profiler"` not started yet, running `code`
     /// (created by `t`); `None` when none is left (the run ends `undeclared_thread`).
     pub(super) fn create_thread(&mut self, t: usize, code: &ThreadStart) -> Option<OsThread> {
@@ -534,7 +542,7 @@ impl Run<'_> {
     }
 
     /// Starts thread `x` (declared `start = "profiler"`) on `code`.
-    pub(super) fn start_created(&mut self, x: usize, code: Box<dyn FnOnce() + Send>) {
+    pub(super) fn start_created(&mut self, x: usize, code: Code) {
         let fiber = self.fiber_on(x, code);
         self.th[x].stack.push(Activation {
             source: fiber_source(fiber),
