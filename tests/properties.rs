@@ -2,7 +2,7 @@
 //! what an independent oracle derives from the thread's ground-truth list, runs are
 //! deterministic, and contexts climb the stack.
 
-use fixtures::strategies::{context, pieces, scenario_text};
+use fixtures::strategies::{context, deep_pieces, pieces, scenario_text};
 use proptest::prelude::*;
 use sim_clr::scenario::{Report, Scenario, TruthEntry};
 
@@ -78,6 +78,22 @@ proptest! {
     }
 
     #[test]
+    fn deep_walks_match_the_oracle_across_batches(
+        stack in deep_pieces(6),
+        from in context(),
+        windows in any::<bool>(),
+        flags in 0u32..2,
+    ) {
+        // The runtime records a walk's frames a batch at a time: walks of hundreds of frames
+        // pause and resume, with and without contexts.
+        let platform = if windows { "windows" } else { "unix" };
+        let text = scenario_text(platform, &stack, from, flags);
+        let report = Scenario::parse("generated.toml", &text).unwrap().run();
+        let want = expected(report.calls[0].ground_truth.as_ref().unwrap());
+        prop_assert_eq!(reported(&report), want, "{}", text);
+    }
+
+    #[test]
     fn runs_are_deterministic(stack in pieces(6), from in context()) {
         let text = scenario_text("unix", &stack, from, 1);
         let scenario = Scenario::parse("generated.toml", &text).unwrap();
@@ -87,7 +103,13 @@ proptest! {
     }
 
     #[test]
-    fn aborting_at_any_frame_reports_exactly_that_many(stack in pieces(6), at in 0usize..12) {
+    fn aborting_at_any_frame_reports_exactly_that_many(
+        (stack, at) in prop_oneof![
+            (pieces(6), 0usize..12),
+            // Around the ends of the runtime's batches of frames.
+            (deep_pieces(6), prop_oneof![250usize..262, 506usize..518]),
+        ]
+    ) {
         let mut text = scenario_text("unix", &stack, "pinvoke", 0);
         text.push_str(&format!("callback = {{ return = \"S_FALSE\", at = {at} }}\n"));
         let report = Scenario::parse("generated.toml", &text).unwrap().run();

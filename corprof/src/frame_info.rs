@@ -24,6 +24,13 @@ pub struct FrameInfo {
     pub this_arg: u64,
 }
 
+/// What `DoStackSnapshot` passes for function 0 at IP 0: [`FrameInfo::for_snapshot`].
+impl Default for FrameInfo {
+    fn default() -> FrameInfo {
+        FrameInfo::for_snapshot(FunctionId::NULL, 0)
+    }
+}
+
 impl FrameInfo {
     /// `COR_PRF_FRAME_INFO_INTERNAL_CURRENT_VERSION`.
     pub const CURRENT_VERSION: u16 = 1;

@@ -157,8 +157,7 @@ impl AddressSpace {
             space: self,
             page: Page {
                 start: u64::MAX,
-                words: 0,
-                data: &EMPTY_PAGE,
+                data: &[],
             },
         }
     }
@@ -173,25 +172,32 @@ impl AddressSpace {
             if let Some(data) = m.pages[page].as_deref() {
                 let start = addr - 8 * slot as u64;
                 let words = ((m.region.end - start) / 8).min(PAGE_WORDS as u64);
-                return Ok((data[slot], Some(Page { start, words, data })));
+                let data = &data[..words as usize];
+                return Ok((data[slot], Some(Page { start, data })));
             }
         }
         Ok((m.read_u64(addr), None))
     }
 }
 
-/// The page a reader starts with: no address maps to it.
-static EMPTY_PAGE: [u64; PAGE_WORDS] = [0; PAGE_WORDS];
-
 /// A written page of a mapped region, as a reader keeps it.
 #[derive(Clone, Copy, Debug)]
 struct Page<'a> {
     /// The page's address (8-aligned).
     start: u64,
-    /// How many of its words are mapped.
-    words: u64,
-    /// Its words.
-    data: &'a [u64; PAGE_WORDS],
+    /// Its mapped words.
+    data: &'a [u64],
+}
+
+impl Page<'_> {
+    /// The index in the page of the word at `addr`; past any page's end when `addr` is
+    /// before the page or unaligned (its low bits rotate to the top), so that one bounds
+    /// check answers all three.
+    #[inline]
+    fn word(&self, addr: u64) -> usize {
+        let word = addr.wrapping_sub(self.start).rotate_right(3);
+        usize::try_from(word).unwrap_or(usize::MAX)
+    }
 }
 
 /// Reads [`AddressSpace`] memory, remembering the page of its last read: an aligned read in
@@ -211,12 +217,32 @@ impl Reader<'_> {
     /// a read that never faults and never searches.
     #[inline]
     pub fn cached(&self, addr: u64) -> Option<u64> {
-        let page = self.page;
-        // The word's index in the page; an unaligned address rotates its low bits to the top,
-        // past any count, so one comparison checks both.
-        let word = addr.wrapping_sub(page.start).rotate_right(3);
-        // At most a page is mapped: the mask only spares the bounds check.
-        (word < page.words).then(|| page.data[word as usize % PAGE_WORDS])
+        self.page.data.get(self.page.word(addr)).copied()
+    }
+
+    /// The words at `addr` and `addr + 8` when both lie, aligned, in the page of the last
+    /// read, else `None`: a frame-pointer link (the caller's RBP, then the return address)
+    /// read with one check.
+    #[inline]
+    pub fn cached_pair(&self, addr: u64) -> Option<[u64; 2]> {
+        let words = self.page.data.get(self.page.word(addr)..)?;
+        words.first_chunk().copied()
+    }
+
+    /// The addresses the page of the last read covers: `[start, end)`, empty before the first
+    /// read.
+    pub fn page_range(&self) -> (u64, u64) {
+        let start = self.page.start;
+        (start, start.wrapping_add(8 * self.page.data.len() as u64))
+    }
+
+    /// Makes the page holding `addr` the reader's page, as a read there would, when it is
+    /// mapped and written; reads nothing and never faults. A walk about to read around
+    /// `addr` finds its first words without a search.
+    pub fn prime(&mut self, addr: u64) {
+        if let Ok((_, Some(page))) = self.space.read_paged(addr & !7) {
+            self.page = page;
+        }
     }
 
     /// Reads 8 bytes at any address, as [`AddressSpace::read_u64`] does.
@@ -270,7 +296,45 @@ mod tests {
         // region ends.
         let probes: Vec<u64> = (0x0ff0..0x3010).chain(0x7ff0..0xa010).step_by(4).collect();
         for &a in probes.iter().chain(probes.iter().rev()) {
+            // What the page answers without a search is what a search reads.
+            if let Some(word) = reader.cached(a) {
+                assert_eq!(Ok(word), m.read_u64(a), "at {a:#x}");
+            }
+            if let Some([low, high]) = reader.cached_pair(a) {
+                assert_eq!(
+                    (Ok(low), Ok(high)),
+                    (m.read_u64(a), m.read_u64(a + 8)),
+                    "at {a:#x}"
+                );
+            }
             assert_eq!(reader.read_u64(a), m.read_u64(a), "at {a:#x}");
+        }
+    }
+
+    #[test]
+    fn a_pair_is_read_without_a_search_only_inside_the_current_page() {
+        let mut m = AddressSpace::default();
+        m.map(0x1000, 0x3000);
+        for a in (0x1000..0x3000).step_by(8) {
+            m.write_u64(a, a);
+        }
+        let mut reader = m.reader();
+        assert_eq!(reader.cached_pair(0x1000), None, "a new reader has no page");
+        reader.prime(0x5000);
+        assert_eq!(
+            reader.cached_pair(0x1000),
+            None,
+            "an unmapped address primes nothing"
+        );
+        reader.prime(0x1803);
+        assert_eq!(reader.cached_pair(0x1000), Some([0x1000, 0x1008]));
+        let mut reader = m.reader();
+        assert_eq!(reader.read_u64(0x1100), Ok(0x1100));
+        assert_eq!(reader.cached_pair(0x1000), Some([0x1000, 0x1008]));
+        assert_eq!(reader.cached_pair(0x1ff0), Some([0x1ff0, 0x1ff8]));
+        // The second word is in the next page, the first before the page, or unaligned.
+        for a in [0x1ff8, 0xff8, 0x1004, 0x2000, u64::MAX] {
+            assert_eq!(reader.cached_pair(a), None, "at {a:#x}");
         }
     }
 

@@ -140,6 +140,14 @@ impl Reach {
         }
     }
 
+    /// A link of the frame-pointer chain ([`Anchor::Chain`]) that reads nothing else: the
+    /// caller's RBP is at RBP, the return address at RBP + 8, and the caller's RSP is
+    /// RBP + 16.
+    #[inline]
+    pub fn is_chain(&self) -> bool {
+        self.anchor == Anchor::Chain && !self.wide
+    }
+
     /// [`UnwindRule::unwind`] for a walk that keeps only RSP and RBP, without reading the
     /// other saved registers back: `cached` answers for memory known to be mapped (a
     /// reader's current page). When it answers for the return address and for both ends of

@@ -4,26 +4,28 @@
 //! The walk is a model of CoreCLR's `StackFrameIterator` as a profiler sees it: it unwinds
 //! managed frames by reading the target's stack memory, reports a `funcId == 0` marker when a
 //! managed frame returns into native code, and hops over native code with the explicit Frame
-//! chain. It is computed with the runtime lock held (the target cannot change meanwhile) and
-//! delivered to the callback with the lock released, so the callback may call back in.
+//! chain. It is computed with the runtime lock held (the target cannot change meanwhile), a
+//! batch of frames at a time, and each batch is delivered to the callback with the lock
+//! released, so the callback may call back in.
 
 mod sites;
 mod walk;
 
-use walk::{walk, WalkEnd};
+use walk::WalkEnd;
 pub(crate) use walk::{Walk, WalkStart};
 
 use crate::runtime::{Notification, Platform, Runtime, State};
 use crate::thread::{Lifecycle, Mode, OsContext, Thread};
 use crate::trace::FaultKind;
 use corprof::flags::{event, snapshot};
-use corprof::{Context, FrameInfo, HResult, SnapshotFrame, StackSnapshotCallback, ThreadId};
+use corprof::{Context, HResult, SnapshotFrame, StackSnapshotCallback, ThreadId};
 
 /// The most frames one walk reports; a bound on corrupt or cyclic stacks.
 pub const MAX_WALK_FRAMES: usize = 1 << 16;
 
 /// What is left to do after the decision table, with the state lock released.
 struct Plan {
+    /// The walk, its first batch recorded.
     walk: Box<Walk>,
     target: usize,
     suspended: bool,
@@ -54,19 +56,12 @@ pub(crate) fn do_stack_snapshot(
     if notified {
         runtime.flush();
     }
-    let plan = match plan {
+    let mut plan = match plan {
         Ok(plan) => plan,
         Err(hr) => return hr,
     };
-    let mut walk = plan.walk;
-    let hr = deliver(
-        runtime,
-        &mut walk,
-        callback,
-        info_flags,
-        plan.unix,
-        plan.context_size,
-    );
+    let hr = deliver(runtime, &mut plan, callback, info_flags);
+    let walk = plan.walk;
     {
         // R18: resume the target if this walk suspended it, release the hijack lock.
         let mut st = runtime.lock();
@@ -85,7 +80,8 @@ pub(crate) fn do_stack_snapshot(
     hr
 }
 
-/// R1–R16, in order. On success the target's hijack lock is held and the walk computed.
+/// R1–R16, in order. On success the target's hijack lock is held and the walk's first batch
+/// recorded.
 fn decide(st: &mut State, thread: ThreadId, flags: u32, seed: Option<&Context>) -> Result<Plan, HResult> {
     if st.terminated() {
         return Err(HResult::E_UNEXPECTED);
@@ -130,7 +126,7 @@ fn decide(st: &mut State, thread: ThreadId, flags: u32, seed: Option<&Context>) 
     let result = decide_locked(st, t, cross, seed, &mut plan, &mut suspended);
     match result {
         Ok(()) => {
-            walk(st, t, &mut plan, flags & snapshot::REGISTER_CONTEXT != 0);
+            walk::start(st, t, &mut plan, flags & snapshot::REGISTER_CONTEXT != 0);
             Ok(Plan {
                 walk: plan,
                 target: t,
@@ -279,25 +275,26 @@ fn current_context(thread: &Thread) -> Option<Context> {
     Some(context)
 }
 
-/// Calls the profiler once per reported frame (R22–R26) and maps the outcome (R17).
+/// Calls the profiler once per reported frame (R22–R26), batch after batch, and maps the
+/// outcome (R17).
 fn deliver(
     runtime: &Runtime,
-    walk: &mut Walk,
+    plan: &mut Plan,
     callback: Option<&mut StackSnapshotCallback<'_>>,
     flags: u32,
-    unix: bool,
-    context_size: usize,
 ) -> HResult {
+    let walk = &mut plan.walk;
     // SWA_FAILED is the iterator's initial result: a walk that stops nowhere is E_FAIL.
-    if walk.frames.as_slice().is_empty() {
+    if walk.stops == 0 {
         return HResult::E_FAIL;
     }
     let Some(cb) = callback else {
-        if !walk.frames.as_slice().iter().any(|f| f.reported) {
-            return end(runtime, walk.end, unix);
+        // A batch is empty only when it is the walk's last.
+        if walk.frames.as_slice().is_empty() {
+            return end(runtime, walk.end, plan.unix);
         }
         let mut st = runtime.lock();
-        let survived = !unix;
+        let survived = !plan.unix;
         let message = format!(
             "{} called DoStackSnapshot with a NULL callback and the walk reached a frame: {}",
             st.caller_name(),
@@ -312,21 +309,26 @@ fn deliver(
     };
     let contexts = flags & snapshot::REGISTER_CONTEXT != 0;
     if contexts {
-        walk.bytes.resize(context_size.max(Context::SIZE), 0);
+        walk.bytes.resize(plan.context_size.max(Context::SIZE), 0);
     }
-    // The callbacks are the profiler's code: their allocations count. Nothing else in the
-    // loops allocates.
-    let completed = crate::process::fiber::observed(|| {
-        if contexts {
-            report::<true>(walk, cb, context_size)
-        } else {
-            report::<false>(walk, cb, context_size)
+    loop {
+        // The callbacks are the profiler's code: their allocations count. Nothing else in
+        // the loops allocates.
+        let completed = crate::process::fiber::observed(|| {
+            if contexts {
+                report::<true>(walk, cb, plan.context_size)
+            } else {
+                report::<false>(walk, cb, plan.context_size)
+            }
+        });
+        if !completed {
+            return HResult::CORPROF_E_STACKSNAPSHOT_ABORTED;
         }
-    });
-    if !completed {
-        return HResult::CORPROF_E_STACKSNAPSHOT_ABORTED;
+        if walk.end.is_some() {
+            return end(runtime, walk.end, plan.unix);
+        }
+        walk::batch(&runtime.lock(), plan.target, walk, contexts);
     }
-    end(runtime, walk.end, unix)
 }
 
 /// Calls `cb` for each reported frame of `walk`, with a CONTEXT of `context_size` bytes when
@@ -338,33 +340,30 @@ fn report<const CONTEXTS: bool>(
 ) -> bool {
     let Walk {
         frames,
-        gprs,
+        contexts,
         seed,
         seeded,
         bytes,
         ..
     } = walk;
-    let (frames, gprs) = (frames.as_slice(), gprs.as_slice());
+    let (frames, contexts) = (frames.as_slice(), contexts.as_slice());
     let seed = seeded.then_some(&*seed);
     // Whether `bytes` holds the seed's other fields (else a laid-out call's), once written.
     let mut written = None;
     for (i, frame) in frames.iter().enumerate() {
-        if !frame.reported {
-            continue;
-        }
-        let frame_info = FrameInfo::for_snapshot(frame.func_id, frame.ip);
         let context = if CONTEXTS {
+            let made_of = &contexts[i];
             if let Some(full) = bytes
                 .first_chunk_mut()
-                .filter(|_| written != Some(frame.from_seed))
+                .filter(|_| written != Some(made_of.from_seed))
             {
-                match seed.filter(|_| frame.from_seed) {
+                match seed.filter(|_| made_of.from_seed) {
                     Some(seed) => seed.write_bytes(full),
                     None => crate::thread::call_context_base().write_bytes(full),
                 }
-                written = Some(frame.from_seed);
+                written = Some(made_of.from_seed);
             }
-            corprof::context::write_registers(bytes, frame.ip, &gprs[i]);
+            corprof::context::write_registers(bytes, frame.ip, &made_of.gprs);
             Some(&bytes[..context_size])
         } else {
             None
@@ -372,7 +371,7 @@ fn report<const CONTEXTS: bool>(
         let hr = cb(&SnapshotFrame {
             func_id: frame.func_id,
             ip: frame.ip,
-            frame_info: &frame_info,
+            frame_info: frame,
             context,
         });
         if hr != HResult::S_OK {
@@ -383,8 +382,8 @@ fn report<const CONTEXTS: bool>(
 }
 
 /// The HRESULT of a walk that ended with `end` after every callback returned `S_OK` (R17).
-fn end(runtime: &Runtime, end: WalkEnd, unix: bool) -> HResult {
-    match end {
+fn end(runtime: &Runtime, end: Option<WalkEnd>, unix: bool) -> HResult {
+    match end.unwrap_or_default() {
         WalkEnd::Done => HResult::S_OK,
         WalkEnd::Failed => HResult::E_FAIL,
         WalkEnd::AccessViolation(address) => {

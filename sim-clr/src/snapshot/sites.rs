@@ -6,8 +6,10 @@
 //! addresses repeat (recursion, common callers, the same stacks sampled again and again), so
 //! a direct-mapped cache by address answers most lookups with one load. Each slot's hot half
 //! (a [`Site`], six words) is what a walk without contexts reads; the full [`UnwindRule`]
-//! sits in a parallel array, read only to restore registers. A cache belongs to one
-//! generation of the code map: unloading code starts a new one.
+//! sits in a parallel array, read only to restore registers; and a third array holds, for
+//! the sites that are links of the frame-pointer chain, the two words the walk's innermost
+//! loop reads (a [`Link`]). A cache belongs to one generation of the code map: unloading
+//! code starts a new one.
 
 use crate::code::machine::{Reach, UnwindRule};
 use crate::code::CodeMap;
@@ -31,14 +33,26 @@ pub(super) struct Site {
     pub unwinds: bool,
 }
 
+/// A reported managed site in a conventional `push rbp; mov rbp, rsp` frame (its reach is
+/// [`Reach::is_chain`]): a frame stopped there is a link of the frame-pointer chain,
+/// unwound from RBP alone.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Link {
+    /// The address (0: the slot's site is not a link, or the slot is empty).
+    ip: u64,
+    /// The method's `FunctionID`.
+    pub function_id: FunctionId,
+}
+
 /// Slots in the cache.
 const SLOTS: usize = 256;
 
-/// A direct-mapped cache of [`Site`]s and their [`UnwindRule`]s by address.
+/// A direct-mapped cache of [`Site`]s, their [`UnwindRule`]s and [`Link`]s by address.
 #[derive(Clone, Debug)]
 pub(super) struct Sites {
     sites: Box<[Site; SLOTS]>,
     rules: Box<[UnwindRule; SLOTS]>,
+    links: Box<[Link; SLOTS]>,
 }
 
 impl Default for Sites {
@@ -46,6 +60,7 @@ impl Default for Sites {
         Sites {
             sites: Box::new([Site::default(); SLOTS]),
             rules: Box::new([UnwindRule::default(); SLOTS]),
+            links: Box::new([Link::default(); SLOTS]),
         }
     }
 }
@@ -54,10 +69,22 @@ impl Default for Sites {
 pub(super) type Found<'a> = (&'a Site, &'a UnwindRule);
 
 impl Sites {
+    /// The slot `ip` is cached in.
+    #[inline]
+    fn slot(ip: u64) -> usize {
+        ((ip ^ (ip >> 9)) as usize) % SLOTS
+    }
+
+    /// The cached links, for lookups that never fill.
+    #[inline]
+    pub fn links(&self) -> Links<'_> {
+        Links(&self.links)
+    }
+
     /// The site at `ip` and its rule, or `None` outside every function.
     #[inline]
     pub fn get(&mut self, code: &CodeMap, ip: u64) -> Option<Found<'_>> {
-        let slot = ((ip ^ (ip >> 9)) as usize) % SLOTS;
+        let slot = Sites::slot(ip);
         if self.sites[slot].ip == ip && ip != 0 {
             return Some((&self.sites[slot], &self.rules[slot]));
         }
@@ -82,7 +109,26 @@ impl Sites {
             reported: function.kind.has_metadata(),
             unwinds: rule.is_some(),
         };
+        let link = function.kind.has_metadata() && rule.is_some_and(|r| r.reach.is_chain());
+        self.links[slot] = Link {
+            ip: if link { ip } else { 0 },
+            function_id: function.function_id,
+        };
         self.rules[slot] = rule.unwrap_or_default();
         Some((&self.sites[slot], &self.rules[slot]))
+    }
+}
+
+/// The cached links, borrowed once: a loop that only looks up keeps their address in a
+/// machine register.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Links<'a>(&'a [Link; SLOTS]);
+
+impl<'a> Links<'a> {
+    /// The link at `ip` if it is cached (never at 0, which no link has).
+    #[inline]
+    pub fn get(self, ip: u64) -> Option<&'a Link> {
+        let link = &self.0[Sites::slot(ip)];
+        (link.ip == ip && ip != 0).then_some(link)
     }
 }

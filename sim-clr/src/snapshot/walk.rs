@@ -4,8 +4,9 @@
 //! address's unwind rule; reports a `funcId == 0` marker when a managed frame returns into
 //! native code, and hops over the native run with the Frame chain.
 //!
-//! It runs with the runtime's lock held and records frames into a [`Walk`]; the profiler is
-//! called later, from the record, with the lock released.
+//! It runs with the runtime's lock held and records the frames it reports into a [`Walk`],
+//! [`BATCH`] at a time; the profiler is called for a batch with the lock released, and the
+//! iterator goes on from where it paused.
 
 use super::sites::{Site, Sites};
 use super::MAX_WALK_FRAMES;
@@ -13,19 +14,16 @@ use crate::code::machine::UnwindRule;
 use crate::memory::Reader;
 use crate::runtime::State;
 use crate::thread::Thread;
-use corprof::{Context, FunctionId, Register};
+use corprof::{Context, FrameInfo, FunctionId, Register};
 
-/// One frame the iterator stops at.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct WalkFrame {
-    pub func_id: FunctionId,
-    pub ip: u64,
-    /// The frame's CONTEXT takes its fields other than the registers from the seed (else
-    /// from a laid-out call's CONTEXT, whose other fields are the same for every call).
+/// What a frame's CONTEXT is made of.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct FrameContext {
+    /// The general-purpose registers.
+    pub gprs: [u64; 16],
+    /// The CONTEXT takes its fields other than the registers from the seed (else from a
+    /// laid-out call's CONTEXT, whose other fields are the same for every call).
     pub from_seed: bool,
-    /// False for managed frames without metadata: the iterator stops there but the profiler
-    /// is not called (R20.2).
-    pub reported: bool,
 }
 
 /// Where the iterator started.
@@ -57,24 +55,40 @@ pub(super) enum WalkEnd {
     AccessViolation(u64),
 }
 
-/// A walk's frames. The runtime keeps one spare between walks, so a walk of a stack no deeper
-/// than an earlier one allocates nothing.
+/// How many frames the iterator records before the profiler is called for them. The
+/// iterator pauses with a full batch, and goes on from there once the callbacks returned: the
+/// records stay in the processor's nearest cache, and a walk's memory is the same at any
+/// depth.
+pub(super) const BATCH: usize = 256;
+
+/// A walk in progress: its latest batch of frames, and where the iterator paused. The
+/// runtime keeps one spare between walks, so a walk allocates nothing once one ran.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Walk {
-    /// The frames the iterator stopped at, leaf first.
-    pub(super) frames: Reused<WalkFrame>,
-    /// Each frame's general-purpose registers, kept only when the profiler asked for
-    /// contexts (`COR_PRF_SNAPSHOT_REGISTER_CONTEXT`).
-    pub(super) gprs: Reused<[u64; 16]>,
+    /// The batch's frames the iterator stopped at and reports, leaf first, each as the
+    /// frame info its callback receives (R24): a managed frame with metadata, or the marker
+    /// of a native run (function 0). The iterator also stops at managed frames without
+    /// metadata, but the profiler is not called for them (R20.2).
+    pub(super) frames: Batch<FrameInfo>,
+    /// What each of the batch's frames' CONTEXT is made of, kept only when the profiler
+    /// asked for contexts (`COR_PRF_SNAPSHOT_REGISTER_CONTEXT`).
+    pub(super) contexts: Batch<FrameContext>,
+    /// How many frames the iterator stopped at so far, reported or not.
+    pub(super) stops: usize,
     /// The seed the walk starts from, when `seeded`.
     pub(super) seed: Context,
     /// Whether the walk has a seed.
     pub(super) seeded: bool,
-    pub(super) end: WalkEnd,
+    /// How the walk ended; `None` while the iterator is paused with a full batch.
+    pub(super) end: Option<WalkEnd>,
     /// Where the iterator started; `None` when there was nothing to walk.
     pub(super) start: Option<WalkStart>,
     /// The bytes of the CONTEXT handed to callbacks.
     pub(super) bytes: Vec<u8>,
+    /// Where the iterator paused.
+    at: Cursor,
+    /// The next explicit Frame of the chain to consider.
+    next_frame: usize,
     sites: Sites,
     /// The code map's generation `sites` was filled in.
     generation: u32,
@@ -100,148 +114,187 @@ impl Walk {
     }
 }
 
-/// A vector refilled walk after walk: clearing keeps its elements, so pushing up to the
-/// deepest earlier walk is a store.
+/// A batch of records, refilled batch after batch in the same [`BATCH`] slots.
 #[derive(Clone, Debug)]
-pub(super) struct Reused<T> {
-    items: Vec<T>,
+pub(super) struct Batch<T> {
+    slots: Vec<T>,
     len: usize,
 }
 
-impl<T> Default for Reused<T> {
+impl<T> Default for Batch<T> {
     fn default() -> Self {
-        Reused {
-            items: Vec::new(),
+        Batch {
+            slots: Vec::new(),
             len: 0,
         }
     }
 }
 
-impl<T: Copy> Reused<T> {
-    /// Sets the item at `at` (at most the length: one past it appends) and keeps the first
-    /// `at + 1`.
-    #[inline]
-    fn put(&mut self, at: usize, item: T) {
-        match self.items.get_mut(at) {
-            Some(slot) => *slot = item,
-            None => self.items.push(item),
+impl<T: Copy + Default> Batch<T> {
+    /// Forgets the records, keeping the slots (allocated, filled with defaults, the first
+    /// time).
+    fn clear(&mut self) {
+        if self.slots.is_empty() {
+            self.slots = vec![T::default(); BATCH];
         }
-        self.len = at + 1;
+        self.len = 0;
     }
 
-    /// The items put since the last clear.
+    /// Whether the batch holds [`BATCH`] records.
+    #[inline]
+    fn is_full(&self) -> bool {
+        self.len == BATCH
+    }
+
+    /// Appends `item` (the batch must not be full).
+    #[inline]
+    fn push(&mut self, item: T) {
+        self.slots[self.len] = item;
+        self.len += 1;
+    }
+
+    /// The free slots: a loop stores records there and then counts them with
+    /// [`Batch::extend_by`].
+    #[inline]
+    fn free(&mut self) -> &mut [T] {
+        &mut self.slots[self.len..]
+    }
+
+    /// Counts `n` more records, stored in the first `n` free slots.
+    #[inline]
+    fn extend_by(&mut self, n: usize) {
+        self.len += n;
+        debug_assert!(self.len <= self.slots.len());
+    }
+
+    /// The records.
     pub fn as_slice(&self) -> &[T] {
-        &self.items[..self.len]
+        &self.slots[..self.len]
     }
 }
 
-/// Walks thread `t` from `walk`'s seed into `walk`; `gprs` keeps each frame's registers for
-/// the callback's CONTEXT.
-pub(super) fn walk(st: &State, t: usize, walk: &mut Walk, gprs: bool) {
+/// Starts the walk of thread `t` at `walk`'s seed, or else at the first explicit Frame that
+/// returns into managed code, and records its first batch; `contexts` keeps what each
+/// frame's CONTEXT is made of.
+pub(super) fn start(st: &State, t: usize, walk: &mut Walk, contexts: bool) {
+    let thread = &st.threads[t];
+    (walk.stops, walk.next_frame) = (0, 0);
+    walk.frames.clear();
+    walk.contexts.clear();
+    walk.start = if walk.seeded {
+        let c = &walk.seed;
+        walk.at.set(c.rip, Register::ALL.map(|r| c.get(r)), true);
+        Some(WalkStart::Seed {
+            rip: c.rip,
+            rsp: c.rsp,
+        })
+    } else if hop(st, thread, &mut walk.next_frame, 0, &mut walk.at) {
+        let entry = thread.layout.frames[walk.next_frame - 1].entry;
+        Some(WalkStart::Frame { entry })
+    } else {
+        (walk.start, walk.end) = (None, Some(WalkEnd::Done));
+        return;
+    };
+    batch(st, t, walk, contexts);
+}
+
+/// Records the paused walk's next batch: the next [`BATCH`] reported frames, or those up to
+/// where the walk ends.
+pub(super) fn batch(st: &State, t: usize, walk: &mut Walk, contexts: bool) {
     if walk.generation != st.code.generation() {
         (walk.sites, walk.generation) = (Sites::default(), st.code.generation());
     }
-    let Walk {
-        frames,
-        gprs: kept,
-        sites,
-        seed,
-        seeded,
-        ..
-    } = walk;
-    frames.len = 0;
-    kept.len = 0;
-    let seed = seeded.then_some(&*seed);
-    let (end, start) = if gprs {
-        walk_into::<true>(st, t, seed, frames, kept, sites)
+    walk.frames.clear();
+    walk.contexts.clear();
+    walk.end = if contexts {
+        walk_into::<true>(st, t, walk)
     } else {
-        walk_into::<false>(st, t, seed, frames, kept, sites)
+        walk_into::<false>(st, t, walk)
     };
-    (walk.end, walk.start) = (end, start);
 }
 
-/// The iterator's loop: records the frames (and with `GPRS` their registers); returns how it
-/// ended and where it started (`None` when there was nothing to walk).
+/// The iterator's loop, from where `walk` paused: records the reported frames (and with
+/// `GPRS` their registers) until the batch is full (`None`) or the walk ends.
 ///
 /// The loop itself handles the common frame: managed code without funclets, unwound in full
 /// with contexts, or without them from RSP and RBP alone when its reads lie in the reader's
-/// current page. Everything else — a funclet, a frame across pages, a native run — is a
+/// current page. Links of the frame-pointer chain are taken by a loop of their own
+/// ([`Chain::run`]). Everything else — a funclet, a frame across pages, a native run — is a
 /// call out of the loop, so that the loop's values (IP, RSP, RBP, the count) stay in machine
 /// registers.
 #[inline(never)]
-fn walk_into<const GPRS: bool>(
-    st: &State,
-    t: usize,
-    seed: Option<&Context>,
-    frames: &mut Reused<WalkFrame>,
-    gprs: &mut Reused<[u64; 16]>,
-    sites: &mut Sites,
-) -> (WalkEnd, Option<WalkStart>) {
+fn walk_into<const GPRS: bool>(st: &State, t: usize, walk: &mut Walk) -> Option<WalkEnd> {
     let thread = &st.threads[t];
+    let Walk {
+        at,
+        next_frame,
+        stops,
+        sites,
+        frames,
+        contexts,
+        ..
+    } = walk;
     let mut it = Iter::<GPRS> {
         st,
         thread,
         memory: st.memory.reader(),
         sites,
         frames,
-        gprs,
-        next_frame: 0,
-    };
-    let (mut at, start) = match seed {
-        Some(c) => (
-            Cursor::new(c.rip, Register::ALL.map(|r| c.get(r)), true),
-            WalkStart::Seed {
-                rip: c.rip,
-                rsp: c.rsp,
-            },
-        ),
-        None => match it.hop(0) {
-            Some(at) => (
-                at,
-                WalkStart::Frame {
-                    entry: thread.layout.frames[it.next_frame - 1].entry,
-                },
-            ),
-            None => return (WalkEnd::Done, None),
-        },
+        contexts,
+        next_frame,
     };
     let funclets = thread.layout.funclets;
     let fast = !GPRS && !funclets;
-    let (stack_base, stack_limit) = (thread.stack_base, thread.stack_limit);
+    // The walk reads from the frame pointer up.
+    it.memory.prime(at.fp);
+    let stack = Stack::of(thread);
     // The frame's IP, RSP and RBP, copied out of `at` (which the calls out of the loop take)
     // so that they stay in machine registers.
     let (mut ip, mut sp, mut fp) = (at.ip, at.sp, at.fp);
-    // How many frames are recorded.
-    let mut n = 0;
+    // How many frames the iterator stopped at.
+    let mut n = *stops;
     let end = loop {
+        if fast && it.sites.links().get(ip).is_some() {
+            let chain = Chain {
+                sites: it.sites,
+                memory: it.memory,
+                stack,
+            };
+            let (now, taken, end) = chain.run(it.frames, Place { ip, sp, fp }, n);
+            (ip, sp, fp) = (now.ip, now.sp, now.fp);
+            n += taken;
+            if end.is_some() {
+                break end;
+            }
+        }
+        if it.frames.is_full() {
+            break None;
+        }
         let (site, rule) = match it.sites.get(&st.code, ip) {
             Some((site, rule)) if site.managed => (site, rule),
             // R21: a managed frame returned into native code: one marker for the whole run,
             // then the Frame chain.
             _ => {
                 (at.ip, at.sp, at.fp) = (ip, sp, fp);
-                let hopped = it.native_run(&mut at, n);
+                let hopped = it.native_run(at);
                 (ip, sp, fp) = (at.ip, at.sp, at.fp);
                 n += 1;
                 if hopped {
                     continue;
                 }
-                break WalkEnd::Done;
+                break Some(WalkEnd::Done);
             }
         };
         if n >= MAX_WALK_FRAMES {
-            break WalkEnd::Failed;
+            break Some(WalkEnd::Failed);
         }
-        let frame = WalkFrame {
-            func_id: site.function_id,
-            ip,
-            from_seed: at.from_seed,
-            reported: site.reported,
-        };
-        if GPRS {
-            (at.sp, at.fp) = (sp, fp);
+        if site.reported {
+            let frame = FrameInfo::for_snapshot(site.function_id, ip);
+            if GPRS {
+                (at.sp, at.fp) = (sp, fp);
+            }
+            record::<GPRS>(it.frames, it.contexts, frame, at);
         }
-        record::<GPRS>(it.frames, it.gprs, n, frame, &mut at);
         n += 1;
         // Unwind the managed frame with its code's rule at the IP, as the code manager reads
         // the unwind info of the code it generated: the return address and the saved
@@ -259,30 +312,123 @@ fn walk_into<const GPRS: bool>(
                 (at.ip, at.sp, at.fp) = (ip, sp, fp);
                 // With contexts every frame is unwound in full, here in the loop.
                 let unwound = if GPRS && !funclets {
-                    unwind_in_full(site, rule, &mut at, memory)
+                    unwind_in_full(site, rule, at, memory)
                 } else {
-                    it.unwind(&mut at)
+                    it.unwind(at)
                 };
                 if let Err(end) = unwound {
-                    break end;
+                    break Some(end);
                 }
                 (sp, fp) = (at.sp, at.fp);
                 at.ip
             }
         };
-        if sp > stack_base || sp <= stack_limit {
-            break WalkEnd::Failed;
+        if !stack.holds(sp) {
+            break Some(WalkEnd::Failed);
         }
         if ip == 0 {
-            break WalkEnd::Done;
+            break Some(WalkEnd::Done);
         }
     };
-    (end, Some(start))
+    (at.ip, at.sp, at.fp) = (ip, sp, fp);
+    *stops = n;
+    end
+}
+
+/// What the walk's innermost loop reads: the frames it takes whole are links of the
+/// frame-pointer chain.
+struct Chain<'a> {
+    sites: &'a Sites,
+    /// A copy of the walk's reader: its page stays in machine registers.
+    memory: Reader<'a>,
+    stack: Stack,
+}
+
+/// Where the target's stack lies: an RSP in it is in (limit, base].
+#[derive(Clone, Copy, Debug)]
+struct Stack {
+    /// The limit plus one.
+    low: u64,
+    /// The base minus the limit.
+    span: u64,
+}
+
+impl Stack {
+    fn of(thread: &Thread) -> Stack {
+        Stack {
+            low: thread.stack_limit.wrapping_add(1),
+            span: thread.stack_base.wrapping_sub(thread.stack_limit),
+        }
+    }
+
+    /// Whether `sp` is in the stack: one unsigned compare.
+    #[inline]
+    fn holds(self, sp: u64) -> bool {
+        sp.wrapping_sub(self.low) < self.span
+    }
+}
+
+impl Chain<'_> {
+    /// Records and unwinds frames from `at` on (the iterator stopped at `n` frames before
+    /// them) in a loop of its own that calls nothing, so that its values stay in machine
+    /// registers. It takes the frames whose IP is a cached [`Link`](super::sites::Link) and
+    /// whose two links (the caller's RBP and the return address) lie in the reader's page,
+    /// and does for each exactly what the iterator's loop does: records it, unwinds it from
+    /// RBP, checks the new RSP against the target's stack and the return address against 0.
+    /// It stops at the first frame it cannot take whole, leaving it to the iterator's loop
+    /// (`None`), or where the walk ends; it returns where it stopped and how many frames it
+    /// took.
+    #[inline(never)]
+    fn run(self, frames: &mut Batch<FrameInfo>, at: Place, n: usize) -> (Place, usize, Option<WalkEnd>) {
+        let Place {
+            mut ip,
+            mut sp,
+            mut fp,
+        } = at;
+        let (links, memory) = (self.sites.links(), self.memory);
+        // Links read in a page of the target's stack leave RSP on the stack: a link at RBP
+        // in the page puts the caller's RSP, RBP + 16, at most at the page's end. The loop
+        // takes only such links, and need not check RSP.
+        let (start, end) = memory.page_range();
+        if !(self.stack.holds(start.wrapping_add(8)) && self.stack.holds(end)) {
+            return (at, 0, None);
+        }
+        let slots = frames.free();
+        // Past the batch the walk pauses, past the bound it fails: the iterator's loop does
+        // both.
+        let room = slots.len().min(MAX_WALK_FRAMES.saturating_sub(n));
+        let mut taken = 0;
+        while taken < room {
+            let Some(link) = links.get(ip) else {
+                break;
+            };
+            let Some([caller_fp, ret]) = memory.cached_pair(fp) else {
+                break;
+            };
+            // Every slot holds a frame info as `DoStackSnapshot` builds it: only its function
+            // and IP differ from frame to frame.
+            (slots[taken].func_id, slots[taken].ip) = (link.function_id, ip);
+            taken += 1;
+            (ip, sp, fp) = (ret, fp.wrapping_add(16), caller_fp);
+        }
+        frames.extend_by(taken);
+        // A return address of 0 is no link: it ended the loop, and ends the walk.
+        let end = (ip == 0 && taken > 0).then_some(WalkEnd::Done);
+        (Place { ip, sp, fp }, taken, end)
+    }
+}
+
+/// Where the iterator's loop is: the frame's IP, RSP and RBP.
+#[derive(Clone, Copy, Debug)]
+struct Place {
+    ip: u64,
+    sp: u64,
+    fp: u64,
 }
 
 /// Where the iterator is: a frame's IP and registers, RSP and RBP apart from the others (the
 /// array's RSP and RBP are set before it is read).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct Cursor {
     ip: u64,
     sp: u64,
@@ -293,14 +439,10 @@ struct Cursor {
 }
 
 impl Cursor {
-    fn new(ip: u64, regs: [u64; 16], from_seed: bool) -> Cursor {
-        Cursor {
-            ip,
-            sp: regs[Register::Rsp as usize],
-            fp: regs[Register::Rbp as usize],
-            regs,
-            from_seed,
-        }
+    /// Moves the cursor to `ip` with registers `regs`.
+    fn set(&mut self, ip: u64, regs: [u64; 16], from_seed: bool) {
+        (self.ip, self.sp, self.fp) = (ip, regs[Register::Rsp as usize], regs[Register::Rbp as usize]);
+        (self.regs, self.from_seed) = (regs, from_seed);
     }
 
     /// All the registers.
@@ -319,60 +461,57 @@ struct Iter<'a, const GPRS: bool> {
     thread: &'a Thread,
     memory: Reader<'a>,
     sites: &'a mut Sites,
-    frames: &'a mut Reused<WalkFrame>,
-    gprs: &'a mut Reused<[u64; 16]>,
+    frames: &'a mut Batch<FrameInfo>,
+    contexts: &'a mut Batch<FrameContext>,
     /// The next explicit Frame of the chain to consider.
-    next_frame: usize,
+    next_frame: &'a mut usize,
 }
 
-/// Records `frame` as frame `n` (`n` frames are recorded), and with `GPRS` the registers at
-/// `at`.
+/// Records `frame` after the recorded ones, and with `GPRS` its CONTEXT's makings at `at`.
 #[inline]
 fn record<const GPRS: bool>(
-    frames: &mut Reused<WalkFrame>,
-    gprs: &mut Reused<[u64; 16]>,
-    n: usize,
-    frame: WalkFrame,
+    frames: &mut Batch<FrameInfo>,
+    contexts: &mut Batch<FrameContext>,
+    frame: FrameInfo,
     at: &mut Cursor,
 ) {
-    frames.put(n, frame);
+    frames.push(frame);
     if GPRS {
-        gprs.put(n, *at.regs());
+        contexts.push(FrameContext {
+            gprs: *at.regs(),
+            from_seed: at.from_seed,
+        });
     }
+}
+
+/// Moves `at` to the next usable Frame of `thread`'s chain (from `next_frame` on) at or above
+/// `sp`: one that returns into a managed call; false when there is none.
+fn hop(st: &State, thread: &Thread, next_frame: &mut usize, sp: u64, at: &mut Cursor) -> bool {
+    let (calls, chain) = (&thread.layout.calls, &thread.layout.frames);
+    while let Some(frame) = chain.get(*next_frame) {
+        *next_frame += 1;
+        if frame.address < sp {
+            continue;
+        }
+        if let Some(call) = frame.returns_to {
+            if st.code.function(calls[call].function).kind.is_managed() {
+                at.set(calls[call].rip, calls[call].regs, false);
+                return true;
+            }
+        }
+    }
+    false
 }
 
 impl<const GPRS: bool> Iter<'_, GPRS> {
-    /// The cursor at the next usable Frame at or above `sp`: one that returns into a managed
-    /// call.
-    fn hop(&mut self, sp: u64) -> Option<Cursor> {
-        let (calls, chain) = (&self.thread.layout.calls, &self.thread.layout.frames);
-        while let Some(frame) = chain.get(self.next_frame) {
-            self.next_frame += 1;
-            if frame.address < sp {
-                continue;
-            }
-            if let Some(call) = frame.returns_to {
-                if self.st.code.function(calls[call].function).kind.is_managed() {
-                    return Some(Cursor::new(calls[call].rip, calls[call].regs, false));
-                }
-            }
-        }
-        None
-    }
-
     /// Records the marker of a native run at `at` (R21; its CONTEXT is the registers the
-    /// managed frame returned with) as frame `n`, and moves `at` to the Frame that ends the
-    /// run; false when no Frame does.
+    /// managed frame returned with), and moves `at` to the Frame that ends the run; false
+    /// when no Frame does.
     #[inline(never)]
-    fn native_run(&mut self, at: &mut Cursor, n: usize) -> bool {
-        let marker = WalkFrame {
-            func_id: FunctionId::NULL,
-            ip: at.ip,
-            from_seed: at.from_seed,
-            reported: true,
-        };
-        record::<GPRS>(self.frames, self.gprs, n, marker, at);
-        self.hop(at.sp).map(|next| *at = next).is_some()
+    fn native_run(&mut self, at: &mut Cursor) -> bool {
+        let marker = FrameInfo::for_snapshot(FunctionId::NULL, at.ip);
+        record::<GPRS>(self.frames, self.contexts, marker, at);
+        hop(self.st, self.thread, self.next_frame, at.sp, at)
     }
 
     /// Unwinds the managed frame at `at` in full, restoring every register it saved: `at`
@@ -391,7 +530,7 @@ impl<const GPRS: bool> Iter<'_, GPRS> {
                 .position(|c| c.rip == at.ip)
                 .map(|i| first + i);
             if let Some(parent) = here.and_then(|i| self.thread.funclet_parent(i)) {
-                *at = Cursor::new(calls[parent].rip, calls[parent].regs, false);
+                at.set(calls[parent].rip, calls[parent].regs, false);
             }
         }
         let Some((site, rule)) = self.sites.get(&self.st.code, at.ip) else {
