@@ -179,8 +179,6 @@ impl<T: Copy + Default> Batch<T> {
 pub(super) fn start(st: &State, t: usize, walk: &mut Walk, contexts: bool) {
     let thread = &st.threads[t];
     (walk.stops, walk.next_frame) = (0, 0);
-    walk.frames.clear();
-    walk.contexts.clear();
     walk.start = if walk.seeded {
         let c = &walk.seed;
         walk.at.set(c.rip, Register::ALL.map(|r| c.get(r)), true);
@@ -192,6 +190,8 @@ pub(super) fn start(st: &State, t: usize, walk: &mut Walk, contexts: bool) {
         let entry = thread.layout.frames[walk.next_frame - 1].entry;
         Some(WalkStart::Frame { entry })
     } else {
+        walk.frames.clear();
+        walk.contexts.clear();
         (walk.start, walk.end) = (None, Some(WalkEnd::Done));
         return;
     };
@@ -374,10 +374,10 @@ impl Chain<'_> {
     /// registers. It takes the frames whose IP is a cached [`Link`](super::sites::Link) and
     /// whose two links (the caller's RBP and the return address) lie in the reader's page,
     /// and does for each exactly what the iterator's loop does: records it, unwinds it from
-    /// RBP, checks the new RSP against the target's stack and the return address against 0.
-    /// It stops at the first frame it cannot take whole, leaving it to the iterator's loop
-    /// (`None`), or where the walk ends; it returns where it stopped and how many frames it
-    /// took.
+    /// RBP, and ends the walk at a return address of 0. The new RSP needs no check: the loop
+    /// runs only while the reader's page lies in the target's stack. It stops at the first
+    /// frame it cannot take whole, leaving it to the iterator's loop (`None`), or where the
+    /// walk ends; it returns where it stopped and how many frames it took.
     #[inline(never)]
     fn run(self, frames: &mut Batch<FrameInfo>, at: Place, n: usize) -> (Place, usize, Option<WalkEnd>) {
         let Place {
