@@ -1,5 +1,7 @@
 //! `simclr explore` and `simclr replay`: a process scenario under many schedules, or one.
 
+#[cfg(unix)]
+use crate::hosted::loader as hosted_loader;
 use crate::progress::Progress;
 use crate::{load, print_json};
 use fixtures::sampling::Variant;
@@ -105,9 +107,6 @@ fn attach(file: &Path, scenario: Scenario, profiler: &Profiler) -> Result<Proces
         }
     }
 }
-
-#[cfg(unix)]
-use crate::hosted::loader as hosted_loader;
 
 /// Hosting needs a Unix loader.
 #[cfg(not(unix))]

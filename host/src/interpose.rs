@@ -38,48 +38,65 @@ use std::time::Duration;
 /// `EBUSY`: `pthread_mutex_trylock` on a mutex another thread holds.
 const EBUSY: c_int = 16;
 
-/// A redirected function: its name, its replacement here, and the C library's own function
-/// (found in the global scope when the first entry is rewritten).
+/// A redirected function: its name, its replacement here, the C library's own function
+/// (found in the global scope when the first entry is rewritten), and whether the C++
+/// runtime's imports of it are redirected too (for its clocks, sleeps and condition
+/// variables: `std::condition_variable::wait` and `notify_all` live there).
 struct Redirect {
     name: &'static [u8],
     replacement: usize,
     original: &'static AtomicUsize,
+    in_cxx_runtime: bool,
 }
 
 /// Declares, for each redirected function, the static holding its original, and
-/// `redirects()` listing them all.
+/// `redirects()` listing them all: those of the library only, then those redirected in the
+/// C++ runtime too.
 macro_rules! redirected {
-    ($($original:ident: $name:literal => $replacement:ident,)*) => {
+    (
+        library only: { $($original:ident: $name:literal => $replacement:ident,)* }
+        C++ runtime too: { $($cxx_original:ident: $cxx_name:literal => $cxx_replacement:ident,)* }
+    ) => {
         $(static $original: AtomicUsize = AtomicUsize::new(0);)*
+        $(static $cxx_original: AtomicUsize = AtomicUsize::new(0);)*
 
         fn redirects() -> Vec<Redirect> {
-            vec![$(Redirect {
-                name: $name,
-                replacement: $replacement as *const () as usize,
-                original: &$original,
-            },)*]
+            let redirect = |name, replacement, original, in_cxx_runtime| Redirect {
+                name,
+                replacement,
+                original,
+                in_cxx_runtime,
+            };
+            vec![
+                $(redirect($name, $replacement as *const () as usize, &$original, false),)*
+                $(redirect($cxx_name, $cxx_replacement as *const () as usize, &$cxx_original, true),)*
+            ]
         }
     };
 }
 
 redirected! {
-    MUTEX_LOCK: b"pthread_mutex_lock" => mutex_lock,
-    MUTEX_TRYLOCK: b"pthread_mutex_trylock" => mutex_trylock,
-    MUTEX_UNLOCK: b"pthread_mutex_unlock" => mutex_unlock,
-    COND_WAIT: b"pthread_cond_wait" => cond_wait,
-    COND_TIMEDWAIT: b"pthread_cond_timedwait" => cond_timedwait,
-    COND_CLOCKWAIT: b"pthread_cond_clockwait" => cond_clockwait,
-    COND_SIGNAL: b"pthread_cond_signal" => cond_signal,
-    COND_BROADCAST: b"pthread_cond_broadcast" => cond_broadcast,
-    NANOSLEEP: b"nanosleep" => nanosleep,
-    USLEEP: b"usleep" => usleep,
-    SLEEP: b"sleep" => sleep,
-    CLOCK_GETTIME: b"clock_gettime" => clock_gettime,
-    THREAD_CREATE: b"pthread_create" => thread_create,
-    THREAD_JOIN: b"pthread_join" => thread_join,
-    THREAD_DETACH: b"pthread_detach" => thread_detach,
-    THREAD_SETNAME: b"pthread_setname_np" => thread_setname,
-    THREAD_SELF: b"pthread_self" => thread_self,
+    library only: {
+        MUTEX_LOCK: b"pthread_mutex_lock" => mutex_lock,
+        MUTEX_TRYLOCK: b"pthread_mutex_trylock" => mutex_trylock,
+        MUTEX_UNLOCK: b"pthread_mutex_unlock" => mutex_unlock,
+        USLEEP: b"usleep" => usleep,
+        SLEEP: b"sleep" => sleep,
+        THREAD_CREATE: b"pthread_create" => thread_create,
+        THREAD_JOIN: b"pthread_join" => thread_join,
+        THREAD_DETACH: b"pthread_detach" => thread_detach,
+        THREAD_SETNAME: b"pthread_setname_np" => thread_setname,
+        THREAD_SELF: b"pthread_self" => thread_self,
+    }
+    C++ runtime too: {
+        COND_WAIT: b"pthread_cond_wait" => cond_wait,
+        COND_TIMEDWAIT: b"pthread_cond_timedwait" => cond_timedwait,
+        COND_CLOCKWAIT: b"pthread_cond_clockwait" => cond_clockwait,
+        COND_SIGNAL: b"pthread_cond_signal" => cond_signal,
+        COND_BROADCAST: b"pthread_cond_broadcast" => cond_broadcast,
+        NANOSLEEP: b"nanosleep" => nanosleep,
+        CLOCK_GETTIME: b"clock_gettime" => clock_gettime,
+    }
 }
 
 /// The process mutex standing for the `pthread_mutex_t` at `mutex`.
@@ -568,33 +585,16 @@ const CXX_RUNTIMES: [&CStr; 2] = [c"libstdc++.so.6", c"libc++.so.1"];
 /// runtime it loaded; returns how many entries were rewritten.
 pub fn redirect_imports(handle: *mut c_void) -> Result<usize, String> {
     let all = redirects();
-    let every: Vec<&Redirect> = all.iter().collect();
-    let mut rewritten = patch(link_map(handle)?, &every)?;
-    let cxx: Vec<&Redirect> = all
-        .iter()
-        .filter(|r| CXX_RUNTIME_CALLS.contains(&r.name))
-        .collect();
+    let mut rewritten = patch(link_map(handle)?, all.iter())?;
     for runtime in CXX_RUNTIMES {
         // SAFETY: a NUL-terminated name; RTLD_NOLOAD only finds a library already loaded.
         let loaded = unsafe { dlopen(runtime.as_ptr(), RTLD_NOW | RTLD_NOLOAD) };
         if !loaded.is_null() {
-            rewritten += patch(link_map(loaded)?, &cxx)?;
+            rewritten += patch(link_map(loaded)?, all.iter().filter(|r| r.in_cxx_runtime))?;
         }
     }
     Ok(rewritten)
 }
-
-/// The redirected functions that C++ runtimes call for their clocks, sleeps and condition
-/// variables (`std::condition_variable::wait` and `notify_all` live in them).
-const CXX_RUNTIME_CALLS: [&[u8]; 7] = [
-    b"nanosleep",
-    b"clock_gettime",
-    b"pthread_cond_wait",
-    b"pthread_cond_timedwait",
-    b"pthread_cond_clockwait",
-    b"pthread_cond_signal",
-    b"pthread_cond_broadcast",
-];
 
 /// The link map of a loaded library.
 fn link_map<'a>(handle: *mut c_void) -> Result<&'a LinkMap, String> {
@@ -617,7 +617,7 @@ fn link_map<'a>(handle: *mut c_void) -> Result<&'a LinkMap, String> {
 
 /// Rewrites the GOT entries of `map`'s library that bind the functions of `redirects`;
 /// returns how many.
-fn patch(map: &LinkMap, redirects: &[&Redirect]) -> Result<usize, String> {
+fn patch<'r>(map: &LinkMap, redirects: impl Iterator<Item = &'r Redirect> + Clone) -> Result<usize, String> {
     // The loader has relocated most address entries of the dynamic section in place; an
     // entry below the load address is still a link-time address.
     let absolute = |value: u64| {
@@ -671,7 +671,7 @@ fn patch(map: &LinkMap, redirects: &[&Redirect]) -> Result<usize, String> {
                 let sym = &*((symtab as *const Sym).add(symbol));
                 CStr::from_ptr((strtab + sym.name as usize) as *const c_char)
             };
-            let Some(redirect) = redirects.iter().find(|d| d.name == name.to_bytes()) else {
+            let Some(redirect) = redirects.clone().find(|d| d.name == name.to_bytes()) else {
                 continue;
             };
             let slot = map.base + r.offset as usize;

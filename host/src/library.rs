@@ -42,9 +42,10 @@ fn last_error() -> String {
 
 impl Library {
     /// Loads the library at `path`, resolving every symbol now. On x86-64 Linux its thread,
-    /// mutex, sleep and clock imports (and its C++ runtime's sleep and clock) are redirected:
-    /// on a simulated thread of a running process they are the process's threads, mutexes
-    /// and virtual time, elsewhere the C library's own (see `docs/native-profilers.md`).
+    /// mutex, condition-variable, sleep and clock imports (and its C++ runtime's condition
+    /// variables, sleeps and clocks) are redirected: on a simulated thread of a running
+    /// process they are the process's threads, mutexes, condition variables and virtual
+    /// time, elsewhere the C library's own (see `docs/native-profilers.md`).
     pub fn open(path: &Path) -> Result<Library, String> {
         let text = path
             .to_str()

@@ -289,9 +289,9 @@ fn deliver(
         return HResult::E_FAIL;
     }
     let Some(cb) = callback else {
-        // A batch is empty only when it is the walk's last.
-        if walk.frames.as_slice().is_empty() {
-            return end(runtime, walk.end, plan.unix);
+        // A paused walk's batch is full: an empty one is the last.
+        if let (Some(ended), true) = (walk.end, walk.frames.as_slice().is_empty()) {
+            return end(runtime, ended, plan.unix);
         }
         let mut st = runtime.lock();
         let survived = !plan.unix;
@@ -324,8 +324,8 @@ fn deliver(
         if !completed {
             return HResult::CORPROF_E_STACKSNAPSHOT_ABORTED;
         }
-        if walk.end.is_some() {
-            return end(runtime, walk.end, plan.unix);
+        if let Some(ended) = walk.end {
+            return end(runtime, ended, plan.unix);
         }
         walk::batch(&runtime.lock(), plan.target, walk, contexts);
     }
@@ -382,8 +382,8 @@ fn report<const CONTEXTS: bool>(
 }
 
 /// The HRESULT of a walk that ended with `end` after every callback returned `S_OK` (R17).
-fn end(runtime: &Runtime, end: Option<WalkEnd>, unix: bool) -> HResult {
-    match end.unwrap_or_default() {
+fn end(runtime: &Runtime, end: WalkEnd, unix: bool) -> HResult {
+    match end {
         WalkEnd::Done => HResult::S_OK,
         WalkEnd::Failed => HResult::E_FAIL,
         WalkEnd::AccessViolation(address) => {

@@ -44,10 +44,9 @@ pub(crate) enum WalkStart {
 }
 
 /// How the iterator ended.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum WalkEnd {
     /// The Frame chain or the stack ended normally (`SWA_DONE`).
-    #[default]
     Done,
     /// Unwinding left the target's stack or stopped making progress (`SWA_FAILED`, R17).
     Failed,
@@ -254,6 +253,7 @@ fn walk_into<const GPRS: bool>(st: &State, t: usize, walk: &mut Walk) -> Option<
     // How many frames the iterator stopped at.
     let mut n = *stops;
     let end = loop {
+        // Entering the chain loop is a call: a cached link is looked up first.
         if fast && it.sites.links().get(ip).is_some() {
             let chain = Chain {
                 sites: it.sites,
