@@ -521,6 +521,44 @@ fn r17_walk_outcomes_map_to_hresults() {
 }
 
 #[test]
+fn r17_a_walk_leaving_the_target_stack_fails_even_along_cached_links() {
+    // Every default body returns from its first call at the same offset: `main` and `worker`
+    // share the return sites of App::Leaf and App::Main, so once `main` was walked, worker's
+    // frames are links the runtime knows.
+    let s = world(Platform::Unix).build();
+    let rt = s.runtime();
+    let site = |thread: &str, function: &str| {
+        let t = rt.thread(thread).unwrap();
+        let i = rt.with_code(|code| {
+            t.layout
+                .calls
+                .iter()
+                .position(|c| code.function(c.function).name == function)
+        });
+        t.call_context(i.unwrap_or_else(|| panic!("{thread} has {function}")))
+    };
+    // App::Mid's frame of `main`, its RBP pointing into `worker`'s stack, where a chain of
+    // links goes on.
+    let mut seed = site("main", "App::Mid");
+    seed.rbp = site("worker", "App::Leaf").rbp;
+    let (warm, (hr, seen)) = with_runtime(
+        &s,
+        "main",
+        CallContext::Callback(CallbackKind::ObjectAllocated),
+        |rt| {
+            let (warm, _) = walk(rt, ThreadId::NULL, 0, None);
+            (warm, walk(rt, ThreadId::NULL, 0, Some(&seed)))
+        },
+    );
+    assert_eq!(warm, HResult::S_OK);
+    assert_eq!(
+        (hr, seen.len()),
+        (HResult::E_FAIL, 1),
+        "the caller's RSP, RBP + 16, lies outside the target's stack"
+    );
+}
+
+#[test]
 fn r18_cleanup_resumes_the_target_and_releases_the_hijack_lock() {
     let s = world(Platform::Windows).build();
     let rt = s.runtime();

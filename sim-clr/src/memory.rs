@@ -1,7 +1,11 @@
 //! The simulated address space: sparse mapped regions holding 64-bit words.
 //!
 //! Thread stacks are the regions that matter to a walk: a read outside every mapped region is
-//! an access violation, and a deleted thread's stack is unmapped.
+//! an access violation, and a deleted thread's stack is unmapped. A region can be shared
+//! ([`SharedRegion`]): a walk reads its target's stack through one with the runtime's lock
+//! released, while the address space stays writable (a write copies a shared region first).
+
+use std::sync::Arc;
 
 /// A mapped region `[start, end)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,6 +47,22 @@ impl Mapped {
         (word / PAGE_WORDS, word % PAGE_WORDS)
     }
 
+    /// The written page holding the word at `addr` (inside the region), when `addr` is
+    /// aligned.
+    fn page(&self, addr: u64) -> Option<Page<'_>> {
+        if !addr.is_multiple_of(8) {
+            return None;
+        }
+        let (page, slot) = self.slot(addr);
+        let data = self.pages[page].as_deref()?;
+        let start = addr - 8 * slot as u64;
+        let words = ((self.region.end - start) / 8).min(PAGE_WORDS as u64);
+        Some(Page {
+            start,
+            data: &data[..words as usize],
+        })
+    }
+
     fn word(&self, addr: u64) -> u64 {
         let (page, slot) = self.slot(addr);
         self.pages
@@ -67,9 +87,12 @@ impl Mapped {
 /// Sparse memory: mapped regions (sorted by address) whose words are written in pages
 /// allocated on first write; unwritten words read 0. A read costs a binary search over the
 /// regions and an index; a [`Reader`] skips the search while it stays in one region.
+///
+/// Regions are shared on clone: a write to a region that is shared (with a clone of the
+/// address space or a [`SharedRegion`]) copies that region first.
 #[derive(Clone, Debug, Default)]
 pub struct AddressSpace {
-    regions: Vec<Mapped>,
+    regions: Vec<Arc<Mapped>>,
 }
 
 impl AddressSpace {
@@ -79,10 +102,10 @@ impl AddressSpace {
         let at = self.regions.partition_point(|m| m.region.start < start);
         self.regions.insert(
             at,
-            Mapped {
+            Arc::new(Mapped {
                 region: Region { start, end },
                 pages: vec![None; words.div_ceil(PAGE_WORDS)],
-            },
+            }),
         );
     }
 
@@ -98,6 +121,10 @@ impl AddressSpace {
         for m in &mut self.regions {
             let (from, to) = (start.max(m.region.start), end.min(m.region.end));
             let mut addr = from.next_multiple_of(8);
+            if addr >= to {
+                continue;
+            }
+            let m = Arc::make_mut(m);
             while addr < to {
                 let (page, slot) = m.slot(addr);
                 let page_end = addr + 8 * (PAGE_WORDS - slot) as u64;
@@ -113,13 +140,19 @@ impl AddressSpace {
     }
 
     /// The region containing `[addr, addr + len)`.
-    fn region(&self, addr: u64, len: u64) -> Option<&Mapped> {
+    fn region(&self, addr: u64, len: u64) -> Option<&Arc<Mapped>> {
         let i = self
             .regions
             .partition_point(|m| m.region.start <= addr)
             .checked_sub(1)?;
         let m = &self.regions[i];
         m.region.contains(addr, len).then_some(m)
+    }
+
+    /// The mapped region holding the word at `addr`, shared: it reads as the region reads
+    /// now, whatever is written to the address space later.
+    pub fn share(&self, addr: u64) -> Option<SharedRegion> {
+        self.region(addr, 8).cloned().map(SharedRegion)
     }
 
     /// True when `[addr, addr + len)` is mapped.
@@ -139,7 +172,7 @@ impl AddressSpace {
             Some(i) if self.regions[i].region.contains(addr, 8) && addr.is_multiple_of(8) => i,
             _ => return,
         };
-        let m = &mut self.regions[i];
+        let m = Arc::make_mut(&mut self.regions[i]);
         let (page, slot) = m.slot(addr);
         m.pages[page].get_or_insert_with(|| Box::new([0; PAGE_WORDS]))[slot] = value;
     }
@@ -155,10 +188,7 @@ impl AddressSpace {
     pub fn reader(&self) -> Reader<'_> {
         Reader {
             space: self,
-            page: Page {
-                start: u64::MAX,
-                data: &[],
-            },
+            page: Page::default(),
         }
     }
 
@@ -167,26 +197,45 @@ impl AddressSpace {
     #[inline(never)]
     fn read_paged(&self, addr: u64) -> Result<(u64, Option<Page<'_>>), AccessViolation> {
         let m = self.region(addr, 8).ok_or(AccessViolation { address: addr })?;
-        if addr.is_multiple_of(8) {
-            let (page, slot) = m.slot(addr);
-            if let Some(data) = m.pages[page].as_deref() {
-                let start = addr - 8 * slot as u64;
-                let words = ((m.region.end - start) / 8).min(PAGE_WORDS as u64);
-                let data = &data[..words as usize];
-                return Ok((data[slot], Some(Page { start, data })));
-            }
+        match m.page(addr) {
+            Some(page) => Ok((page.data[page.word(addr)], Some(page))),
+            None => Ok((m.read_u64(addr), None)),
         }
-        Ok((m.read_u64(addr), None))
     }
 }
 
-/// A written page of a mapped region, as a reader keeps it.
+/// A mapped region shared out of an [`AddressSpace`] ([`AddressSpace::share`]): its words as
+/// they were when it was shared, read without the address space.
+#[derive(Clone, Debug)]
+pub struct SharedRegion(Arc<Mapped>);
+
+impl SharedRegion {
+    /// The written page holding the word at `addr`; `None` when `addr` is unaligned, outside
+    /// the region, or in a page never written.
+    pub fn page(&self, addr: u64) -> Option<Page<'_>> {
+        let m = &self.0;
+        m.region.contains(addr, 8).then(|| m.page(addr)).flatten()
+    }
+}
+
+/// A written page of a mapped region, as a reader keeps it: the words it reads without a
+/// search.
 #[derive(Clone, Copy, Debug)]
-struct Page<'a> {
+pub struct Page<'a> {
     /// The page's address (8-aligned).
     start: u64,
     /// Its mapped words.
     data: &'a [u64],
+}
+
+/// No page: it holds no word.
+impl Default for Page<'_> {
+    fn default() -> Self {
+        Page {
+            start: u64::MAX,
+            data: &[],
+        }
+    }
 }
 
 impl Page<'_> {
@@ -197,6 +246,22 @@ impl Page<'_> {
     fn word(&self, addr: u64) -> usize {
         let word = addr.wrapping_sub(self.start).rotate_right(3);
         usize::try_from(word).unwrap_or(usize::MAX)
+    }
+
+    /// The words at `addr` and `addr + 8` when both lie, aligned, in the page, else `None`:
+    /// a frame-pointer link (the caller's RBP, then the return address) read with one check.
+    #[inline]
+    pub fn pair(&self, addr: u64) -> Option<[u64; 2]> {
+        match self.data.get(self.word(addr)..) {
+            Some(&[low, high, ..]) => Some([low, high]),
+            _ => None,
+        }
+    }
+
+    /// The addresses the page covers: `[start, end)`.
+    #[inline]
+    pub fn range(&self) -> (u64, u64) {
+        (self.start, self.start.wrapping_add(8 * self.data.len() as u64))
     }
 }
 
@@ -212,7 +277,7 @@ pub struct Reader<'a> {
     page: Page<'a>,
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
     /// The word at `addr` when it is aligned and in the page of the last read, else `None`:
     /// a read that never faults and never searches.
     #[inline]
@@ -220,20 +285,9 @@ impl Reader<'_> {
         self.page.data.get(self.page.word(addr)).copied()
     }
 
-    /// The words at `addr` and `addr + 8` when both lie, aligned, in the page of the last
-    /// read, else `None`: a frame-pointer link (the caller's RBP, then the return address)
-    /// read with one check.
-    #[inline]
-    pub fn cached_pair(&self, addr: u64) -> Option<[u64; 2]> {
-        let words = self.page.data.get(self.page.word(addr)..)?;
-        words.first_chunk().copied()
-    }
-
-    /// The addresses the page of the last read covers: `[start, end)`, empty before the first
-    /// read.
-    pub fn page_range(&self) -> (u64, u64) {
-        let start = self.page.start;
-        (start, start.wrapping_add(8 * self.page.data.len() as u64))
+    /// The page of the last read (empty before the first read).
+    pub fn page(&self) -> Page<'a> {
+        self.page
     }
 
     /// Makes the page holding `addr` the reader's page, as a read there would, when it is
@@ -300,7 +354,7 @@ mod tests {
             if let Some(word) = reader.cached(a) {
                 assert_eq!(Ok(word), m.read_u64(a), "at {a:#x}");
             }
-            if let Some([low, high]) = reader.cached_pair(a) {
+            if let Some([low, high]) = reader.page().pair(a) {
                 assert_eq!(
                     (Ok(low), Ok(high)),
                     (m.read_u64(a), m.read_u64(a + 8)),
@@ -319,22 +373,52 @@ mod tests {
             m.write_u64(a, a);
         }
         let mut reader = m.reader();
-        assert_eq!(reader.cached_pair(0x1000), None, "a new reader has no page");
+        assert_eq!(reader.page().pair(0x1000), None, "a new reader has no page");
         reader.prime(0x5000);
         assert_eq!(
-            reader.cached_pair(0x1000),
+            reader.page().pair(0x1000),
             None,
             "an unmapped address primes nothing"
         );
         reader.prime(0x1803);
-        assert_eq!(reader.cached_pair(0x1000), Some([0x1000, 0x1008]));
+        assert_eq!(reader.page().pair(0x1000), Some([0x1000, 0x1008]));
         let mut reader = m.reader();
         assert_eq!(reader.read_u64(0x1100), Ok(0x1100));
-        assert_eq!(reader.cached_pair(0x1000), Some([0x1000, 0x1008]));
-        assert_eq!(reader.cached_pair(0x1ff0), Some([0x1ff0, 0x1ff8]));
+        assert_eq!(reader.page().pair(0x1000), Some([0x1000, 0x1008]));
+        assert_eq!(reader.page().pair(0x1ff0), Some([0x1ff0, 0x1ff8]));
         // The second word is in the next page, the first before the page, or unaligned.
         for a in [0x1ff8, 0xff8, 0x1004, 0x2000, u64::MAX] {
-            assert_eq!(reader.cached_pair(a), None, "at {a:#x}");
+            assert_eq!(reader.page().pair(a), None, "at {a:#x}");
+        }
+    }
+
+    #[test]
+    fn a_shared_region_reads_as_it_was_when_shared() {
+        let mut m = AddressSpace::default();
+        m.map(0x1000, 0x3000);
+        m.map(0x4000, 0x5000);
+        m.write_u64(0x1ff0, 1);
+        m.write_u64(0x1ff8, 2);
+        let shared = m.share(0x1234).expect("mapped");
+        assert!(m.share(0x3000).is_none(), "unmapped");
+        // Writes after sharing, to the region and to another, and unmapping it.
+        m.write_u64(0x1ff0, 3);
+        m.write_u64(0x2000, 4);
+        m.write_u64(0x4000, 5);
+        let page = shared.page(0x1ff0).expect("written");
+        assert_eq!(page.pair(0x1ff0), Some([1, 2]));
+        assert_eq!(page.range(), (0x1000, 0x2000));
+        assert_eq!(
+            shared.page(0x2000).map(|p| p.range()),
+            None,
+            "written after sharing"
+        );
+        assert_eq!(m.read_u64(0x1ff0), Ok(3));
+        assert_eq!(m.read_u64(0x2000), Ok(4));
+        m.unmap(0x1000);
+        assert_eq!(shared.page(0x1ff8).and_then(|p| p.pair(0x1ff0)), Some([1, 2]));
+        for a in [0x1ff4, 0xff8, 0x3000, 0x4000] {
+            assert!(shared.page(a).is_none(), "at {a:#x}");
         }
     }
 

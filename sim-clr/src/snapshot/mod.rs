@@ -8,6 +8,7 @@
 //! batch of frames at a time, and each batch is delivered to the callback with the lock
 //! released, so the callback may call back in.
 
+mod chain;
 mod sites;
 mod walk;
 
@@ -61,7 +62,9 @@ pub(crate) fn do_stack_snapshot(
         Err(hr) => return hr,
     };
     let hr = deliver(runtime, &mut plan, callback, info_flags);
-    let walk = plan.walk;
+    let mut walk = plan.walk;
+    // The spare walk shares no stack: writes to it need no copy.
+    walk.unshare();
     {
         // R18: resume the target if this walk suspended it, release the hijack lock.
         let mut st = runtime.lock();
@@ -284,14 +287,11 @@ fn deliver(
     flags: u32,
 ) -> HResult {
     let walk = &mut plan.walk;
-    // SWA_FAILED is the iterator's initial result: a walk that stops nowhere is E_FAIL.
-    if walk.stops == 0 {
-        return HResult::E_FAIL;
-    }
     let Some(cb) = callback else {
-        // A paused walk's batch is full: an empty one is the last.
+        // A walk that ended in its first batch and reported nothing calls nothing; any other
+        // reaches a frame (a paused walk has a full batch, or a chain ahead).
         if let (Some(ended), true) = (walk.end, walk.frames.as_slice().is_empty()) {
-            return end(runtime, ended, plan.unix);
+            return end(runtime, walk, ended, plan.unix);
         }
         let mut st = runtime.lock();
         let survived = !plan.unix;
@@ -318,14 +318,14 @@ fn deliver(
             if contexts {
                 report::<true>(walk, cb, plan.context_size)
             } else {
-                report::<false>(walk, cb, plan.context_size)
+                report::<false>(walk, cb, plan.context_size) && walk.report_chain(cb)
             }
         });
         if !completed {
             return HResult::CORPROF_E_STACKSNAPSHOT_ABORTED;
         }
         if let Some(ended) = walk.end {
-            return end(runtime, ended, plan.unix);
+            return end(runtime, walk, ended, plan.unix);
         }
         walk::batch(&runtime.lock(), plan.target, walk, contexts);
     }
@@ -381,8 +381,12 @@ fn report<const CONTEXTS: bool>(
     true
 }
 
-/// The HRESULT of a walk that ended with `end` after every callback returned `S_OK` (R17).
-fn end(runtime: &Runtime, end: WalkEnd, unix: bool) -> HResult {
+/// The HRESULT of `walk`, which ended with `end` after every callback returned `S_OK` (R17).
+fn end(runtime: &Runtime, walk: &Walk, end: WalkEnd, unix: bool) -> HResult {
+    // SWA_FAILED is the iterator's initial result: a walk that stops nowhere is E_FAIL.
+    if walk.stops == 0 {
+        return HResult::E_FAIL;
+    }
     match end {
         WalkEnd::Done => HResult::S_OK,
         WalkEnd::Failed => HResult::E_FAIL,

@@ -7,13 +7,13 @@
 //! a direct-mapped cache by address answers most lookups with one load. Each slot's hot half
 //! (a [`Site`], six words) is what a walk without contexts reads; the full [`UnwindRule`]
 //! sits in a parallel array, read only to restore registers; and a third array holds, for
-//! the sites that are links of the frame-pointer chain, the two words the walk's innermost
-//! loop reads (a [`Link`]). A cache belongs to one generation of the code map: unloading
-//! code starts a new one.
+//! the sites that are links of the frame-pointer chain, the frame info a callback receives
+//! for a frame there, keyed by its IP (the [`Links`]). A cache belongs to one generation of
+//! the code map: unloading code starts a new one.
 
 use crate::code::machine::{Reach, UnwindRule};
 use crate::code::CodeMap;
-use corprof::FunctionId;
+use corprof::{FrameInfo, FunctionId};
 
 /// What the iterator needs to know about a code address to report a frame there and find
 /// its caller.
@@ -33,26 +33,17 @@ pub(super) struct Site {
     pub unwinds: bool,
 }
 
-/// A reported managed site in a conventional `push rbp; mov rbp, rsp` frame (its reach is
-/// [`Reach::is_chain`]): a frame stopped there is a link of the frame-pointer chain,
-/// unwound from RBP alone.
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct Link {
-    /// The address (0: the slot's site is not a link, or the slot is empty).
-    ip: u64,
-    /// The method's `FunctionID`.
-    pub function_id: FunctionId,
-}
-
 /// Slots in the cache.
 const SLOTS: usize = 256;
 
-/// A direct-mapped cache of [`Site`]s, their [`UnwindRule`]s and [`Link`]s by address.
+/// A direct-mapped cache of [`Site`]s, their [`UnwindRule`]s and links by address.
 #[derive(Clone, Debug)]
 pub(super) struct Sites {
     sites: Box<[Site; SLOTS]>,
     rules: Box<[UnwindRule; SLOTS]>,
-    links: Box<[Link; SLOTS]>,
+    /// Slot by slot, the frame info of the link cached there (its IP is the key), or
+    /// [`Sites::no_link`].
+    links: Box<[FrameInfo; SLOTS]>,
 }
 
 impl Default for Sites {
@@ -60,7 +51,7 @@ impl Default for Sites {
         Sites {
             sites: Box::new([Site::default(); SLOTS]),
             rules: Box::new([UnwindRule::default(); SLOTS]),
-            links: Box::new([Link::default(); SLOTS]),
+            links: Box::new(std::array::from_fn(Sites::no_link)),
         }
     }
 }
@@ -73,6 +64,14 @@ impl Sites {
     #[inline]
     fn slot(ip: u64) -> usize {
         ((ip ^ (ip >> 9)) as usize) % SLOTS
+    }
+
+    /// A slot without a link: its IP is one that is never cached in it (0, or 1 in slot 0),
+    /// so that no lookup matches it and a lookup needs no other test.
+    fn no_link(slot: usize) -> FrameInfo {
+        let ip = u64::from(slot == 0);
+        debug_assert_ne!(Sites::slot(ip), slot);
+        FrameInfo::for_snapshot(FunctionId::NULL, ip)
     }
 
     /// The cached links, for lookups that never fill.
@@ -109,10 +108,13 @@ impl Sites {
             reported: function.kind.has_metadata(),
             unwinds: rule.is_some(),
         };
+        // A reported managed site in a conventional `push rbp; mov rbp, rsp` frame: a frame
+        // stopped there is a link of the frame-pointer chain, unwound from RBP alone.
         let link = function.kind.has_metadata() && rule.is_some_and(|r| r.reach.is_chain());
-        self.links[slot] = Link {
-            ip: if link { ip } else { 0 },
-            function_id: function.function_id,
+        self.links[slot] = if link {
+            FrameInfo::for_snapshot(function.function_id, ip)
+        } else {
+            Sites::no_link(slot)
         };
         self.rules[slot] = rule.unwrap_or_default();
         Some((&self.sites[slot], &self.rules[slot]))
@@ -122,13 +124,14 @@ impl Sites {
 /// The cached links, borrowed once: a loop that only looks up keeps their address in a
 /// machine register.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Links<'a>(&'a [Link; SLOTS]);
+pub(super) struct Links<'a>(&'a [FrameInfo; SLOTS]);
 
 impl<'a> Links<'a> {
-    /// The link at `ip` if it is cached (never at 0, which no link has).
+    /// The frame info of a frame at `ip` (R24), when `ip` is a cached link: a site where a
+    /// frame is a link of the frame-pointer chain.
     #[inline]
-    pub fn get(self, ip: u64) -> Option<&'a Link> {
+    pub fn get(self, ip: u64) -> Option<&'a FrameInfo> {
         let link = &self.0[Sites::slot(ip)];
-        (link.ip == ip && ip != 0).then_some(link)
+        (link.ip == ip).then_some(link)
     }
 }

@@ -6,15 +6,17 @@
 //!
 //! It runs with the runtime's lock held and records the frames it reports into a [`Walk`],
 //! [`BATCH`] at a time; the profiler is called for a batch with the lock released, and the
-//! iterator goes on from where it paused.
+//! iterator goes on from where it paused. It also pauses before a chain of frame-pointer
+//! links, which [`super::chain`] walks and reports with the lock released.
 
+use super::chain::{self, Ahead, Stop};
 use super::sites::{Site, Sites};
 use super::MAX_WALK_FRAMES;
 use crate::code::machine::UnwindRule;
 use crate::memory::Reader;
 use crate::runtime::State;
 use crate::thread::Thread;
-use corprof::{Context, FrameInfo, FunctionId, Register};
+use corprof::{Context, FrameInfo, FunctionId, Register, StackSnapshotCallback};
 
 /// What a frame's CONTEXT is made of.
 #[derive(Clone, Copy, Debug, Default)]
@@ -84,6 +86,8 @@ pub(crate) struct Walk {
     pub(super) start: Option<WalkStart>,
     /// The bytes of the CONTEXT handed to callbacks.
     pub(super) bytes: Vec<u8>,
+    /// The chain of links the iterator paused before, when it did (with the batch not full).
+    chain: Option<Ahead>,
     /// Where the iterator paused.
     at: Cursor,
     /// The next explicit Frame of the chain to consider.
@@ -110,6 +114,40 @@ impl Walk {
     /// Discards the seed; true if there was one.
     pub(super) fn take_seed(&mut self) -> bool {
         std::mem::take(&mut self.seeded)
+    }
+
+    /// Reports the chain of links the iterator paused before, if it did, with the runtime's
+    /// lock released ([`Ahead::run`]); false when a callback aborted the walk. The iterator
+    /// goes on from where the chain stopped, or the walk is done.
+    pub(super) fn report_chain(&mut self, cb: &mut StackSnapshotCallback<'_>) -> bool {
+        let Some(ahead) = self.chain.take() else {
+            return true;
+        };
+        let at = Place {
+            ip: self.at.ip,
+            sp: self.at.sp,
+            fp: self.at.fp,
+        };
+        let room = MAX_WALK_FRAMES.saturating_sub(self.stops);
+        let (now, taken, stop) = ahead.run(self.sites.links(), at, room, cb);
+        // The iterator paused where the chain takes a frame: every pause makes progress.
+        debug_assert!(taken > 0, "a chain took no frame at {:#x}", at.ip);
+        (self.at.ip, self.at.sp, self.at.fp) = (now.ip, now.sp, now.fp);
+        self.stops += taken;
+        match stop {
+            Stop::Frame => true,
+            Stop::Done => {
+                self.end = Some(WalkEnd::Done);
+                true
+            }
+            Stop::Aborted => false,
+        }
+    }
+
+    /// Lets go of the stack region a paused walk shares: once shared no longer, the region
+    /// is written in place again.
+    pub(super) fn unshare(&mut self) {
+        self.chain = None;
     }
 }
 
@@ -152,20 +190,6 @@ impl<T: Copy + Default> Batch<T> {
         self.len += 1;
     }
 
-    /// The free slots: a loop stores records there and then counts them with
-    /// [`Batch::extend_by`].
-    #[inline]
-    fn free(&mut self) -> &mut [T] {
-        &mut self.slots[self.len..]
-    }
-
-    /// Counts `n` more records, stored in the first `n` free slots.
-    #[inline]
-    fn extend_by(&mut self, n: usize) {
-        self.len += n;
-        debug_assert!(self.len <= self.slots.len());
-    }
-
     /// The records.
     pub fn as_slice(&self) -> &[T] {
         &self.slots[..self.len]
@@ -178,6 +202,7 @@ impl<T: Copy + Default> Batch<T> {
 pub(super) fn start(st: &State, t: usize, walk: &mut Walk, contexts: bool) {
     let thread = &st.threads[t];
     (walk.stops, walk.next_frame) = (0, 0);
+    walk.chain = None;
     walk.start = if walk.seeded {
         let c = &walk.seed;
         walk.at.set(c.rip, Register::ALL.map(|r| c.get(r)), true);
@@ -217,10 +242,10 @@ pub(super) fn batch(st: &State, t: usize, walk: &mut Walk, contexts: bool) {
 ///
 /// The loop itself handles the common frame: managed code without funclets, unwound in full
 /// with contexts, or without them from RSP and RBP alone when its reads lie in the reader's
-/// current page. Links of the frame-pointer chain are taken by a loop of their own
-/// ([`Chain::run`]). Everything else — a funclet, a frame across pages, a native run — is a
-/// call out of the loop, so that the loop's values (IP, RSP, RBP, the count) stay in machine
-/// registers.
+/// current page. Without contexts it pauses before a link of the frame-pointer chain that
+/// [`Ahead::run`] can take (the batch then is not full). Everything else — a funclet, a frame
+/// across pages, a native run — is a call out of the loop, so that the loop's values (IP,
+/// RSP, RBP, the count) stay in machine registers.
 #[inline(never)]
 fn walk_into<const GPRS: bool>(st: &State, t: usize, walk: &mut Walk) -> Option<WalkEnd> {
     let thread = &st.threads[t];
@@ -231,6 +256,7 @@ fn walk_into<const GPRS: bool>(st: &State, t: usize, walk: &mut Walk) -> Option<
         sites,
         frames,
         contexts,
+        chain,
         ..
     } = walk;
     let mut it = Iter::<GPRS> {
@@ -253,18 +279,13 @@ fn walk_into<const GPRS: bool>(st: &State, t: usize, walk: &mut Walk) -> Option<
     // How many frames the iterator stopped at.
     let mut n = *stops;
     let end = loop {
-        // Entering the chain loop is a call: a cached link is looked up first.
-        if fast && it.sites.links().get(ip).is_some() {
-            let chain = Chain {
-                sites: it.sites,
-                memory: it.memory,
-                stack,
-            };
-            let (now, taken, end) = chain.run(it.frames, Place { ip, sp, fp }, n);
-            (ip, sp, fp) = (now.ip, now.sp, now.fp);
-            n += taken;
-            if end.is_some() {
-                break end;
+        // A link the chain takes (what it checks first, checked here on the same page):
+        // pausing there makes progress.
+        if fast && n < MAX_WALK_FRAMES && it.sites.links().get(ip).is_some() {
+            let region = chain::link_at(it.memory.page(), stack, fp).and_then(|_| st.memory.share(fp));
+            if let Some(region) = region {
+                *chain = Some(Ahead { region, stack });
+                break None;
             }
         }
         if it.frames.is_full() {
@@ -335,18 +356,9 @@ fn walk_into<const GPRS: bool>(st: &State, t: usize, walk: &mut Walk) -> Option<
     end
 }
 
-/// What the walk's innermost loop reads: the frames it takes whole are links of the
-/// frame-pointer chain.
-struct Chain<'a> {
-    sites: &'a Sites,
-    /// A copy of the walk's reader: its page stays in machine registers.
-    memory: Reader<'a>,
-    stack: Stack,
-}
-
 /// Where the target's stack lies: an RSP in it is in (limit, base].
 #[derive(Clone, Copy, Debug)]
-struct Stack {
+pub(super) struct Stack {
     /// The limit plus one.
     low: u64,
     /// The base minus the limit.
@@ -363,67 +375,17 @@ impl Stack {
 
     /// Whether `sp` is in the stack: one unsigned compare.
     #[inline]
-    fn holds(self, sp: u64) -> bool {
+    pub fn holds(self, sp: u64) -> bool {
         sp.wrapping_sub(self.low) < self.span
-    }
-}
-
-impl Chain<'_> {
-    /// Records and unwinds frames from `at` on (the iterator stopped at `n` frames before
-    /// them) in a loop of its own that calls nothing, so that its values stay in machine
-    /// registers. It takes the frames whose IP is a cached [`Link`](super::sites::Link) and
-    /// whose two links (the caller's RBP and the return address) lie in the reader's page,
-    /// and does for each exactly what the iterator's loop does: records it, unwinds it from
-    /// RBP, and ends the walk at a return address of 0. The new RSP needs no check: the loop
-    /// runs only while the reader's page lies in the target's stack. It stops at the first
-    /// frame it cannot take whole, leaving it to the iterator's loop (`None`), or where the
-    /// walk ends; it returns where it stopped and how many frames it took.
-    #[inline(never)]
-    fn run(self, frames: &mut Batch<FrameInfo>, at: Place, n: usize) -> (Place, usize, Option<WalkEnd>) {
-        let Place {
-            mut ip,
-            mut sp,
-            mut fp,
-        } = at;
-        let (links, memory) = (self.sites.links(), self.memory);
-        // Links read in a page of the target's stack leave RSP on the stack: a link at RBP
-        // in the page puts the caller's RSP, RBP + 16, at most at the page's end. The loop
-        // takes only such links, and need not check RSP.
-        let (start, end) = memory.page_range();
-        if !(self.stack.holds(start.wrapping_add(8)) && self.stack.holds(end)) {
-            return (at, 0, None);
-        }
-        let slots = frames.free();
-        // Past the batch the walk pauses, past the bound it fails: the iterator's loop does
-        // both.
-        let room = slots.len().min(MAX_WALK_FRAMES.saturating_sub(n));
-        let mut taken = 0;
-        while taken < room {
-            let Some(link) = links.get(ip) else {
-                break;
-            };
-            let Some([caller_fp, ret]) = memory.cached_pair(fp) else {
-                break;
-            };
-            // Every slot holds a frame info as `DoStackSnapshot` builds it: only its function
-            // and IP differ from frame to frame.
-            (slots[taken].func_id, slots[taken].ip) = (link.function_id, ip);
-            taken += 1;
-            (ip, sp, fp) = (ret, fp.wrapping_add(16), caller_fp);
-        }
-        frames.extend_by(taken);
-        // A return address of 0 is no link: it ended the loop, and ends the walk.
-        let end = (ip == 0 && taken > 0).then_some(WalkEnd::Done);
-        (Place { ip, sp, fp }, taken, end)
     }
 }
 
 /// Where the iterator's loop is: the frame's IP, RSP and RBP.
 #[derive(Clone, Copy, Debug)]
-struct Place {
-    ip: u64,
-    sp: u64,
-    fp: u64,
+pub(super) struct Place {
+    pub ip: u64,
+    pub sp: u64,
+    pub fp: u64,
 }
 
 /// Where the iterator is: a frame's IP and registers, RSP and RBP apart from the others (the
