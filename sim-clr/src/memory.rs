@@ -33,27 +33,30 @@ pub struct AccessViolation {
 /// Words per page of a region's contents (4 KiB).
 const PAGE_WORDS: usize = 512;
 
-/// A mapped region and its contents, in pages allocated on first write.
+/// A mapped region and its contents, in pages allocated on first write. The pages are
+/// shared by clones of the region, and copied by a write to shared ones.
 #[derive(Clone, Debug)]
 struct Mapped {
     region: Region,
-    pages: Vec<Option<Box<[u64; PAGE_WORDS]>>>,
+    pages: Arc<[Option<Box<[u64; PAGE_WORDS]>>]>,
+}
+
+impl Region {
+    /// The (page, slot) of the 8-aligned word at `addr` (inside the region).
+    fn slot(&self, addr: u64) -> (usize, usize) {
+        let word = ((addr - self.start) / 8) as usize;
+        (word / PAGE_WORDS, word % PAGE_WORDS)
+    }
 }
 
 impl Mapped {
-    /// The (page, slot) of the 8-aligned word at `addr` (inside the region).
-    fn slot(&self, addr: u64) -> (usize, usize) {
-        let word = ((addr - self.region.start) / 8) as usize;
-        (word / PAGE_WORDS, word % PAGE_WORDS)
-    }
-
     /// The written page holding the word at `addr` (inside the region), when `addr` is
     /// aligned.
     fn page(&self, addr: u64) -> Option<Page<'_>> {
         if !addr.is_multiple_of(8) {
             return None;
         }
-        let (page, slot) = self.slot(addr);
+        let (page, slot) = self.region.slot(addr);
         let data = self.pages[page].as_deref()?;
         let start = addr - 8 * slot as u64;
         let words = ((self.region.end - start) / 8).min(PAGE_WORDS as u64);
@@ -64,7 +67,7 @@ impl Mapped {
     }
 
     fn word(&self, addr: u64) -> u64 {
-        let (page, slot) = self.slot(addr);
+        let (page, slot) = self.region.slot(addr);
         self.pages
             .get(page)
             .and_then(|p| p.as_ref())
@@ -92,7 +95,7 @@ impl Mapped {
 /// address space or a [`SharedRegion`]) copies that region first.
 #[derive(Clone, Debug, Default)]
 pub struct AddressSpace {
-    regions: Vec<Arc<Mapped>>,
+    regions: Vec<Mapped>,
 }
 
 impl AddressSpace {
@@ -102,10 +105,10 @@ impl AddressSpace {
         let at = self.regions.partition_point(|m| m.region.start < start);
         self.regions.insert(
             at,
-            Arc::new(Mapped {
+            Mapped {
                 region: Region { start, end },
-                pages: vec![None; words.div_ceil(PAGE_WORDS)],
-            }),
+                pages: vec![None; words.div_ceil(PAGE_WORDS)].into(),
+            },
         );
     }
 
@@ -124,13 +127,13 @@ impl AddressSpace {
             if addr >= to {
                 continue;
             }
-            let m = Arc::make_mut(m);
+            let pages = Arc::make_mut(&mut m.pages);
             while addr < to {
-                let (page, slot) = m.slot(addr);
+                let (page, slot) = m.region.slot(addr);
                 let page_end = addr + 8 * (PAGE_WORDS - slot) as u64;
                 if slot == 0 && page_end <= to {
-                    m.pages[page] = None;
-                } else if let Some(p) = m.pages[page].as_mut() {
+                    pages[page] = None;
+                } else if let Some(p) = pages[page].as_mut() {
                     let last = ((to.min(page_end) - addr) / 8) as usize;
                     p[slot..slot + last].fill(0);
                 }
@@ -139,20 +142,18 @@ impl AddressSpace {
         }
     }
 
-    /// The region containing `[addr, addr + len)`.
-    fn region(&self, addr: u64, len: u64) -> Option<&Arc<Mapped>> {
+    /// The index of the region containing `[addr, addr + len)`.
+    fn find(&self, addr: u64, len: u64) -> Option<usize> {
         let i = self
             .regions
             .partition_point(|m| m.region.start <= addr)
             .checked_sub(1)?;
-        let m = &self.regions[i];
-        m.region.contains(addr, len).then_some(m)
+        self.regions[i].region.contains(addr, len).then_some(i)
     }
 
-    /// The mapped region holding the word at `addr`, shared: it reads as the region reads
-    /// now, whatever is written to the address space later.
-    pub fn share(&self, addr: u64) -> Option<SharedRegion> {
-        self.region(addr, 8).cloned().map(SharedRegion)
+    /// The region containing `[addr, addr + len)`.
+    fn region(&self, addr: u64, len: u64) -> Option<&Mapped> {
+        self.find(addr, len).map(|i| &self.regions[i])
     }
 
     /// True when `[addr, addr + len)` is mapped.
@@ -172,9 +173,9 @@ impl AddressSpace {
             Some(i) if self.regions[i].region.contains(addr, 8) && addr.is_multiple_of(8) => i,
             _ => return,
         };
-        let m = Arc::make_mut(&mut self.regions[i]);
-        let (page, slot) = m.slot(addr);
-        m.pages[page].get_or_insert_with(|| Box::new([0; PAGE_WORDS]))[slot] = value;
+        let m = &mut self.regions[i];
+        let (page, slot) = m.region.slot(addr);
+        Arc::make_mut(&mut m.pages)[page].get_or_insert_with(|| Box::new([0; PAGE_WORDS]))[slot] = value;
     }
 
     /// Reads 8 bytes at any address.
@@ -189,25 +190,28 @@ impl AddressSpace {
         Reader {
             space: self,
             page: Page::default(),
+            region: 0,
         }
     }
 
-    /// A read outside a reader's page: the value, and the page it is in when that page holds
-    /// written words and the read is aligned (the reader keeps it for the next reads).
+    /// A read outside a reader's page: the value, and the page it is in (with its region's
+    /// index) when that page holds written words and the read is aligned (the reader keeps it
+    /// for the next reads).
     #[inline(never)]
-    fn read_paged(&self, addr: u64) -> Result<(u64, Option<Page<'_>>), AccessViolation> {
-        let m = self.region(addr, 8).ok_or(AccessViolation { address: addr })?;
+    fn read_paged(&self, addr: u64) -> Result<(u64, Option<(Page<'_>, usize)>), AccessViolation> {
+        let i = self.find(addr, 8).ok_or(AccessViolation { address: addr })?;
+        let m = &self.regions[i];
         match m.page(addr) {
-            Some(page) => Ok((page.data[page.word(addr)], Some(page))),
+            Some(page) => Ok((page.data[page.word(addr)], Some((page, i)))),
             None => Ok((m.read_u64(addr), None)),
         }
     }
 }
 
-/// A mapped region shared out of an [`AddressSpace`] ([`AddressSpace::share`]): its words as
-/// they were when it was shared, read without the address space.
+/// A mapped region shared out of an [`AddressSpace`] ([`Reader::share`]): its words as they
+/// were when it was shared, read without the address space.
 #[derive(Clone, Debug)]
-pub struct SharedRegion(Arc<Mapped>);
+pub struct SharedRegion(Mapped);
 
 impl SharedRegion {
     /// The written page holding the word at `addr`; `None` when `addr` is unaligned, outside
@@ -275,6 +279,8 @@ impl Page<'_> {
 pub struct Reader<'a> {
     space: &'a AddressSpace,
     page: Page<'a>,
+    /// The index of the page's region (when there is a page).
+    region: usize,
 }
 
 impl<'a> Reader<'a> {
@@ -290,12 +296,20 @@ impl<'a> Reader<'a> {
         self.page
     }
 
+    /// The region of the page of the last read, shared ([`SharedRegion`]): it reads as the
+    /// region reads now, whatever is written to the address space later. `None` before the
+    /// first read.
+    pub fn share(&self) -> Option<SharedRegion> {
+        let shared = || SharedRegion(self.space.regions[self.region].clone());
+        (!self.page.data.is_empty()).then(shared)
+    }
+
     /// Makes the page holding `addr` the reader's page, as a read there would, when it is
     /// mapped and written; reads nothing and never faults. A walk about to read around
     /// `addr` finds its first words without a search.
     pub fn prime(&mut self, addr: u64) {
-        if let Ok((_, Some(page))) = self.space.read_paged(addr & !7) {
-            self.page = page;
+        if let Ok((_, Some((page, region)))) = self.space.read_paged(addr & !7) {
+            (self.page, self.region) = (page, region);
         }
     }
 
@@ -306,8 +320,8 @@ impl<'a> Reader<'a> {
             return Ok(value);
         }
         let (value, next) = self.space.read_paged(addr)?;
-        if let Some(next) = next {
-            self.page = next;
+        if let Some((page, region)) = next {
+            (self.page, self.region) = (page, region);
         }
         Ok(value)
     }
@@ -399,8 +413,10 @@ mod tests {
         m.map(0x4000, 0x5000);
         m.write_u64(0x1ff0, 1);
         m.write_u64(0x1ff8, 2);
-        let shared = m.share(0x1234).expect("mapped");
-        assert!(m.share(0x3000).is_none(), "unmapped");
+        let mut reader = m.reader();
+        assert!(reader.share().is_none(), "nothing read");
+        reader.prime(0x1ff0);
+        let shared = reader.share().expect("mapped");
         // Writes after sharing, to the region and to another, and unmapping it.
         m.write_u64(0x1ff0, 3);
         m.write_u64(0x2000, 4);

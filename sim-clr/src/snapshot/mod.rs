@@ -6,7 +6,9 @@
 //! managed frame returns into native code, and hops over native code with the explicit Frame
 //! chain. It is computed with the runtime lock held (the target cannot change meanwhile), a
 //! batch of frames at a time, and each batch is delivered to the callback with the lock
-//! released, so the callback may call back in.
+//! released, so the callback may call back in. Chains of frame-pointer links are walked with
+//! the lock released, on the target's stack as it was when the iterator paused, and
+//! reported frame by frame as they are found.
 
 mod chain;
 mod sites;
@@ -278,8 +280,8 @@ fn current_context(thread: &Thread) -> Option<Context> {
     Some(context)
 }
 
-/// Calls the profiler once per reported frame (R22–R26), batch after batch, and maps the
-/// outcome (R17).
+/// Calls the profiler once per reported frame (R22–R26), batch after batch (each followed by
+/// the chain of links the iterator paused before, if it did), and maps the outcome (R17).
 fn deliver(
     runtime: &Runtime,
     plan: &mut Plan,

@@ -270,8 +270,17 @@ fn walk_into<const GPRS: bool>(st: &State, t: usize, walk: &mut Walk) -> Option<
     };
     let funclets = thread.layout.funclets;
     let fast = !GPRS && !funclets;
-    // The walk reads from the frame pointer up.
-    it.memory.prime(at.fp);
+    // Without contexts the walk reads from the frame pointer up, in the reader's page, from
+    // a managed frame on (a native run's marker reads nothing; with contexts the first read
+    // finds the page).
+    if fast
+        && it
+            .sites
+            .get(&st.code, at.ip)
+            .is_some_and(|(site, _)| site.managed)
+    {
+        it.memory.prime(at.fp);
+    }
     let stack = Stack::of(thread);
     // The frame's IP, RSP and RBP, copied out of `at` (which the calls out of the loop take)
     // so that they stay in machine registers.
@@ -282,7 +291,7 @@ fn walk_into<const GPRS: bool>(st: &State, t: usize, walk: &mut Walk) -> Option<
         // A link the chain takes (what it checks first, checked here on the same page):
         // pausing there makes progress.
         if fast && n < MAX_WALK_FRAMES && it.sites.links().get(ip).is_some() {
-            let region = chain::link_at(it.memory.page(), stack, fp).and_then(|_| st.memory.share(fp));
+            let region = chain::link_at(it.memory.page(), stack, fp).and_then(|_| it.memory.share());
             if let Some(region) = region {
                 *chain = Some(Ahead { region, stack });
                 break None;
