@@ -41,17 +41,14 @@ pub(super) enum Stop {
     Aborted,
 }
 
-/// The first link at `fp`, when the chain can take it in `page`: the page lies in the
-/// target's stack, and holds the link's two words (the caller's RBP, then the return
-/// address).
+/// Whether the chain can read a link at `fp` in `page`: the page lies in the target's stack,
+/// and holds the link's two words (the caller's RBP, then the return address).
 #[inline]
-pub(super) fn link_at(page: Page<'_>, stack: Stack, fp: u64) -> Option<[u64; 2]> {
+pub(super) fn reads_link(page: Page<'_>, stack: Stack, fp: u64) -> bool {
     let (start, end) = page.range();
     // A link at RBP in a page of the stack puts the caller's RSP, RBP + 16, at most at the
     // page's end: the chain needs no RSP check.
-    (stack.holds(start.wrapping_add(8)) && stack.holds(end))
-        .then(|| page.pair(fp))
-        .flatten()
+    stack.holds(start.wrapping_add(8)) && stack.holds(end) && page.pair(fp).is_some()
 }
 
 impl Ahead {
@@ -59,8 +56,8 @@ impl Ahead {
     /// frame (R22–R24, no CONTEXT), then unwinds it from RBP, as the iterator's loop does. It
     /// moves between the pages of the shared region itself, and stops at the first frame
     /// whose IP is no cached link or whose two words it cannot read in a page of the stack,
-    /// at a return address of 0, or when a callback aborts. It returns where it stopped, how
-    /// many frames it took, and why it stopped.
+    /// at a return address of 0, or when a callback aborts. It returns where it stopped (past
+    /// the frame whose callback aborted), how many frames it took, and why it stopped.
     ///
     /// A loop that calls only the profiler, so that its values stay in machine registers.
     #[inline(never)]
@@ -86,13 +83,9 @@ impl Ahead {
             context: None,
         };
         let mut left = room;
-        // Page after page of the stack: the first link finds its page as a link past a
-        // page's end does.
-        'pages: while let Some(page) = self
-            .region
-            .page(fp)
-            .filter(|&p| link_at(p, self.stack, fp).is_some())
-        {
+        // Page after page of the stack: the page of the first link, then the page of each
+        // link past a page's end.
+        'pages: while let Some(page) = self.region.page(fp).filter(|&p| reads_link(p, self.stack, fp)) {
             while left > 0 {
                 let Some(link) = links.get(ip) else {
                     break 'pages;

@@ -291,7 +291,9 @@ fn walk_into<const GPRS: bool>(st: &State, t: usize, walk: &mut Walk) -> Option<
         // A link the chain takes (what it checks first, checked here on the same page):
         // pausing there makes progress.
         if fast && n < MAX_WALK_FRAMES && it.sites.links().get(ip).is_some() {
-            let region = chain::link_at(it.memory.page(), stack, fp).and_then(|_| it.memory.share());
+            let region = chain::reads_link(it.memory.page(), stack, fp)
+                .then(|| it.memory.share())
+                .flatten();
             if let Some(region) = region {
                 *chain = Some(Ahead { region, stack });
                 break None;
