@@ -165,12 +165,8 @@ impl AddressSpace {
     /// only writes where it mapped).
     pub fn write_u64(&mut self, addr: u64, value: u64) {
         debug_assert_eq!(addr % 8, 0);
-        let i = match self
-            .regions
-            .partition_point(|m| m.region.start <= addr)
-            .checked_sub(1)
-        {
-            Some(i) if self.regions[i].region.contains(addr, 8) && addr.is_multiple_of(8) => i,
+        let i = match self.find(addr, 8) {
+            Some(i) if addr.is_multiple_of(8) => i,
             _ => return,
         };
         let m = &mut self.regions[i];
