@@ -24,6 +24,7 @@ pub mod thread;
 pub mod trace;
 
 pub use runtime::{
-    CallContext, CallbackKind, Platform, Runtime, RuntimeConfig, UnknownThread, Unload, MAX_EVENTS,
+    CallContext, CallbackKind, Notification, Platform, Runtime, RuntimeConfig, UnknownThread, Unload,
+    MAX_EVENTS,
 };
 pub use snapshot::MAX_WALK_FRAMES;

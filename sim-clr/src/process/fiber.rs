@@ -31,6 +31,9 @@ pub enum Request {
     Point,
     /// Wait until every cooperative thread has parked for the caller's runtime suspension.
     SafePoints,
+    /// Raise the callbacks the runtime queued (the suspension callbacks) on their threads
+    /// before going on.
+    Raise,
     /// The code allocated since its last request (with [`HeapLockAllocator`]): it needs the
     /// heap lock free.
     Allocated,

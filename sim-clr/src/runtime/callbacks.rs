@@ -2,14 +2,18 @@
 //! profiler's entry point, the raising runtime helper and its Frame, the GC mode — and raising
 //! callbacks into an attached profiler.
 
-use super::{callers, Caller, Runtime};
+use super::{callers, Caller, Notification, Runtime};
 use crate::code::{CodeMap, FunctionIndex};
 use crate::thread::{FrameKind, Lifecycle, Mode, StackEntry};
 use crate::trace::Event;
 use corprof::flags::{event, GcReason};
 use corprof::{ClassId, HResult, ObjectId, ThreadId};
 
-/// The profiler callbacks a scenario can make calls from.
+/// The profiler callbacks the runtime raises on a thread, with the context each runs in.
+///
+/// GC modes and callback states follow CoreCLR v3.1.23 (`src/vm/eetoprofinterfaceimpl.cpp`:
+/// each wrapper's `MODE_*` contract and its `CLR_TO_PROFILER_ENTRYPOINT` flags; the raising
+/// sites in `src/vm/threads.cpp` and `src/vm/threadsuspend.cpp`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CallbackKind {
     /// `ObjectAllocated`: cooperative mode, inside the allocation helper.
@@ -27,10 +31,20 @@ pub enum CallbackKind {
     /// `ModuleLoadFinished`: preemptive mode, in a scope that may trigger a GC, on the thread
     /// that loaded the module (the first managed thread).
     ModuleLoadFinished,
+    /// `ThreadCreated` then `ThreadAssignedToOSThread`, on the new thread as it starts
+    /// (`Thread::HasStarted`), before it runs managed code: preemptive mode (`GCX_PREEMP()`
+    /// around the call; the wrapper's contract is `MODE_PREEMPTIVE`), so a runtime suspension
+    /// does not wait for a thread blocked in it. Only a running process raises it.
+    ThreadCreated,
+    /// A suspension callback (`COR_PRF_MONITOR_SUSPENDS`), raised in the thread's current
+    /// mode (`MODE_ANY`, `kEE2PNoTrigger`: in a callback, not in a triggers scope), except
+    /// `RuntimeResumeFinished`, raised under `GCX_PREEMP()` (`ThreadSuspend::ResumeRuntime`).
+    /// Only a running process raises them on a thread; see [`Notification`] for where.
+    Suspension(Notification),
 }
 
 impl CallbackKind {
-    /// Every kind.
+    /// Every kind a scenario can make calls from (by name).
     pub const ALL: [CallbackKind; 6] = [
         CallbackKind::ObjectAllocated,
         CallbackKind::GarbageCollectionStarted,
@@ -49,10 +63,12 @@ impl CallbackKind {
             CallbackKind::ThreadDestroyed => "ThreadDestroyed",
             CallbackKind::FunctionEnter => "FunctionEnter",
             CallbackKind::ModuleLoadFinished => "ModuleLoadFinished",
+            CallbackKind::ThreadCreated => "ThreadCreated",
+            CallbackKind::Suspension(n) => n.as_str(),
         }
     }
 
-    /// Parses the callback's name.
+    /// Parses the name of a kind in [`CallbackKind::ALL`].
     pub fn parse(text: &str) -> Option<CallbackKind> {
         CallbackKind::ALL.into_iter().find(|k| k.as_str() == text)
     }
@@ -63,39 +79,49 @@ impl CallbackKind {
             CallbackKind::ObjectAllocated => event::ENABLE_OBJECT_ALLOCATED | event::MONITOR_OBJECT_ALLOCATED,
             CallbackKind::GarbageCollectionStarted => event::MONITOR_GC,
             CallbackKind::ExceptionThrown => event::MONITOR_EXCEPTIONS,
-            CallbackKind::ThreadDestroyed => event::MONITOR_THREADS,
+            CallbackKind::ThreadDestroyed | CallbackKind::ThreadCreated => event::MONITOR_THREADS,
             CallbackKind::FunctionEnter => event::MONITOR_ENTERLEAVE,
             CallbackKind::ModuleLoadFinished => event::MONITOR_MODULE_LOADS,
+            CallbackKind::Suspension(_) => event::MONITOR_SUSPENDS,
         }
     }
 
     /// Whether the runtime raises it with `COR_PRF_CALLBACKSTATE_IN_TRIGGERS_SCOPE`, which
     /// GC-triggering SYNC APIs require on a managed thread (R38). `ObjectAllocated` sets only
-    /// `INCALLBACK`; a GC callback cannot trigger a GC.
+    /// `INCALLBACK`; a GC callback cannot trigger a GC; nor can a suspension callback.
     pub fn triggers_scope(self) -> bool {
         matches!(
             self,
-            CallbackKind::ExceptionThrown | CallbackKind::ThreadDestroyed | CallbackKind::ModuleLoadFinished
+            CallbackKind::ExceptionThrown
+                | CallbackKind::ThreadDestroyed
+                | CallbackKind::ModuleLoadFinished
+                | CallbackKind::ThreadCreated
         )
     }
 
-    /// The GC mode the thread is in while the callback runs.
-    pub fn mode(self) -> Mode {
+    /// The GC mode the thread is in while the callback runs (`None`: the mode it was in).
+    pub fn mode(self) -> Option<Mode> {
         match self {
-            CallbackKind::ThreadDestroyed | CallbackKind::ModuleLoadFinished => Mode::Preemptive,
-            _ => Mode::Cooperative,
+            CallbackKind::ThreadDestroyed
+            | CallbackKind::ModuleLoadFinished
+            | CallbackKind::ThreadCreated
+            | CallbackKind::Suspension(Notification::ResumeFinished) => Some(Mode::Preemptive),
+            CallbackKind::Suspension(_) => None,
+            _ => Some(Mode::Cooperative),
         }
     }
 
-    /// The runtime function that raises it (pushed above the thread's own frames).
-    pub fn raiser(self) -> &'static str {
+    /// The runtime function that raises it, pushed above the thread's own frames with the
+    /// profiler's callback (`None`: the callback puts no frame on the simulated stack).
+    pub fn raiser(self) -> Option<&'static str> {
         match self {
-            CallbackKind::ObjectAllocated => "libcoreclr.so!AllocateObject",
-            CallbackKind::GarbageCollectionStarted => "libcoreclr.so!GCHeap::GarbageCollect",
-            CallbackKind::ExceptionThrown => "libcoreclr.so!IL_Throw",
-            CallbackKind::ThreadDestroyed => "libcoreclr.so!Thread::OnThreadTerminate",
-            CallbackKind::FunctionEnter => "libcoreclr.so!ProfileEnterNaked",
-            CallbackKind::ModuleLoadFinished => "libcoreclr.so!Module::NotifyProfilerLoadFinished",
+            CallbackKind::ObjectAllocated => Some("libcoreclr.so!AllocateObject"),
+            CallbackKind::GarbageCollectionStarted => Some("libcoreclr.so!GCHeap::GarbageCollect"),
+            CallbackKind::ExceptionThrown => Some("libcoreclr.so!IL_Throw"),
+            CallbackKind::ThreadDestroyed => Some("libcoreclr.so!Thread::OnThreadTerminate"),
+            CallbackKind::FunctionEnter => Some("libcoreclr.so!ProfileEnterNaked"),
+            CallbackKind::ModuleLoadFinished => Some("libcoreclr.so!Module::NotifyProfilerLoadFinished"),
+            CallbackKind::ThreadCreated | CallbackKind::Suspension(_) => None,
         }
     }
 
@@ -225,7 +251,7 @@ impl Runtime {
                 match context {
                     CallContext::Thread => {}
                     CallContext::PInvoke => t.mode = Mode::Preemptive,
-                    CallContext::Callback(cb) => t.mode = cb.mode(),
+                    CallContext::Callback(cb) => t.mode = cb.mode().unwrap_or(t.mode),
                 }
             }
             if context == CallContext::Callback(CallbackKind::ThreadDestroyed) {
@@ -299,7 +325,8 @@ impl Runtime {
             (t.id, st.monitors(callback.required_mask()), first_module)
         };
         let profiler = self.profiler.lock().unwrap_or_else(|e| e.into_inner()).clone()?;
-        if !enabled || callback == CallbackKind::FunctionEnter {
+        let raised_here = CallbackKind::ALL.contains(&callback) && callback != CallbackKind::FunctionEnter;
+        if !enabled || !raised_here {
             return None;
         }
         self.lock().record(Event {
@@ -321,7 +348,9 @@ impl Runtime {
                 Some(module) => profiler.module_load_finished(module, HResult::S_OK),
                 None => HResult::S_OK,
             },
-            CallbackKind::FunctionEnter => HResult::S_OK,
+            CallbackKind::FunctionEnter | CallbackKind::ThreadCreated | CallbackKind::Suspension(_) => {
+                HResult::S_OK
+            }
         });
         raised.ok()
     }
@@ -407,17 +436,16 @@ fn pushed_frames(code: &CodeMap, context: CallContext) -> Vec<StackEntry> {
             call(builtin::PINVOKE_ENTRY),
             StackEntry::Frame(FrameKind::InlinedCall),
         ],
-        CallContext::Callback(CallbackKind::ThreadDestroyed) => {
-            vec![
-                call(builtin::PROFILER_CALLBACK),
-                call(CallbackKind::ThreadDestroyed.raiser()),
-            ]
+        CallContext::Callback(cb) => {
+            let Some(raiser) = cb.raiser() else {
+                return Vec::new();
+            };
+            let mut frames = vec![call(builtin::PROFILER_CALLBACK), call(raiser)];
+            if cb != CallbackKind::ThreadDestroyed {
+                frames.push(StackEntry::Frame(FrameKind::HelperMethod));
+            }
+            frames
         }
-        CallContext::Callback(cb) => vec![
-            call(builtin::PROFILER_CALLBACK),
-            call(cb.raiser()),
-            StackEntry::Frame(FrameKind::HelperMethod),
-        ],
     }
 }
 

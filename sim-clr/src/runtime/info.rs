@@ -1,7 +1,7 @@
 //! The `ProfilerInfo` methods of the simulated runtime. Every method starts with a scheduling
 //! point (`fiber::RuntimeCall`: a no-op outside a running process).
 
-use super::{suspension, Runtime, State};
+use super::{Runtime, State};
 use crate::code::metadata::{APP_DOMAIN, APP_DOMAIN_NAME, PROCESS_ID};
 use crate::process::fiber;
 use crate::thread::{Lifecycle, ThreadKind};
@@ -169,28 +169,33 @@ impl ProfilerInfo for Runtime {
         let _call = fiber::RuntimeCall::enter();
         // In a running process the suspension holds the thread-store lock (R41): wait for it.
         fiber::thread_store_lock(true);
-        let hr = {
-            let mut st = self.lock();
-            suspension::suspend_runtime(&mut st)
-        };
-        if hr == HResult::S_OK {
-            // SuspendEE returns once every thread reached a safe point.
-            fiber::request(fiber::Request::SafePoints);
-        } else {
-            fiber::thread_store_lock(false);
+        match self.suspend_runtime_begin() {
+            Ok(fresh) => {
+                self.suspend_runtime_stop(fresh);
+                // SuspendEE returns once every thread reached a safe point.
+                fiber::request(fiber::Request::SafePoints);
+                self.flush();
+                HResult::S_OK
+            }
+            Err(hr) => {
+                fiber::thread_store_lock(false);
+                self.flush();
+                hr
+            }
         }
-        self.flush();
-        hr
     }
 
     fn resume_runtime(&self) -> HResult {
         let _call = fiber::RuntimeCall::enter();
-        let hr = suspension::resume_runtime(&mut self.lock());
-        if hr == HResult::S_OK {
-            fiber::thread_store_lock(false);
+        match self.resume_runtime_begin() {
+            Ok(()) => {
+                self.resume_runtime_finish();
+                fiber::thread_store_lock(false);
+                self.flush();
+                HResult::S_OK
+            }
+            Err(hr) => hr,
         }
-        self.flush();
-        hr
     }
 
     fn enum_threads(&self) -> Result<Vec<ThreadId>, HResult> {

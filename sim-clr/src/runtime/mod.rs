@@ -27,7 +27,8 @@ mod unload;
 pub use callbacks::{builtin, CallContext, CallbackKind, UnknownThread};
 pub(crate) use callbacks::{Entered, OBJECT_BASE};
 pub(crate) use callers::Caller;
-pub(crate) use notifications::Notification;
+pub use notifications::Notification;
+pub(crate) use notifications::Queued;
 pub(crate) use suspension::Suspension;
 pub use unload::Unload;
 
@@ -122,7 +123,10 @@ pub(crate) struct State {
     /// How many of `faults` [`Runtime::take_faults`] already returned.
     pub faults_seen: usize,
     /// Callbacks queued for the profiler, raised once the lock is released.
-    pub pending: Vec<Notification>,
+    pub pending: Vec<Queued>,
+    /// The runtime is a running process's: the process raises queued callbacks on their
+    /// threads, and a runtime suspension is finished when its engine says so.
+    pub in_process: bool,
     /// The buffers of the last `DoStackSnapshot` walk, kept for the next.
     pub spare_walk: Option<Box<crate::snapshot::Walk>>,
     /// The profiler's `Initialize` is running: the event mask's immutable flags may still be
@@ -297,6 +301,7 @@ impl Runtime {
                 faults: Vec::new(),
                 faults_seen: 0,
                 pending: Vec::new(),
+                in_process: false,
                 spare_walk: None,
                 initializing: false,
                 last_walk_start: None,

@@ -56,7 +56,27 @@ impl State {
         t.parked = Some(previous);
         self.relayout(i);
         let id = self.threads[i].id;
-        self.notify(Notification::ThreadSuspended(id));
+        if let Some(on) = self.raised_on(i, previous) {
+            self.notify_on(Some(on), Notification::ThreadSuspended(id));
+        }
+    }
+
+    /// The thread `RuntimeThreadSuspended` / `Resumed` for thread `i` is raised on, given the
+    /// mode it was in before it parked (`None`: raised nowhere). A thread that runs code parks
+    /// itself at its safe point and raises both on itself (`Thread::RareDisablePreemptiveGC`,
+    /// CoreCLR v3.1.23 `src/vm/threadsuspend.cpp`). A frozen one in cooperative mode is stopped
+    /// at once by the suspending thread, which raises them for it, as `Thread::SuspendThread`
+    /// does for a thread the suspension loop stops (same file; a frozen thread runs no code of
+    /// its own to raise them). A thread in preemptive mode is not stopped at all
+    /// (`ThreadSuspend::SuspendRuntime` passes over it) and gets neither.
+    fn raised_on(&self, i: usize, mode: Mode) -> Option<usize> {
+        if self.threads[i].runs_code {
+            Some(i)
+        } else if mode == Mode::Cooperative {
+            self.caller().thread
+        } else {
+            None
+        }
     }
 
     /// Undoes [`State::park_all`].
@@ -72,7 +92,9 @@ impl State {
             t.mode = previous;
             self.relayout(i);
             let id = self.threads[i].id;
-            self.notify(Notification::ThreadResumed(id));
+            if let Some(on) = self.raised_on(i, previous) {
+                self.notify_on(Some(on), Notification::ThreadResumed(id));
+            }
         }
     }
 }
@@ -97,8 +119,10 @@ impl Runtime {
                         st.fault(FaultKind::LeakedSuspensionHang, true, message);
                     } else {
                         st.notify(Notification::SuspendStarted(SuspendReason::ForGc));
+                        st.notify_self(true);
                         st.notify(Notification::SuspendFinished);
                         st.notify(Notification::ResumeStarted);
+                        st.notify_self(false);
                         st.notify(Notification::ResumeFinished);
                     }
                     st.callers.pop();
@@ -111,22 +135,24 @@ impl Runtime {
     }
 }
 
-/// `ICorProfilerInfo10::SuspendRuntime` (R41). A second call from the suspending thread
-/// answers `S_OK` and leaks the suspension, as CoreCLR 3.1 does; from another thread it would
-/// block on the thread-store lock.
-pub(super) fn suspend_runtime(st: &mut State) -> HResult {
-    if let Err(hr) = st.sync_entry(true) {
-        return hr;
-    }
+/// The first half of `ICorProfilerInfo10::SuspendRuntime` (R41): its checks, then
+/// `RuntimeSuspendStarted` (and `RuntimeThreadSuspended` for a runtime caller) queued, to be
+/// raised before any thread stops (`ThreadSuspend::SuspendRuntime` raises them before it
+/// traps a thread). `Ok(true)`: stop the threads with [`stop_threads`] once they are raised.
+/// `Ok(false)`: a second call from the suspending thread, which answers `S_OK` and leaks the
+/// suspension, as CoreCLR 3.1 does (`SuspendEE` runs again, raising the callbacks again; the
+/// threads are stopped already); from another thread it would block on the thread-store lock.
+pub(super) fn begin_suspension(st: &mut State) -> Result<bool, HResult> {
+    st.sync_entry(true)?;
     if !st.config.started {
-        return HResult::CORPROF_E_RUNTIME_UNINITIALIZED;
+        return Err(HResult::CORPROF_E_RUNTIME_UNINITIALIZED);
     }
     if st.config.suspend_in_progress {
-        return HResult::CORPROF_E_SUSPENSION_IN_PROGRESS;
+        return Err(HResult::CORPROF_E_SUSPENSION_IN_PROGRESS);
     }
     let me = st.caller().thread;
-    if let Some(owner) = st.suspension.profiler {
-        if owner != me {
+    let fresh = match st.suspension.profiler {
+        Some(owner) if owner != me => {
             let owner = owner.map_or("<unnamed native thread>".to_string(), |i| {
                 st.threads[i].name.clone()
             });
@@ -135,34 +161,86 @@ pub(super) fn suspend_runtime(st: &mut State) -> HResult {
                 st.caller_name()
             );
             st.fault(FaultKind::Deadlock, true, message);
-            return HResult::E_UNEXPECTED;
+            return Err(HResult::E_UNEXPECTED);
         }
-        st.suspension.leaked = true;
-        st.note(
-            "SuspendRuntime",
-            "already suspended: the second suspension's thread-store lock is leaked",
-        );
-        return HResult::S_OK;
-    }
+        Some(_) => {
+            st.suspension.leaked = true;
+            st.note(
+                "SuspendRuntime",
+                "already suspended: the second suspension's thread-store lock is leaked",
+            );
+            false
+        }
+        None => true,
+    };
     st.notify(Notification::SuspendStarted(SuspendReason::ForProfiler));
-    st.park_all(me);
-    st.notify(Notification::SuspendFinished);
-    st.suspension.profiler = Some(me);
-    HResult::S_OK
+    st.notify_self(true);
+    Ok(fresh)
 }
 
-/// `ICorProfilerInfo10::ResumeRuntime` (R41): refused unless the profiler suspended the
-/// runtime; otherwise every parked thread is resumed.
-pub(super) fn resume_runtime(st: &mut State) -> HResult {
-    if let Err(hr) = st.sync_entry(true) {
-        return hr;
+/// The second half of `SuspendRuntime`: every thread stopped at a safe point. In a running
+/// process the suspension is finished when the last thread reaches its safe point, which the
+/// process sees and raises `RuntimeSuspendFinished` then (`ThreadSuspend::SuspendRuntime`
+/// raises it after its wait loop); called call by call, at once.
+pub(super) fn stop_threads(st: &mut State, fresh: bool) {
+    let me = st.caller().thread;
+    if fresh {
+        st.park_all(me);
+        st.suspension.profiler = Some(me);
     }
+    if !st.in_process {
+        st.notify(Notification::SuspendFinished);
+    }
+}
+
+/// The first half of `ICorProfilerInfo10::ResumeRuntime` (R41): refused unless the profiler
+/// suspended the runtime; otherwise `RuntimeResumeStarted` is queued, raised before any thread
+/// goes on (`ThreadSuspend::RestartEE`: "this notification must happen before we set
+/// TrapReturningThreads to FALSE").
+pub(super) fn begin_resume(st: &mut State) -> Result<(), HResult> {
+    st.sync_entry(true)?;
     if st.suspension.profiler.is_none() {
-        return HResult::CORPROF_E_UNSUPPORTED_CALL_SEQUENCE;
+        return Err(HResult::CORPROF_E_UNSUPPORTED_CALL_SEQUENCE);
     }
     st.notify(Notification::ResumeStarted);
+    Ok(())
+}
+
+/// The second half of `ResumeRuntime`: every parked thread resumed, then
+/// `RuntimeThreadResumed` for a runtime caller and `RuntimeResumeFinished`
+/// (`ThreadSuspend::ResumeRuntime`).
+pub(super) fn restart_threads(st: &mut State) {
     st.unpark_all();
+    st.notify_self(false);
     st.notify(Notification::ResumeFinished);
     st.suspension.profiler = None;
-    HResult::S_OK
+}
+
+impl Runtime {
+    /// [`begin_suspension`] for the calling thread, its callbacks raised before it returns
+    /// (in a running process: by the process, before the caller goes on).
+    pub(crate) fn suspend_runtime_begin(&self) -> Result<bool, HResult> {
+        let begun = begin_suspension(&mut self.lock());
+        self.flush();
+        begun
+    }
+
+    /// [`stop_threads`], its callbacks raised.
+    pub(crate) fn suspend_runtime_stop(&self, fresh: bool) {
+        stop_threads(&mut self.lock(), fresh);
+        self.flush();
+    }
+
+    /// [`begin_resume`] for the calling thread, its callback raised.
+    pub(crate) fn resume_runtime_begin(&self) -> Result<(), HResult> {
+        let begun = begin_resume(&mut self.lock());
+        self.flush();
+        begun
+    }
+
+    /// [`restart_threads`]; the caller raises its callbacks ([`Runtime::flush`]) once it has
+    /// released the thread-store lock.
+    pub(crate) fn resume_runtime_finish(&self) {
+        restart_threads(&mut self.lock());
+    }
 }

@@ -187,8 +187,8 @@ fn builtins() -> Vec<FunctionSpec> {
         f.module = Some("libprofiler.so".into());
         out.push(f);
     }
-    for cb in CallbackKind::ALL {
-        out.push(FunctionSpec::new(cb.raiser(), CodeKind::Helper));
+    for raiser in CallbackKind::ALL.iter().filter_map(|cb| cb.raiser()) {
+        out.push(FunctionSpec::new(raiser, CodeKind::Helper));
     }
     out.push(FunctionSpec::new(builtin::WAIT, CodeKind::Helper));
     out.push(FunctionSpec::new(builtin::HIJACK_STUB, CodeKind::Stub));

@@ -21,11 +21,10 @@ use super::schedule::{Chooser, Schedule, ScheduleError};
 use super::waitfor::{find_cycle, Edge};
 use super::{CycleLink, Ending, Process, Program, RunFault, RunReport, SimOs, TraceEntry};
 use crate::runtime::builtin;
-use crate::runtime::{CallContext, CallbackKind, Caller, Entered, Runtime, OBJECT_BASE};
+use crate::runtime::{CallContext, CallbackKind, Caller, Entered, Notification, Runtime, OBJECT_BASE};
 use crate::thread::{FrameKind, Lifecycle, Mode, StackEntry};
-use corprof::flags::event;
 use corprof::os::OsThread;
-use corprof::{ClassId, Context, ObjectId};
+use corprof::{ClassId, Context, HResult, ObjectId};
 use os_calls::{fiber_source, spawn_body};
 use std::sync::Arc;
 
@@ -77,31 +76,6 @@ enum Source {
         ready: Option<Reply>,
         deadline: Option<u64>,
     },
-}
-
-/// Something the runtime tells the profiler on a thread.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Notice {
-    /// `ThreadCreated` (then `ThreadAssignedToOSThread`), on the new thread.
-    Created,
-    /// A callback raised in the runtime's context for it.
-    Callback(CallbackKind),
-}
-
-impl Notice {
-    fn name(self) -> &'static str {
-        match self {
-            Notice::Created => "ThreadCreated",
-            Notice::Callback(kind) => kind.as_str(),
-        }
-    }
-
-    fn mask(self) -> u32 {
-        match self {
-            Notice::Created => event::MONITOR_THREADS,
-            Notice::Callback(kind) => kind.required_mask(),
-        }
-    }
 }
 
 /// One activation on a thread: its main code, or a callback or signal handler on top of it.
@@ -186,6 +160,7 @@ impl<'p> Run<'p> {
     pub fn new(p: &'p Process, tracing: bool) -> Run<'p> {
         let s = &p.scenario;
         let rt = Arc::new(p.template.fork());
+        rt.lock().in_process = true;
         let spec = &s.process;
         // Code loaded afresh for this run takes the place of the process's own. Threads it
         // creates while it loads take the threads declared `start = "profiler"`.
@@ -361,6 +336,7 @@ impl<'p> Run<'p> {
             self.steps += 1;
             self.now += limits.step_us;
             self.step(t);
+            self.raise_queued();
             self.collect_runtime_faults();
             if self.fault.is_some() {
                 break;
@@ -480,7 +456,16 @@ impl<'p> Run<'p> {
 
     fn can_run(&self, t: usize) -> bool {
         let s = &self.th[t];
-        if s.parked || (!s.suspenders.is_empty() && !s.suspend_pending) {
+        // A thread parks in preemptive mode and then raises RuntimeThreadSuspended on itself
+        // (`Thread::RareDisablePreemptiveGC`): parked, it still runs that callback.
+        let in_notice = matches!(
+            s.stack.last(),
+            Some(Activation {
+                callback: Some(CallbackKind::Suspension(_)),
+                ..
+            })
+        );
+        if (s.parked && !in_notice) || (!s.suspenders.is_empty() && !s.suspend_pending) {
             return false;
         }
         match s.status {
@@ -1008,14 +993,22 @@ impl<'p> Run<'p> {
         self.note(t, 0, |_| "Thread deleted, stack unmapped".into());
     }
 
-    /// Raises `notice` on thread `t` if the event mask enables it and the profiler handles it:
-    /// pushes the handler (a program, or the Rust profiler's method on a fiber) on the thread.
-    fn raise(&mut self, t: usize, notice: Notice) -> bool {
-        if self.rt.event_mask() & notice.mask() != notice.mask() {
+    /// Raises `kind` on thread `t` if the event mask enables it and the profiler handles it:
+    /// pushes the handler (a program, or the Rust profiler's method on a fiber) on the thread,
+    /// in the callback's context (its frames, GC mode and callback state). Returns whether it
+    /// pushed one.
+    fn raise(&mut self, t: usize, kind: CallbackKind) -> bool {
+        let top = self.th[t].stack.len();
+        self.raise_at(t, kind, top)
+    }
+
+    /// [`Run::raise`], with the handler placed at `at` in the thread's activations (it runs
+    /// when those above it have returned).
+    fn raise_at(&mut self, t: usize, kind: CallbackKind, at: usize) -> bool {
+        if self.rt.event_mask() & kind.required_mask() != kind.required_mask() {
             return false;
         }
-        let source = if let Some(profiler) = &self.profiler {
-            let profiler = profiler.clone();
+        let source = if let Some(profiler) = self.profiler.clone().or_else(|| self.rt.profiler()) {
             let (id, os_id) = {
                 let st = self.rt.lock();
                 (st.threads[t].id, st.threads[t].os_id)
@@ -1024,26 +1017,29 @@ impl<'p> Run<'p> {
             fiber_source(self.fiber_on(
                 t,
                 Box::new(move || {
-                    match notice {
-                        Notice::Created => {
+                    match kind {
+                        CallbackKind::ThreadCreated => {
                             profiler.thread_created(id);
                             profiler.thread_assigned_to_os_thread(id, os_id)
                         }
-                        Notice::Callback(CallbackKind::ThreadDestroyed) => profiler.thread_destroyed(id),
-                        Notice::Callback(CallbackKind::ObjectAllocated) => {
-                            profiler.object_allocated(object, ClassId::NULL)
+                        CallbackKind::ThreadDestroyed => profiler.thread_destroyed(id),
+                        CallbackKind::ObjectAllocated => profiler.object_allocated(object, ClassId::NULL),
+                        CallbackKind::Suspension(n) => {
+                            n.deliver(profiler.as_ref());
+                            HResult::S_OK
                         }
-                        Notice::Callback(_) => profiler.exception_thrown(object),
+                        _ => profiler.exception_thrown(object),
                     };
                 }),
             ))
         } else {
             let handlers = &self.p.scenario.process.handlers;
-            let code = match notice {
-                Notice::Created => &handlers.thread_created,
-                Notice::Callback(CallbackKind::ThreadDestroyed) => &handlers.thread_destroyed,
-                Notice::Callback(CallbackKind::ObjectAllocated) => &handlers.object_allocated,
-                Notice::Callback(_) => &handlers.exception_thrown,
+            let code = match kind {
+                CallbackKind::ThreadCreated => &handlers.thread_created,
+                CallbackKind::ThreadDestroyed => &handlers.thread_destroyed,
+                CallbackKind::ObjectAllocated => &handlers.object_allocated,
+                CallbackKind::ExceptionThrown => &handlers.exception_thrown,
+                _ => return false,
             };
             let Some(code) = code.clone() else {
                 return false;
@@ -1054,22 +1050,75 @@ impl<'p> Run<'p> {
                 phase: 0,
             }
         };
-        // ThreadCreated runs in the thread's own context; the others push the runtime's frames.
-        let (entered, callback) = match notice {
-            Notice::Created => (None, None),
-            Notice::Callback(kind) => (
-                Some(self.rt.enter(t, CallContext::Callback(kind))),
-                Some(kind).filter(|k| k.sets_callback_state()),
-            ),
-        };
-        self.note(t, 0, |_| format!("{} raised", notice.name()));
-        self.th[t].stack.push(Activation {
-            source,
-            callback,
-            entered,
-            signal: false,
-        });
+        // A callback that neither pushes frames nor changes the mode leaves the thread as it
+        // is, and must not restore it afterwards: a suspension callback of a parked thread
+        // may outlast the suspension.
+        let changes = kind.raiser().is_some() || kind.mode().is_some();
+        let entered = changes.then(|| self.rt.enter(t, CallContext::Callback(kind)));
+        self.note(t, 0, |_| format!("{} raised", kind.as_str()));
+        self.th[t].stack.insert(
+            at,
+            Activation {
+                source,
+                callback: Some(kind).filter(|k| k.sets_callback_state()),
+                entered,
+                signal: false,
+            },
+        );
         true
+    }
+
+    /// Raises the callbacks the runtime queued (the suspension callbacks) on the threads they
+    /// belong to, in the order they were queued, after any suspension callback a thread has
+    /// not finished (a thread returns from RuntimeThreadSuspended before it can be resumed).
+    /// Returns the threads it raised one on.
+    fn raise_queued(&mut self) -> Vec<usize> {
+        let pending = std::mem::take(&mut self.rt.lock().pending);
+        // Each thread's place: below its unfinished suspension callbacks. Callbacks placed
+        // there one after the other run in the order they were placed.
+        let mut slots: Vec<(usize, usize)> = Vec::new();
+        let mut raised = Vec::new();
+        for (x, n) in pending {
+            let Some(x) = x else { continue };
+            let at = match slots.iter().find(|(y, _)| *y == x) {
+                Some(&(_, at)) => at,
+                None => {
+                    let stack = &self.th[x].stack;
+                    let unfinished = stack
+                        .iter()
+                        .rev()
+                        .take_while(|a| matches!(a.callback, Some(CallbackKind::Suspension(_))))
+                        .count();
+                    slots.push((x, stack.len() - unfinished));
+                    stack.len() - unfinished
+                }
+            };
+            if self.raise_at(x, CallbackKind::Suspension(n), at) && !raised.contains(&x) {
+                raised.push(x);
+            }
+        }
+        raised
+    }
+
+    /// Queues suspension callback `n` on thread `t` (the runtime raises it there).
+    fn notify(&mut self, t: usize, n: Notification) {
+        self.rt.lock().notify_on(Some(t), n);
+    }
+
+    /// Queues `RuntimeThreadSuspended` or `Resumed` for thread `t` on itself, if it is a
+    /// runtime thread.
+    fn notify_self(&mut self, t: usize, suspended: bool) {
+        let mut st = self.rt.lock();
+        if !st.threads[t].is_managed() {
+            return;
+        }
+        let id = st.threads[t].id;
+        let n = if suspended {
+            Notification::ThreadSuspended(id)
+        } else {
+            Notification::ThreadResumed(id)
+        };
+        st.notify_on(Some(t), n);
     }
 
     // ---- locks -------------------------------------------------------------------------

@@ -8,7 +8,7 @@ use super::{Activation, Run, Source, Status, Wait};
 use crate::process::fiber::{Code, Fiber, Home, Reply, Request, ThreadStart, Yielded};
 use crate::process::program::LockId;
 use crate::process::{Ending, SimOs, ThreadBody};
-use crate::runtime::{CallbackKind, Platform, Runtime};
+use crate::runtime::{CallbackKind, Notification, Platform, Runtime};
 use crate::thread::Lifecycle;
 use crate::trace::FaultKind;
 use corprof::os::{EventId, MutexId, OsError, OsThread};
@@ -281,6 +281,19 @@ impl Run<'_> {
             self.fiber_mut(t, |_, ready, _| *ready = Some(reply));
             return;
         }
+        // Callbacks the request raised on this thread run first; the code gets its reply
+        // when they have returned.
+        let depth = self.th[t].stack.len();
+        if self.raise_queued().contains(&t) {
+            if let Some(Activation {
+                source: Source::Fiber { ready, .. },
+                ..
+            }) = self.th[t].stack.get_mut(depth - 1)
+            {
+                *ready = Some(reply);
+            }
+            return;
+        }
         let yielded = self.with_caller(t, callback, |run| match run.th[t].stack.last_mut() {
             Some(Activation {
                 source: Source::Fiber { fiber, .. },
@@ -334,8 +347,12 @@ impl Run<'_> {
                     return Err(Wait::SafePoints);
                 }
                 self.stop_started(t, "the runtime");
+                // `ThreadSuspend::SuspendRuntime` raises it after its wait loop.
+                self.notify(t, Notification::SuspendFinished);
                 Reply::Done
             }
+            // Raised below, before the code goes on.
+            Request::Raise => Reply::Done,
             Request::Allocated => {
                 self.check_lock_rules(t, "allocates", 0);
                 self.passes(t, LockId::HEAP)?;

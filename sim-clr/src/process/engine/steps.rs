@@ -1,11 +1,12 @@
 //! What each instruction of a program does to the thread and the process.
 
-use super::{Activation, Done, Notice, Run, Source, Status, Wait};
+use super::{Activation, Done, Run, Source, Status, Wait};
 use crate::code::FunctionIndex;
 use crate::process::program::{Instr, LockId, Op};
 use crate::process::Ending;
-use crate::runtime::CallbackKind;
+use crate::runtime::{CallbackKind, Notification};
 use crate::thread::{ExceptionState, FrameKind, Funclet, Lifecycle, Mode, StackEntry, Thread};
+use corprof::flags::SuspendReason;
 use corprof::{HResult, ProfilerInfo, ThreadId};
 
 impl Run<'_> {
@@ -76,7 +77,7 @@ impl Run<'_> {
                 self.note(t, line, |_| "alloc: releases lock heap".into());
                 // Managed allocations (not the profiler's own, in a handler) are reported.
                 if self.th[t].stack.len() == 1 && self.rt.lock().threads[t].is_managed() {
-                    self.raise(t, Notice::Callback(CallbackKind::ObjectAllocated));
+                    self.raise(t, CallbackKind::ObjectAllocated);
                 }
                 Done::Next
             }
@@ -97,7 +98,7 @@ impl Run<'_> {
             Op::Throw => {
                 self.rt.lock().threads[t].exception = ExceptionState::FirstPass;
                 self.note(t, line, describe);
-                self.raise(t, Notice::Callback(CallbackKind::ExceptionThrown));
+                self.raise(t, CallbackKind::ExceptionThrown);
                 Done::Next
             }
             // Unwinds `n` calls (and the Frames among them); the root call stays.
@@ -164,7 +165,7 @@ impl Run<'_> {
                         thread.is_managed()
                     };
                     if managed {
-                        self.raise(x, Notice::Created);
+                        self.raise(x, CallbackKind::ThreadCreated);
                     }
                 } else {
                     self.note(t, line, |run| {
@@ -239,40 +240,66 @@ impl Run<'_> {
                 });
                 Done::Next
             }
-            Op::SuspendRuntime if phase == 0 => {
+            Op::SuspendRuntime => match phase {
+                0 => {
+                    if self.thread_setup(t).is_err() {
+                        return self.waits_for_lock(t, line, "per-thread setup", LockId::LOADER);
+                    }
+                    if self.acquire(t, LockId::THREAD_STORE).is_err() {
+                        return self.waits_for_lock(t, line, "SuspendRuntime", LockId::THREAD_STORE);
+                    }
+                    // RuntimeSuspendStarted runs (raised after this step) before any thread
+                    // stops.
+                    match self.rt.suspend_runtime_begin() {
+                        Ok(_) => Done::Again,
+                        Err(hr) => {
+                            self.note(t, line, |run| format!("{} → {hr}", run.describe(instr.op)));
+                            self.release(t, LockId::THREAD_STORE, line);
+                            Done::Next
+                        }
+                    }
+                }
+                1 => {
+                    // Holding the thread-store lock, this thread is the only one that could
+                    // have suspended the runtime since.
+                    let fresh = self.rt.lock().suspension.profiler.is_none();
+                    self.rt.suspend_runtime_stop(fresh);
+                    self.sync_parked();
+                    self.note(t, line, |run| {
+                        format!("{} → {}", run.describe(instr.op), HResult::S_OK)
+                    });
+                    Done::Again
+                }
+                // SuspendEE returns once every cooperative thread has parked.
+                _ => {
+                    if !self.unsafe_threads(t).is_empty() {
+                        return Done::Block(Wait::SafePoints);
+                    }
+                    self.note(t, line, |_| "SuspendRuntime: every thread at a safe point".into());
+                    self.notify(t, Notification::SuspendFinished);
+                    Done::Next
+                }
+            },
+            Op::ResumeRuntime if phase == 0 => {
                 if self.thread_setup(t).is_err() {
                     return self.waits_for_lock(t, line, "per-thread setup", LockId::LOADER);
                 }
-                if self.acquire(t, LockId::THREAD_STORE).is_err() {
-                    return self.waits_for_lock(t, line, "SuspendRuntime", LockId::THREAD_STORE);
+                // RuntimeResumeStarted runs (raised after this step) before any thread goes on.
+                match self.rt.resume_runtime_begin() {
+                    Ok(()) => Done::Again,
+                    Err(hr) => {
+                        self.note(t, line, |run| format!("{} → {hr}", run.describe(instr.op)));
+                        Done::Next
+                    }
                 }
-                let hr = self.rt.suspend_runtime();
-                self.sync_parked();
-                self.note(t, line, |run| format!("{} → {hr}", run.describe(instr.op)));
-                if hr != HResult::S_OK {
-                    self.release(t, LockId::THREAD_STORE, line);
-                    return Done::Next;
-                }
-                Done::Again
-            }
-            // SuspendEE returns once every cooperative thread has parked.
-            Op::SuspendRuntime => {
-                if !self.unsafe_threads(t).is_empty() {
-                    return Done::Block(Wait::SafePoints);
-                }
-                self.note(t, line, |_| "SuspendRuntime: every thread at a safe point".into());
-                Done::Next
             }
             Op::ResumeRuntime => {
-                if self.thread_setup(t).is_err() {
-                    return self.waits_for_lock(t, line, "per-thread setup", LockId::LOADER);
-                }
-                let hr = self.rt.resume_runtime();
-                if hr == HResult::S_OK {
-                    self.release(t, LockId::THREAD_STORE, line);
-                }
+                self.rt.resume_runtime_finish();
+                self.release(t, LockId::THREAD_STORE, line);
                 self.sync_parked();
-                self.note(t, line, |run| format!("{} → {hr}", run.describe(instr.op)));
+                self.note(t, line, |run| {
+                    format!("{} → {}", run.describe(instr.op), HResult::S_OK)
+                });
                 Done::Next
             }
             Op::LookupFunctionEntry => {
@@ -401,6 +428,14 @@ impl Run<'_> {
                     return self.waits_for_lock(t, line, "gc", LockId::THREAD_STORE);
                 }
                 self.rt.lock().threads[t].mode = Mode::Cooperative;
+                // `ThreadSuspend::SuspendRuntime`: RuntimeSuspendStarted, then
+                // RuntimeThreadSuspended for the suspending thread, before it stops any thread.
+                self.notify(t, Notification::SuspendStarted(SuspendReason::ForGc));
+                self.notify_self(t, true);
+                self.note(t, line, |_| "gc: runtime suspension starts".into());
+                Done::Again
+            }
+            1 => {
                 self.gc = Some(t);
                 {
                     let mut st = self.rt.lock();
@@ -409,14 +444,27 @@ impl Run<'_> {
                     st.park_all(Some(t));
                 }
                 self.sync_parked();
-                self.note(t, line, |_| "gc: runtime suspension starts".into());
                 Done::Again
             }
-            _ => {
+            2 => {
                 let waiting = self.unsafe_threads(t);
                 if !waiting.is_empty() {
                     return Done::Block(Wait::SafePoints);
                 }
+                // Raised after the wait loop, while every thread is stopped.
+                self.notify(t, Notification::SuspendFinished);
+                self.note(t, line, |_| "gc: every thread at a safe point".into());
+                Done::Again
+            }
+            3 => {
+                // `ThreadSuspend::RestartEE` raises RuntimeResumeStarted before any thread
+                // goes on.
+                self.notify(t, Notification::ResumeStarted);
+                Done::Again
+            }
+            _ => {
+                // `ThreadSuspend::ResumeRuntime` then raises RuntimeThreadResumed for this
+                // thread and, with the thread-store lock released, RuntimeResumeFinished.
                 {
                     let mut st = self.rt.lock();
                     st.unpark_all();
@@ -424,7 +472,9 @@ impl Run<'_> {
                 }
                 self.gc = None;
                 self.sync_parked();
+                self.notify_self(t, false);
                 self.release(t, LockId::THREAD_STORE, line);
+                self.notify(t, Notification::ResumeFinished);
                 self.note(t, line, |_| "gc: collected; runtime restarted".into());
                 Done::Next
             }
@@ -441,7 +491,7 @@ impl Run<'_> {
             0 if managed => {
                 self.note(t, line, |_| "exit".into());
                 self.return_to_thread_start(t);
-                self.raise(t, Notice::Callback(CallbackKind::ThreadDestroyed));
+                self.raise(t, CallbackKind::ThreadDestroyed);
                 Done::Again
             }
             1 if managed => {

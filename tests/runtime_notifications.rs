@@ -1,0 +1,329 @@
+//! The runtime's suspension callbacks in a running process: each reaches the loaded profiler
+//! on the thread CoreCLR raises it on, at the moment it raises it (`RuntimeSuspendFinished`
+//! only once every thread is at a safe point), for the profiler's own `SuspendRuntime` and for
+//! application GCs alike; `ThreadCreated` runs in preemptive mode; a panic in any of them is
+//! the run's outcome, never the test process's crash.
+
+use corprof::flags::SuspendReason;
+use corprof::os::{Sync, ThreadControl};
+use corprof::{HResult, ProfilerCallback, ProfilerInfo, ThreadId};
+use sim_clr::process::schedule::{Random, Rng};
+use sim_clr::process::{Process, RunReport, SimOs, Strategy};
+use sim_clr::scenario::Scenario;
+use std::sync::{Arc, Mutex};
+
+/// A threads section: `main` spins in managed code, `worker` runs managed code too, and the
+/// native `sampler` (when the file has one) suspends the runtime.
+const THREADS: &str = r#"
+[[code]]
+name = "App::Main"
+kind = "jit"
+[[code]]
+name = "App::Work"
+kind = "jit"
+[[code]]
+name = "sampler!loop"
+kind = "native"
+[[threads]]
+name = "main"
+frames = [{ fn = "App::Main" }]
+program = ["call App::Work", "spin 3", "return"]
+[[threads]]
+name = "worker"
+frames = [{ fn = "App::Main" }]
+program = ["call App::Work", "spin 2", "return"]
+"#;
+
+const SAMPLER: &str = r#"
+[[threads]]
+name = "sampler"
+kind = "native"
+frames = [{ fn = "sampler!loop" }]
+"#;
+
+/// One callback as the profiler saw it: its name, its argument's thread (for the per-thread
+/// ones), and the simulated thread it ran on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Seen {
+    name: &'static str,
+    about: Option<ThreadId>,
+    on: u32,
+}
+
+/// Records every suspension callback; `panic_in` names one that panics.
+#[derive(Default)]
+struct Recorder {
+    seen: Mutex<Vec<Seen>>,
+    panic_in: Option<&'static str>,
+}
+
+impl Recorder {
+    fn saw(&self, name: &'static str, about: Option<ThreadId>) {
+        // Asked before the lock is taken: the question is a scheduling point.
+        let on = SimOs::new().current_thread().0;
+        if self.panic_in == Some(name) {
+            panic!("the profiler's {name} failed");
+        }
+        self.seen.lock().unwrap().push(Seen { name, about, on });
+    }
+
+    fn take(&self) -> Vec<Seen> {
+        std::mem::take(&mut *self.seen.lock().unwrap())
+    }
+}
+
+impl ProfilerCallback for Recorder {
+    fn runtime_suspend_started(&self, reason: SuspendReason) -> HResult {
+        let name = match reason {
+            SuspendReason::ForGc => "RuntimeSuspendStarted(gc)",
+            _ => "RuntimeSuspendStarted",
+        };
+        self.saw(name, None);
+        HResult::S_OK
+    }
+    fn runtime_suspend_finished(&self) -> HResult {
+        self.saw("RuntimeSuspendFinished", None);
+        HResult::S_OK
+    }
+    fn runtime_resume_started(&self) -> HResult {
+        self.saw("RuntimeResumeStarted", None);
+        HResult::S_OK
+    }
+    fn runtime_resume_finished(&self) -> HResult {
+        self.saw("RuntimeResumeFinished", None);
+        HResult::S_OK
+    }
+    fn runtime_thread_suspended(&self, thread: ThreadId) -> HResult {
+        self.saw("RuntimeThreadSuspended", Some(thread));
+        HResult::S_OK
+    }
+    fn runtime_thread_resumed(&self, thread: ThreadId) -> HResult {
+        self.saw("RuntimeThreadResumed", Some(thread));
+        HResult::S_OK
+    }
+}
+
+fn scenario(extra: &str) -> Scenario {
+    let file = format!(
+        "platform = \"unix\"\n[runtime]\nevent_mask = [\"ENABLE_STACK_SNAPSHOT\", \"MONITOR_SUSPENDS\"]\n{THREADS}{extra}"
+    );
+    Scenario::parse("notifications.toml", &file).unwrap()
+}
+
+/// The native sampler: suspends the runtime, lists the threads, resumes it.
+fn suspending_sampler(rt: &sim_clr::Runtime, _os: &SimOs) {
+    assert_eq!(rt.initialize_current_thread(), HResult::S_OK);
+    assert_eq!(rt.suspend_runtime(), HResult::S_OK);
+    rt.enum_threads().expect("threads under the suspension");
+    assert_eq!(rt.resume_runtime(), HResult::S_OK);
+}
+
+/// Ids and OS ids of `main`, `worker` and (if declared) `sampler`.
+fn ids(p: &Process) -> (ThreadId, u32, ThreadId, u32, Option<u32>) {
+    let rt = p.scenario().runtime();
+    let main = rt.thread("main").unwrap();
+    let worker = rt.thread("worker").unwrap();
+    let sampler = rt.thread("sampler").map(|t| t.os_id);
+    (main.id, main.os_id, worker.id, worker.os_id, sampler)
+}
+
+/// Runs `schedules` random schedules, checking each run.
+fn explore(p: &Process, schedules: u64, mut check: impl FnMut(&RunReport)) -> u64 {
+    for seed in 0..schedules {
+        check(&p.run(&mut Random(Rng::new(seed))).unwrap());
+    }
+    schedules
+}
+
+#[test]
+fn the_profilers_suspension_raises_each_callback_on_its_thread_finished_after_the_safe_points() {
+    let recorder = Arc::new(Recorder::default());
+    let mut p = Process::new(scenario(SAMPLER));
+    p.thread_body("sampler", Arc::new(suspending_sampler)).unwrap();
+    p.profiler(recorder.clone());
+    let (main, main_os, worker, worker_os, sampler) = ids(&p);
+    let sampler = sampler.unwrap();
+    let (mut lazily, mut at_once) = (0, 0);
+    let runs = explore(&p, 300, |run| {
+        assert_eq!(run.outcome, "ok", "{run:?}");
+        let seen = recorder.take();
+        let own: Vec<&str> = seen
+            .iter()
+            .filter(|s| s.about.is_none())
+            .map(|s| {
+                assert_eq!(s.on, sampler, "{seen:?}");
+                s.name
+            })
+            .collect();
+        // The native sampler has no `Thread`: no RuntimeThreadSuspended for itself.
+        assert_eq!(
+            own,
+            [
+                "RuntimeSuspendStarted",
+                "RuntimeSuspendFinished",
+                "RuntimeResumeStarted",
+                "RuntimeResumeFinished"
+            ],
+            "{seen:?}"
+        );
+        // The suspension is finished only once every thread has parked.
+        let step = |what: &str| run.trace.iter().rposition(|e| e.what.starts_with(what));
+        let finished = step("RuntimeSuspendFinished raised").expect("raised");
+        let last_park = step("parks at a safe point");
+        assert!(last_park.is_none_or(|parked| parked < finished), "{run:?}");
+        let at = |name: &str| seen.iter().position(|s| s.name == name).unwrap();
+        for (id, os) in [(main, main_os), (worker, worker_os)] {
+            let mine: Vec<usize> = (0..seen.len()).filter(|&i| seen[i].about == Some(id)).collect();
+            let [suspended, resumed] = mine[..] else {
+                panic!("one RuntimeThreadSuspended and one RuntimeThreadResumed: {seen:?}")
+            };
+            assert_eq!(seen[suspended].name, "RuntimeThreadSuspended");
+            assert!(at("RuntimeSuspendStarted") < suspended, "{seen:?}");
+            assert!(at("RuntimeResumeStarted") < resumed, "{seen:?}");
+            let on = seen[suspended].on;
+            assert_eq!(seen[resumed].on, on, "{seen:?}");
+            if on == os {
+                // A thread running managed code parks itself at its safe point, in preemptive
+                // mode, and then says so on itself: the suspension may finish meanwhile.
+                lazily += 1;
+            } else {
+                // One whose code has ended is stopped by the sampler, which says so before
+                // the suspension is finished.
+                assert_eq!(on, sampler, "{seen:?}");
+                assert!(suspended < at("RuntimeSuspendFinished"), "{seen:?}");
+                at_once += 1;
+            }
+        }
+    });
+    assert_eq!(runs, 300);
+    assert!(lazily > 50 && at_once > 50, "{lazily} {at_once}");
+}
+
+#[test]
+fn an_application_gc_raises_the_suspension_callbacks_on_the_collecting_thread() {
+    let recorder = Arc::new(Recorder::default());
+    let file = THREADS.replace(
+        r#"program = ["call App::Work", "spin 3", "return"]"#,
+        r#"program = ["call App::Work", "gc", "return"]"#,
+    );
+    let file =
+        format!("platform = \"unix\"\n[runtime]\nevent_mask = [\"ENABLE_STACK_SNAPSHOT\", \"MONITOR_SUSPENDS\"]\n{file}");
+    let mut p = Process::new(Scenario::parse("gc.toml", &file).unwrap());
+    p.profiler(recorder.clone());
+    let (main, main_os, worker, _, _) = ids(&p);
+    let runs = explore(&p, 200, |run| {
+        assert_eq!(run.outcome, "ok", "{run:?}");
+        let seen = recorder.take();
+        // The worker's own pair is raised on main or on itself, as above.
+        let on_main: Vec<(&str, Option<ThreadId>)> = seen
+            .iter()
+            .filter(|s| s.about != Some(worker))
+            .map(|s| {
+                assert_eq!(s.on, main_os, "{seen:?}");
+                (s.name, s.about)
+            })
+            .collect();
+        assert_eq!(
+            on_main,
+            [
+                ("RuntimeSuspendStarted(gc)", None),
+                ("RuntimeThreadSuspended", Some(main)),
+                ("RuntimeSuspendFinished", None),
+                ("RuntimeResumeStarted", None),
+                ("RuntimeThreadResumed", Some(main)),
+                ("RuntimeResumeFinished", None),
+            ],
+            "{seen:?}"
+        );
+    });
+    assert_eq!(runs, 200);
+}
+
+#[test]
+fn a_panic_in_a_suspension_callback_is_the_runs_outcome_and_the_exploration_goes_on() {
+    for callback in [
+        "RuntimeSuspendFinished",
+        "RuntimeThreadSuspended",
+        "RuntimeResumeFinished",
+    ] {
+        let recorder = Arc::new(Recorder {
+            panic_in: Some(callback),
+            ..Recorder::default()
+        });
+        let mut p = Process::new(scenario(SAMPLER));
+        p.thread_body("sampler", Arc::new(suspending_sampler)).unwrap();
+        p.profiler(recorder);
+        let report = p.explore(Strategy::Pct(3), 50, 1, |_, _| {});
+        assert_eq!(report.schedules_run, 50, "{callback}: {report:?}");
+        assert!(
+            report.outcomes.contains_key("profiler_panic"),
+            "{callback}: {report:?}"
+        );
+        let first = report.first_failure.expect("a failing schedule");
+        assert!(first.fault.message.contains(callback), "{callback}: {first:?}");
+        // The failing schedule replays to the same panic.
+        let again = p.replay(&first.schedule.parse().unwrap()).unwrap();
+        assert_eq!(again.outcome, "profiler_panic");
+    }
+}
+
+#[test]
+fn a_suspension_does_not_wait_for_a_thread_blocked_in_thread_created() {
+    // The sampler holds `registry` across its runtime suspension; the spawned thread's
+    // ThreadCreated takes `registry`. CoreCLR raises ThreadCreated in preemptive mode, so the
+    // suspension does not wait for that thread and the run ends well in every schedule.
+    let file = r#"
+platform = "unix"
+[runtime]
+event_mask = ["ENABLE_STACK_SNAPSHOT", "MONITOR_THREADS"]
+[[code]]
+name = "App::Main"
+kind = "jit"
+[[code]]
+name = "App::Work"
+kind = "jit"
+[[code]]
+name = "sampler!loop"
+kind = "native"
+[[threads]]
+name = "main"
+frames = [{ fn = "App::Main" }]
+program = ["call App::Work", "spawn worker", "return"]
+[[threads]]
+name = "worker"
+start = "spawned"
+frames = [{ fn = "App::Main" }]
+program = ["call App::Work", "spin 2", "return"]
+[[threads]]
+name = "sampler"
+kind = "native"
+frames = [{ fn = "sampler!loop" }]
+"#;
+    struct Registry;
+    impl ProfilerCallback for Registry {
+        fn thread_created(&self, _: ThreadId) -> HResult {
+            let os = SimOs::new();
+            let registry = os.mutex_create("registry");
+            os.mutex_lock(registry);
+            os.mutex_unlock(registry);
+            HResult::S_OK
+        }
+    }
+    let mut p = Process::new(Scenario::parse("created.toml", file).unwrap());
+    p.profiler(Arc::new(Registry));
+    p.thread_body(
+        "sampler",
+        Arc::new(|rt: &sim_clr::Runtime, os: &SimOs| {
+            assert_eq!(rt.initialize_current_thread(), HResult::S_OK);
+            let registry = os.mutex_create("registry");
+            os.mutex_lock(registry);
+            assert_eq!(rt.suspend_runtime(), HResult::S_OK);
+            assert_eq!(rt.resume_runtime(), HResult::S_OK);
+            os.mutex_unlock(registry);
+        }),
+    )
+    .unwrap();
+    let report = p.explore(Strategy::Dfs(3), 20_000, 0, |_, _| {});
+    assert!(report.exhaustive, "{report:?}");
+    assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"], "{report:?}");
+}
