@@ -101,6 +101,14 @@ impl ProfilerCallback for Recorder {
         self.saw("RuntimeThreadResumed", Some(thread));
         HResult::S_OK
     }
+    fn garbage_collection_started(&self, _: &[bool], _: corprof::flags::GcReason) -> HResult {
+        self.saw("GarbageCollectionStarted", None);
+        HResult::S_OK
+    }
+    fn garbage_collection_finished(&self) -> HResult {
+        self.saw("GarbageCollectionFinished", None);
+        HResult::S_OK
+    }
 }
 
 fn scenario(extra: &str) -> Scenario {
@@ -200,14 +208,15 @@ fn the_profilers_suspension_raises_each_callback_on_its_thread_finished_after_th
 }
 
 #[test]
-fn an_application_gc_raises_the_suspension_callbacks_on_the_collecting_thread() {
+fn an_application_gc_raises_the_suspension_and_gc_callbacks_on_the_collecting_thread() {
     let recorder = Arc::new(Recorder::default());
     let file = THREADS.replace(
         r#"program = ["call App::Work", "spin 3", "return"]"#,
         r#"program = ["call App::Work", "gc", "return"]"#,
     );
-    let file =
-        format!("platform = \"unix\"\n[runtime]\nevent_mask = [\"ENABLE_STACK_SNAPSHOT\", \"MONITOR_SUSPENDS\"]\n{file}");
+    let file = format!(
+        "platform = \"unix\"\n[runtime]\nevent_mask = [\"ENABLE_STACK_SNAPSHOT\", \"MONITOR_SUSPENDS\", \"MONITOR_GC\"]\n{file}"
+    );
     let mut p = Process::new(Scenario::parse("gc.toml", &file).unwrap());
     p.profiler(recorder.clone());
     let (main, main_os, worker, _, _) = ids(&p);
@@ -229,6 +238,8 @@ fn an_application_gc_raises_the_suspension_callbacks_on_the_collecting_thread() 
                 ("RuntimeSuspendStarted(gc)", None),
                 ("RuntimeThreadSuspended", Some(main)),
                 ("RuntimeSuspendFinished", None),
+                ("GarbageCollectionStarted", None),
+                ("GarbageCollectionFinished", None),
                 ("RuntimeResumeStarted", None),
                 ("RuntimeThreadResumed", Some(main)),
                 ("RuntimeResumeFinished", None),

@@ -259,7 +259,9 @@ impl Runtime {
             }
             t.stack.splice(0..0, pushed);
             st.relayout(index);
-            if context == CallContext::Callback(CallbackKind::GarbageCollectionStarted) {
+            // Called call by call, the callback implies the GC's suspension; a running
+            // process has suspended the runtime itself before it raises the callback.
+            if context == CallContext::Callback(CallbackKind::GarbageCollectionStarted) && !st.in_process {
                 st.suspension.gc = true;
                 st.park_all(Some(index));
             }
@@ -281,7 +283,7 @@ impl Runtime {
                 mode,
                 lifecycle,
             } = entered;
-            if context == CallContext::Callback(CallbackKind::GarbageCollectionStarted) {
+            if context == CallContext::Callback(CallbackKind::GarbageCollectionStarted) && !st.in_process {
                 st.unpark_all();
                 st.suspension.gc = false;
             }

@@ -23,6 +23,7 @@ use super::{CycleLink, Ending, Process, Program, RunFault, RunReport, SimOs, Tra
 use crate::runtime::builtin;
 use crate::runtime::{CallContext, CallbackKind, Caller, Entered, Notification, Runtime, OBJECT_BASE};
 use crate::thread::{FrameKind, Lifecycle, Mode, StackEntry};
+use corprof::flags::GcReason;
 use corprof::os::OsThread;
 use corprof::{ClassId, Context, HResult, ObjectId};
 use os_calls::{fiber_source, spawn_body};
@@ -1024,11 +1025,19 @@ impl<'p> Run<'p> {
                         }
                         CallbackKind::ThreadDestroyed => profiler.thread_destroyed(id),
                         CallbackKind::ObjectAllocated => profiler.object_allocated(object, ClassId::NULL),
+                        CallbackKind::ExceptionThrown => profiler.exception_thrown(object),
+                        CallbackKind::GarbageCollectionStarted => {
+                            // The collection runs between the two, the runtime suspended.
+                            profiler.garbage_collection_started(&[true, false, false], GcReason::Induced);
+                            profiler.garbage_collection_finished()
+                        }
                         CallbackKind::Suspension(n) => {
                             n.deliver(profiler.as_ref());
                             HResult::S_OK
                         }
-                        _ => profiler.exception_thrown(object),
+                        // Raised into a running process's profiler by nothing: enter hooks are
+                        // not callbacks; modules load before its threads run.
+                        CallbackKind::FunctionEnter | CallbackKind::ModuleLoadFinished => HResult::S_OK,
                     };
                 }),
             ))

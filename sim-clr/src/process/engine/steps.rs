@@ -457,6 +457,12 @@ impl Run<'_> {
                 Done::Again
             }
             3 => {
+                // The collection: GarbageCollectionStarted, then Finished, on the collecting
+                // thread while the runtime is suspended.
+                self.raise(t, CallbackKind::GarbageCollectionStarted);
+                Done::Again
+            }
+            4 => {
                 // `ThreadSuspend::RestartEE` raises RuntimeResumeStarted before any thread
                 // goes on.
                 self.notify(t, Notification::ResumeStarted);
