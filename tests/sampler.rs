@@ -39,7 +39,7 @@ fn the_reference_sampler_survives_every_pitfall() {
 }
 
 /// Each mutant, on the scenario that tells its failure story, and how that run may end.
-const STORIES: [(&str, &str, &[&str]); 12] = [
+const STORIES: [(&str, &str, &[&str]); 13] = [
     (
         "allocate-while-suspended",
         "s03-heap-lock",
@@ -79,6 +79,7 @@ const STORIES: [(&str, &str, &[&str]); 12] = [
     ),
     ("ignore-crash", "s20-crash", &["sampled_after_crash"]),
     ("no-watchdog", "s05-code-manager-lock", &["deadlock"]),
+    ("dropped-seed", "s29-helper-on-top", &["lost_sample"]),
     (
         "managed-sampler-thread",
         "s06-gc-while-suspended",

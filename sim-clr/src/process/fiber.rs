@@ -41,6 +41,8 @@ pub enum Request {
     ReaderLock,
     /// An oracle found a sample that differs from the ground truth.
     WrongSample(String),
+    /// An oracle found a sample a correct sampler would not have lost.
+    LostSample(String),
     /// A new mutex.
     MutexCreate(String),
     /// Take a mutex (blocks while held).

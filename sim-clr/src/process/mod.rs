@@ -231,6 +231,9 @@ pub enum Ending {
     ManagedSuspender,
     /// An oracle found a sample that differs from the ground truth (the run goes on).
     WrongSample,
+    /// An oracle found a sample shorter than a correct sampler would have taken at that
+    /// instant, for a reason the sampler caused (the run goes on).
+    LostSample,
     /// A thread stopped others again after the application crashed (its `crash` event set):
     /// beyond the one stop that may already have been under way (the run goes on).
     SampledAfterCrash,
@@ -238,7 +241,7 @@ pub enum Ending {
 
 impl Ending {
     /// Every ending.
-    pub const ALL: [Ending; 15] = [
+    pub const ALL: [Ending; 16] = [
         Ending::Deadlock,
         Ending::Hang,
         Ending::Livelock,
@@ -253,6 +256,7 @@ impl Ending {
         Ending::LockInSignalHandler,
         Ending::ManagedSuspender,
         Ending::WrongSample,
+        Ending::LostSample,
         Ending::SampledAfterCrash,
     ];
 
@@ -273,6 +277,7 @@ impl Ending {
             Ending::LockInSignalHandler => "lock_in_signal_handler",
             Ending::ManagedSuspender => "managed_suspender",
             Ending::WrongSample => "wrong_sample",
+            Ending::LostSample => "lost_sample",
             Ending::SampledAfterCrash => "sampled_after_crash",
         }
     }

@@ -165,6 +165,13 @@ impl SimOs {
     pub fn wrong_sample(&self, message: String) {
         ask(Request::WrongSample(message));
     }
+
+    /// An oracle's verdict: the sample just taken is shorter than a correct sampler's would
+    /// have been at that instant, for a reason the sampler caused, as `message` says. The run
+    /// goes on, with `lost_sample` as its outcome.
+    pub fn lost_sample(&self, message: String) {
+        ask(Request::LostSample(message));
+    }
 }
 
 impl Sync for SimOs {

@@ -320,6 +320,14 @@ impl Runtime {
         }
     }
 
+    /// A copy of the runtime in its current state that belongs to no process and has no
+    /// profiler: an oracle asks it what a call would answer now, without changing anything.
+    pub fn detached(&self) -> Runtime {
+        let copy = self.fork();
+        copy.lock().in_process = false;
+        copy
+    }
+
     /// Attaches a profiler to receive the runtime's callbacks.
     pub fn set_profiler(&self, profiler: Arc<dyn ProfilerCallback>) {
         *self.profiler.lock().unwrap_or_else(|e| e.into_inner()) = Some(profiler);

@@ -363,9 +363,13 @@ impl Run<'_> {
                 self.passes(t, LockId::CODE_MANAGER)?;
                 Reply::Done
             }
-            Request::WrongSample(message) => {
+            Request::WrongSample(message) | Request::LostSample(message) => {
+                let ending = match req {
+                    Request::LostSample(_) => Ending::LostSample,
+                    _ => Ending::WrongSample,
+                };
                 let message = format!("{}: {message}", self.th[t].name);
-                self.warn(Ending::WrongSample.as_str(), message);
+                self.warn(ending.as_str(), message);
                 Reply::Done
             }
             // Named objects: creating one that exists opens it (the file's locks and the
