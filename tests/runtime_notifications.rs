@@ -283,33 +283,15 @@ fn a_suspension_does_not_wait_for_a_thread_blocked_in_thread_created() {
     // The sampler holds `registry` across its runtime suspension; the spawned thread's
     // ThreadCreated takes `registry`. CoreCLR raises ThreadCreated in preemptive mode, so the
     // suspension does not wait for that thread and the run ends well in every schedule.
-    let file = r#"
-platform = "unix"
-[runtime]
-event_mask = ["ENABLE_STACK_SNAPSHOT", "MONITOR_THREADS"]
-[[code]]
-name = "App::Main"
-kind = "jit"
-[[code]]
-name = "App::Work"
-kind = "jit"
-[[code]]
-name = "sampler!loop"
-kind = "native"
-[[threads]]
-name = "main"
-frames = [{ fn = "App::Main" }]
-program = ["call App::Work", "spawn worker", "return"]
-[[threads]]
-name = "worker"
-start = "spawned"
-frames = [{ fn = "App::Main" }]
-program = ["call App::Work", "spin 2", "return"]
-[[threads]]
-name = "sampler"
-kind = "native"
-frames = [{ fn = "sampler!loop" }]
-"#;
+    let threads = THREADS
+        .replace(
+            r#"program = ["call App::Work", "spin 3", "return"]"#,
+            r#"program = ["call App::Work", "spawn worker", "return"]"#,
+        )
+        .replace("name = \"worker\"\n", "name = \"worker\"\nstart = \"spawned\"\n");
+    let file = format!(
+        "platform = \"unix\"\n[runtime]\nevent_mask = [\"ENABLE_STACK_SNAPSHOT\", \"MONITOR_THREADS\"]\n{threads}{SAMPLER}"
+    );
     struct Registry;
     impl ProfilerCallback for Registry {
         fn thread_created(&self, _: ThreadId) -> HResult {
@@ -320,7 +302,7 @@ frames = [{ fn = "sampler!loop" }]
             HResult::S_OK
         }
     }
-    let mut p = Process::new(Scenario::parse("created.toml", file).unwrap());
+    let mut p = Process::new(Scenario::parse("created.toml", &file).unwrap());
     p.profiler(Arc::new(Registry));
     p.thread_body(
         "sampler",

@@ -96,16 +96,23 @@ impl State {
     /// (`if (pCurThread)`), `ThreadSuspend::ResumeRuntime` likewise (CoreCLR v3.1.23,
     /// `src/vm/threadsuspend.cpp`). A native thread has no `Thread` and gets neither.
     pub fn notify_self(&mut self, suspended: bool) {
-        let Some(me) = self.caller().thread.filter(|&i| self.threads[i].is_managed()) else {
+        let me = self.caller().thread;
+        self.notify_thread(me, suspended);
+    }
+
+    /// `RuntimeThreadSuspended` (or `Resumed`) for thread `t` on itself, if it is a runtime
+    /// thread (see [`State::notify_self`]).
+    pub fn notify_thread(&mut self, t: Option<usize>, suspended: bool) {
+        let Some(t) = t.filter(|&i| self.threads[i].is_managed()) else {
             return;
         };
-        let id = self.threads[me].id;
+        let id = self.threads[t].id;
         let n = if suspended {
             Notification::ThreadSuspended(id)
         } else {
             Notification::ThreadResumed(id)
         };
-        self.notify_on(Some(me), n);
+        self.notify_on(Some(t), n);
     }
 }
 

@@ -1117,17 +1117,7 @@ impl<'p> Run<'p> {
     /// Queues `RuntimeThreadSuspended` or `Resumed` for thread `t` on itself, if it is a
     /// runtime thread.
     fn notify_self(&mut self, t: usize, suspended: bool) {
-        let mut st = self.rt.lock();
-        if !st.threads[t].is_managed() {
-            return;
-        }
-        let id = st.threads[t].id;
-        let n = if suspended {
-            Notification::ThreadSuspended(id)
-        } else {
-            Notification::ThreadResumed(id)
-        };
-        st.notify_on(Some(t), n);
+        self.rt.lock().notify_thread(Some(t), suspended);
     }
 
     // ---- locks -------------------------------------------------------------------------
