@@ -169,17 +169,17 @@ impl ProfilerInfo for Runtime {
         let _call = fiber::RuntimeCall::enter();
         // In a running process the suspension holds the thread-store lock (R41): wait for it.
         fiber::thread_store_lock(true);
+        // Each half raises its own callbacks; the process raises RuntimeSuspendFinished when
+        // the safe points are reached.
         match self.suspend_runtime_begin() {
             Ok(fresh) => {
                 self.suspend_runtime_stop(fresh);
                 // SuspendEE returns once every thread reached a safe point.
                 fiber::request(fiber::Request::SafePoints);
-                self.flush();
                 HResult::S_OK
             }
             Err(hr) => {
                 fiber::thread_store_lock(false);
-                self.flush();
                 hr
             }
         }

@@ -91,28 +91,30 @@ impl State {
         self.pending.push((on, n));
     }
 
-    /// `RuntimeThreadSuspended` (or `Resumed`) for the calling thread itself, if it is a
-    /// runtime thread: `ThreadSuspend::SuspendRuntime` raises it for the suspending thread
-    /// (`if (pCurThread)`), `ThreadSuspend::ResumeRuntime` likewise (CoreCLR v3.1.23,
-    /// `src/vm/threadsuspend.cpp`). A native thread has no `Thread` and gets neither.
-    pub fn notify_self(&mut self, suspended: bool) {
-        let me = self.caller().thread;
-        self.notify_thread(me, suspended);
+    /// `RuntimeSuspendStarted(reason)`, then `RuntimeThreadSuspended` for the calling thread
+    /// if it is a runtime thread, as `ThreadSuspend::SuspendRuntime` raises them before it
+    /// stops any thread (`if (pCurThread)`: a native thread has no `Thread`; CoreCLR v3.1.23,
+    /// `src/vm/threadsuspend.cpp`).
+    pub fn suspension_started(&mut self, reason: SuspendReason) {
+        self.notify(Notification::SuspendStarted(reason));
+        if let Some(id) = self.runtime_caller() {
+            self.notify(Notification::ThreadSuspended(id));
+        }
     }
 
-    /// `RuntimeThreadSuspended` (or `Resumed`) for thread `t` on itself, if it is a runtime
-    /// thread (see [`State::notify_self`]).
-    pub fn notify_thread(&mut self, t: Option<usize>, suspended: bool) {
-        let Some(t) = t.filter(|&i| self.threads[i].is_managed()) else {
-            return;
-        };
-        let id = self.threads[t].id;
-        let n = if suspended {
-            Notification::ThreadSuspended(id)
-        } else {
-            Notification::ThreadResumed(id)
-        };
-        self.notify_on(Some(t), n);
+    /// `RuntimeThreadResumed` for the calling thread if it is a runtime thread, then
+    /// `RuntimeResumeFinished`, as `ThreadSuspend::ResumeRuntime` raises them (same file).
+    pub fn resume_finished(&mut self) {
+        if let Some(id) = self.runtime_caller() {
+            self.notify(Notification::ThreadResumed(id));
+        }
+        self.notify(Notification::ResumeFinished);
+    }
+
+    /// The calling thread's `ThreadID`, if the runtime knows it as one of its own.
+    fn runtime_caller(&self) -> Option<ThreadId> {
+        let me = self.caller().thread.filter(|&i| self.threads[i].is_managed())?;
+        Some(self.threads[me].id)
     }
 }
 

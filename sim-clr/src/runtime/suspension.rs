@@ -118,12 +118,10 @@ impl Runtime {
                         );
                         st.fault(FaultKind::LeakedSuspensionHang, true, message);
                     } else {
-                        st.notify(Notification::SuspendStarted(SuspendReason::ForGc));
-                        st.notify_self(true);
+                        st.suspension_started(SuspendReason::ForGc);
                         st.notify(Notification::SuspendFinished);
                         st.notify(Notification::ResumeStarted);
-                        st.notify_self(false);
-                        st.notify(Notification::ResumeFinished);
+                        st.resume_finished();
                     }
                     st.callers.pop();
                     true
@@ -173,8 +171,7 @@ pub(super) fn begin_suspension(st: &mut State) -> Result<bool, HResult> {
         }
         None => true,
     };
-    st.notify(Notification::SuspendStarted(SuspendReason::ForProfiler));
-    st.notify_self(true);
+    st.suspension_started(SuspendReason::ForProfiler);
     Ok(fresh)
 }
 
@@ -211,8 +208,7 @@ pub(super) fn begin_resume(st: &mut State) -> Result<(), HResult> {
 /// (`ThreadSuspend::ResumeRuntime`).
 pub(super) fn restart_threads(st: &mut State) {
     st.unpark_all();
-    st.notify_self(false);
-    st.notify(Notification::ResumeFinished);
+    st.resume_finished();
     st.suspension.profiler = None;
 }
 

@@ -1114,12 +1114,6 @@ impl<'p> Run<'p> {
         self.rt.lock().notify_on(Some(t), n);
     }
 
-    /// Queues `RuntimeThreadSuspended` or `Resumed` for thread `t` on itself, if it is a
-    /// runtime thread.
-    fn notify_self(&mut self, t: usize, suspended: bool) {
-        self.rt.lock().notify_thread(Some(t), suspended);
-    }
-
     // ---- locks -------------------------------------------------------------------------
 
     /// Takes lock `l` for `t`, or says what `t` waits for. The code-manager lock is mirrored

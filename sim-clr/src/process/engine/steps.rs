@@ -428,10 +428,8 @@ impl Run<'_> {
                     return self.waits_for_lock(t, line, "gc", LockId::THREAD_STORE);
                 }
                 self.rt.lock().threads[t].mode = Mode::Cooperative;
-                // `ThreadSuspend::SuspendRuntime`: RuntimeSuspendStarted, then
-                // RuntimeThreadSuspended for the suspending thread, before it stops any thread.
-                self.notify(t, Notification::SuspendStarted(SuspendReason::ForGc));
-                self.notify_self(t, true);
+                // Raised (after this step) before any thread stops.
+                self.rt.lock().suspension_started(SuspendReason::ForGc);
                 self.note(t, line, |_| "gc: runtime suspension starts".into());
                 Done::Again
             }
@@ -469,18 +467,15 @@ impl Run<'_> {
                 Done::Again
             }
             _ => {
-                // `ThreadSuspend::ResumeRuntime` then raises RuntimeThreadResumed for this
-                // thread and, with the thread-store lock released, RuntimeResumeFinished.
                 {
                     let mut st = self.rt.lock();
                     st.unpark_all();
                     st.config.suspend_in_progress = false;
+                    st.resume_finished();
                 }
                 self.gc = None;
                 self.sync_parked();
-                self.notify_self(t, false);
                 self.release(t, LockId::THREAD_STORE, line);
-                self.notify(t, Notification::ResumeFinished);
                 self.note(t, line, |_| "gc: collected; runtime restarted".into());
                 Done::Next
             }
