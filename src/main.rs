@@ -12,7 +12,8 @@
 //! - `simclr walk FILE` walks a thread with the hybrid walker beside its ground truth;
 //! - `simclr walk-fuzz` walks random processes with the hybrid walker against the ground truth;
 //! - `simclr mutants` runs every deliberately broken sampler on the pitfall scenarios;
-//! - `simclr fuzz` runs a sampler in random processes under random and PCT schedules.
+//! - `simclr fuzz` runs a sampler in random processes under random and PCT schedules;
+//! - `simclr sample-rates` counts how often the reference sampler samples in each pitfall.
 //!
 //! Exit codes: 0 success; 1 a scenario's own expectations failed; 2 a malformed scenario or
 //! bad command line.
@@ -29,6 +30,7 @@ mod hybrid;
 mod mutants;
 mod progress;
 mod record;
+mod sample_rates;
 mod unwind_check;
 mod unwind_fuzz;
 
@@ -194,6 +196,23 @@ enum Command {
         /// The first seed (run i uses seed + i).
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Print one JSON document (docs/json-output.md).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Count how often the reference sampler samples in each pitfall scenario under random and
+    /// PCT schedules (a scenario whose schedules rarely let it sample checks little); exit 1
+    /// if one exploration took fewer than `--min` samples.
+    SampleRates {
+        /// Schedules per pitfall and strategy.
+        #[arg(long, default_value_t = 1000)]
+        runs: u64,
+        /// The first seed (run i uses seed + i).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// The fewest samples an exploration may take.
+        #[arg(long, default_value_t = 0)]
+        min: u64,
         /// Print one JSON document (docs/json-output.md).
         #[arg(long)]
         json: bool,
@@ -378,6 +397,12 @@ fn main() -> ExitCode {
             seed,
             json,
         } => mutants::run(schedules, seed, json),
+        Command::SampleRates {
+            runs,
+            seed,
+            min,
+            json,
+        } => sample_rates::run(runs, seed, min, json),
         Command::Fuzz {
             processes,
             schedules,

@@ -278,11 +278,9 @@ fn a_panic_in_a_suspension_callback_is_the_runs_outcome_and_the_exploration_goes
     }
 }
 
-#[test]
-fn a_suspension_does_not_wait_for_a_thread_blocked_in_thread_created() {
-    // The sampler holds `registry` across its runtime suspension; the spawned thread's
-    // ThreadCreated takes `registry`. CoreCLR raises ThreadCreated in preemptive mode, so the
-    // suspension does not wait for that thread and the run ends well in every schedule.
+/// The threads section with the sampler, `worker` started by `main` (`spawn worker`), and
+/// thread callbacks on.
+fn spawning() -> Scenario {
     let threads = THREADS
         .replace(
             r#"program = ["call App::Work", "spin 3", "return"]"#,
@@ -292,6 +290,14 @@ fn a_suspension_does_not_wait_for_a_thread_blocked_in_thread_created() {
     let file = format!(
         "platform = \"unix\"\n[runtime]\nevent_mask = [\"ENABLE_STACK_SNAPSHOT\", \"MONITOR_THREADS\"]\n{threads}{SAMPLER}"
     );
+    Scenario::parse("spawning.toml", &file).unwrap()
+}
+
+#[test]
+fn a_suspension_does_not_wait_for_a_thread_blocked_in_thread_created() {
+    // The sampler holds `registry` across its runtime suspension; the spawned thread's
+    // ThreadCreated takes `registry`. CoreCLR raises ThreadCreated in preemptive mode, so the
+    // suspension does not wait for that thread and the run ends well in every schedule.
     struct Registry;
     impl ProfilerCallback for Registry {
         fn thread_created(&self, _: ThreadId) -> HResult {
@@ -302,7 +308,7 @@ fn a_suspension_does_not_wait_for_a_thread_blocked_in_thread_created() {
             HResult::S_OK
         }
     }
-    let mut p = Process::new(Scenario::parse("created.toml", &file).unwrap());
+    let mut p = Process::new(spawning());
     p.profiler(Arc::new(Registry));
     p.thread_body(
         "sampler",
@@ -319,4 +325,34 @@ fn a_suspension_does_not_wait_for_a_thread_blocked_in_thread_created() {
     let report = p.explore(Strategy::Dfs(3), 20_000, 0, |_, _| {});
     assert!(report.exhaustive, "{report:?}");
     assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"], "{report:?}");
+}
+
+#[test]
+fn a_thread_started_during_a_suspension_waits_for_its_end() {
+    // CoreCLR's `Thread::HasStarted` takes the thread-store lock, which the suspension holds
+    // to its end: a thread spawned meanwhile stays out of the runtime (unlisted, unannounced)
+    // until the runtime is resumed, so every thread a walk under the suspension meets is
+    // either parked or preemptive, and walks.
+    let mut p = Process::new(spawning());
+    p.thread_body(
+        "sampler",
+        Arc::new(|rt: &sim_clr::Runtime, _: &SimOs| {
+            assert_eq!(rt.initialize_current_thread(), HResult::S_OK);
+            assert_eq!(rt.suspend_runtime(), HResult::S_OK);
+            for id in rt.enum_threads().unwrap() {
+                let mut frames = |_: &corprof::SnapshotFrame<'_>| HResult::S_OK;
+                let hr = rt.do_stack_snapshot(id, Some(&mut frames), 0, None, 0);
+                assert_eq!(hr, HResult::S_OK);
+            }
+            assert_eq!(rt.resume_runtime(), HResult::S_OK);
+        }),
+    )
+    .unwrap();
+    let mut waited = 0;
+    explore(&p, 300, |run| {
+        assert_eq!(run.outcome, "ok", "{run:?}");
+        let waits = "start: adding the Thread: waits for lock thread_store";
+        waited += u32::from(run.trace.iter().any(|e| e.what == waits));
+    });
+    assert!(waited > 0, "no schedule started the thread during the suspension");
 }

@@ -39,7 +39,7 @@ fn the_reference_sampler_survives_every_pitfall() {
 }
 
 /// Each mutant, on the scenario that tells its failure story, and how that run may end.
-const STORIES: [(&str, &str, &[&str]); 13] = [
+const STORIES: [(&str, &str, &[&str]); 18] = [
     (
         "allocate-while-suspended",
         "s03-heap-lock",
@@ -80,6 +80,15 @@ const STORIES: [(&str, &str, &[&str]); 13] = [
     ("ignore-crash", "s20-crash", &["sampled_after_crash"]),
     ("no-watchdog", "s05-code-manager-lock", &["deadlock"]),
     ("dropped-seed", "s29-helper-on-top", &["lost_sample"]),
+    ("native-seed", "s29-helper-on-top", &["lost_sample"]),
+    ("tier0-ranges", "s30-tier1-code", &["wrong_sample"]),
+    ("unflagged-limit", "s21-deep-recursion", &["wrong_sample"]),
+    ("resume-before-walk", "s08-async-suspend", &["torn_stack_read"]),
+    (
+        "ignored-thread-destroyed",
+        "s24-canary",
+        &["walk_of_destroyed_thread", "thread_use_after_free"],
+    ),
     (
         "managed-sampler-thread",
         "s06-gc-while-suspended",
@@ -105,6 +114,19 @@ fn every_mutant_fails_its_own_story_within_1000_schedules() {
         let (shrunk, again) = sim_clr::process::shrink::shrink(&p, &schedule, &run.outcome, 100).unwrap();
         assert!(shrunk.0.len() <= schedule.0.len());
         assert_eq!(p.replay(&shrunk).unwrap().outcome, again.outcome);
+    }
+}
+
+#[test]
+fn random_schedules_let_the_sampler_sample_where_the_application_is_short() {
+    // S7's threads exit after a few steps, fewer than the sampler's start-up takes: the
+    // random strategy's per-run odds between the profiler's threads and the application's
+    // still let it sample there in many runs (`simclr sample-rates` measures every pitfall).
+    for strategy in [Strategy::Random, Strategy::Pct(3)] {
+        let rate = fixtures::sampling::rate(pitfall("s07-thread-exits"), strategy, 200, 1).unwrap();
+        assert_eq!(rate.runs, 200);
+        assert!(rate.runs_sampled > 10, "{rate:?}");
+        assert!(rate.samples >= rate.runs_sampled, "{rate:?}");
     }
 }
 

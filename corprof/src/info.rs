@@ -74,12 +74,12 @@ pub trait ProfilerInfo: Send + Sync {
     /// `ICorProfilerInfo2::DoStackSnapshot`: walks `thread` (0 = the caller) leaf first,
     /// calling `callback` once per managed frame and once per run of native frames below a
     /// managed frame. `context`/`context_size` are the optional seed (R12–R14, R31–R34).
-    fn do_stack_snapshot<'a>(
+    fn do_stack_snapshot<'a, 'b>(
         &self,
         thread: ThreadId,
         callback: Option<&'a mut StackSnapshotCallback<'a>>,
         info_flags: u32,
-        context: Option<&'a Context>,
+        context: Option<&'b Context>,
         context_size: u32,
     ) -> HResult;
 

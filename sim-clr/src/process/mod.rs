@@ -30,7 +30,7 @@ pub use os::SimOs;
 use crate::scenario::Scenario;
 use corprof::ProfilerCallback;
 use program::Instr;
-use schedule::{Chooser, Dfs, Pct, Random, Replay, Rng, Schedule, ScheduleError};
+use schedule::{Biased, Chooser, Dfs, Pct, Replay, Rng, Schedule, ScheduleError};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -454,6 +454,19 @@ impl Process {
         named.filter_map(|(i, b)| Some((threads[i].name.as_str(), b.as_ref()?)))
     }
 
+    /// Which threads run the profiler's code: those with a `body`, attached code, or declared
+    /// `start = "profiler"`.
+    pub fn profiler_threads(&self) -> Vec<bool> {
+        let spec = &self.scenario.process;
+        (0..self.scenario.threads.len())
+            .map(|i| {
+                self.bodies[i].is_some()
+                    || spec.bodies.get(i).is_some_and(Option::is_some)
+                    || spec.created.get(i).copied().unwrap_or(false)
+            })
+            .collect()
+    }
+
     fn index_of(&self, thread: &str) -> Result<usize, UnknownThread> {
         self.scenario
             .threads
@@ -564,7 +577,10 @@ impl Process {
         for i in 0..schedules {
             let run_seed = seed.wrapping_add(i);
             let result = match strategy {
-                Strategy::Random => self.run_untraced(&mut Random(Rng::new(run_seed))),
+                Strategy::Random => {
+                    let side = self.profiler_threads();
+                    self.run_untraced(&mut Biased::new(Rng::new(run_seed), side))
+                }
                 Strategy::Pct(depth) => {
                     let mut rng = Rng::new(run_seed);
                     let mut pct = Pct::new(&mut rng, self.scenario.threads.len(), depth, pct_steps);

@@ -120,6 +120,50 @@ impl Chooser for Random {
     }
 }
 
+/// Random choices between two sides of the process with odds drawn once per run: at a step
+/// where threads of both sides can run, the marked side runs with probability `p` (drawn
+/// uniformly from `0..1` when the chooser is made), then one of that side's runnable threads
+/// is picked uniformly. With the profiler's threads marked, some runs let the application race
+/// ahead and others let a profiler whose start-up takes many steps sample applications whose
+/// threads finish in few (under [`Random`], one thread among five runs a fifth of the steps
+/// in every run).
+#[derive(Debug)]
+pub struct Biased {
+    rng: Rng,
+    marked: Vec<bool>,
+    /// `p` in units of 2⁻³².
+    odds: u64,
+}
+
+impl Biased {
+    /// Choices from `rng`; `marked[t]` says whether thread `t` is on the marked side (a thread
+    /// past its end is not).
+    pub fn new(mut rng: Rng, marked: Vec<bool>) -> Biased {
+        let odds = rng.next_u64() >> 32;
+        Biased { rng, marked, odds }
+    }
+}
+
+impl Chooser for Biased {
+    fn choose(&mut self, runnable: &[usize], _: Option<usize>) -> Result<usize, ScheduleError> {
+        let on = |t: &usize| self.marked.get(*t).copied().unwrap_or(false);
+        let marked = runnable.iter().filter(|t| on(t)).count();
+        let pick = if marked == 0 || marked == runnable.len() {
+            runnable[self.rng.below(runnable.len())]
+        } else {
+            let want = (self.rng.next_u64() >> 32) < self.odds;
+            let n = if want { marked } else { runnable.len() - marked };
+            let k = self.rng.below(n);
+            *runnable
+                .iter()
+                .filter(|t| on(t) == want)
+                .nth(k)
+                .expect("k is below the side's count")
+        };
+        Ok(pick)
+    }
+}
+
 /// PCT: each thread gets a random distinct priority; the highest-priority runnable thread
 /// runs; at `depth − 1` random choice points the running thread drops below all others. A bug
 /// of depth `d` among `n` threads and `k` steps is found with probability at least
@@ -316,6 +360,30 @@ mod tests {
         for bad in ["", "x", "1x", "1x0", "a.b", "1..2", "0x99999999999"] {
             assert!(bad.parse::<Schedule>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn biased_choices_give_the_marked_side_odds_drawn_per_run() {
+        // One marked thread among five: uniform choices pick it a fifth of the time; biased
+        // ones as often as the other side on average over runs, and rarely or mostly in one.
+        let runnable = [0, 1, 2, 3, 4];
+        let marked = vec![true, false, false, false, false];
+        let mut first_picks = 0;
+        let mut shares = Vec::new();
+        for seed in 0..2000 {
+            let mut chooser = Biased::new(Rng::new(seed), marked.clone());
+            let picks: Vec<usize> = (0..100)
+                .map(|_| chooser.choose(&runnable, None).unwrap())
+                .collect();
+            first_picks += usize::from(picks[0] == 0);
+            shares.push(picks.iter().filter(|&&t| t == 0).count());
+        }
+        assert!((800..1200).contains(&first_picks), "{first_picks}");
+        assert!(shares.iter().any(|&s| s < 10) && shares.iter().any(|&s| s > 90));
+        // Without both sides runnable, the choice is uniform among the runnable.
+        let mut chooser = Biased::new(Rng::new(1), marked);
+        let picks: Vec<usize> = (0..400).map(|_| chooser.choose(&[1, 2], None).unwrap()).collect();
+        assert!(picks.contains(&1) && picks.contains(&2));
     }
 
     /// Every run `dfs` makes of two threads of two steps each, as the order threads ran in.

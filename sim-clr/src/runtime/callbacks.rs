@@ -180,6 +180,14 @@ pub(crate) struct Entered {
     lifecycle: Lifecycle,
 }
 
+impl Entered {
+    /// Whether leaving takes the thread from preemptive back to cooperative mode (a callback
+    /// raised in preemptive mode on a thread that was running managed code).
+    pub(crate) fn returns_to_cooperative(&self, rt: &Runtime) -> bool {
+        self.mode == Mode::Cooperative && rt.lock().threads[self.index].mode == Mode::Preemptive
+    }
+}
+
 /// [`Runtime::on_thread`] named a thread the runtime does not have.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnknownThread(pub String);

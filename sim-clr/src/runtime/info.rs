@@ -18,12 +18,12 @@ use std::sync::{Arc, MutexGuard};
 // the runtime's own allocations are not the profiler's.
 #[allow(clippy::needless_lifetimes)]
 impl ProfilerInfo for Runtime {
-    fn do_stack_snapshot<'a>(
+    fn do_stack_snapshot<'a, 'b>(
         &self,
         thread: ThreadId,
         callback: Option<&'a mut StackSnapshotCallback<'a>>,
         info_flags: u32,
-        context: Option<&'a Context>,
+        context: Option<&'b Context>,
         context_size: u32,
     ) -> HResult {
         let _call = fiber::RuntimeCall::enter();

@@ -111,6 +111,14 @@ struct Sim {
     /// In a managed wait from managed code (`join`, `wait_event`, `sleep`): the runtime's
     /// wait function and its Frame are on the stack until it ends.
     in_wait: bool,
+    /// Spawned, not yet started in the runtime: its next step is `Thread::HasStarted`
+    /// ([`Run::start`]).
+    starting: bool,
+    /// A callback raised in preemptive mode returned during another thread's runtime
+    /// suspension: back to cooperative mode, the thread waits for the suspension's end
+    /// (CoreCLR v3.1.23 `Thread::RareDisablePreemptiveGC`, `threadsuspend.cpp`), still in the
+    /// callback's frames and mode, which are left once it ends.
+    returning: Option<crate::runtime::Entered>,
     /// Threads it stopped (suspension, signal, runtime suspension) after the crash event.
     stops_after_crash: u32,
 }
@@ -228,6 +236,8 @@ impl<'p> Run<'p> {
                     handler_replaced: false,
                     last_progress: 0,
                     in_wait: false,
+                    starting: false,
+                    returning: None,
                     stops_after_crash: 0,
                 }
             })
@@ -808,6 +818,18 @@ impl<'p> Run<'p> {
             st.threads[t].mode = Mode::Cooperative;
             st.relayout(t);
         }
+        if self.th[t].starting {
+            self.start(t);
+            return;
+        }
+        if let Some(entered) = self.th[t].returning.take() {
+            if self.suspension_owner().is_some_and(|owner| owner != t) {
+                self.th[t].returning = Some(entered);
+                self.th[t].status = Status::Blocked(Wait::SuspensionEnd);
+                return;
+            }
+            self.rt.leave(entered);
+        }
         // A cooperative managed thread reaches a safe point at every step: during a runtime
         // suspension it parks there.
         if self.park_if_suspending(t) {
@@ -834,6 +856,28 @@ impl<'p> Run<'p> {
             }
             Source::Fiber { .. } => self.fiber_step(t, callback),
         }
+    }
+
+    /// A spawned managed thread's first step, `Thread::HasStarted` (CoreCLR v3.1.23
+    /// `src/vm/threads.cpp`): `ThreadStore::TransferStartedThread` takes the thread-store
+    /// lock, which a runtime suspension holds until it ends, so a thread starting during one
+    /// waits for it, unknown to `EnumThreads` and to the suspension; once past it, the thread
+    /// is alive and the runtime raises `ThreadCreated` on it.
+    fn start(&mut self, t: usize) {
+        if let Err(wait) = self.passes(t, LockId::THREAD_STORE) {
+            self.note(t, 0, |run| {
+                format!(
+                    "start: adding the Thread: waits for lock {}",
+                    run.locks.name(LockId::THREAD_STORE)
+                )
+            });
+            self.th[t].status = Status::Blocked(wait);
+            return;
+        }
+        self.th[t].starting = false;
+        self.th[t].last_progress = self.now;
+        self.rt.lock().threads[t].lifecycle = Lifecycle::Alive;
+        self.raise(t, CallbackKind::ThreadCreated);
     }
 
     /// Moves the activation at `depth` (the one that ran `instr`) on, as `done` says. A
@@ -879,6 +923,14 @@ impl<'p> Run<'p> {
     fn pop_activation(&mut self, t: usize) {
         let act = self.th[t].stack.pop().expect("an activation to pop");
         if let Some(entered) = act.entered {
+            let waits = !self.th[t].stack.is_empty()
+                && entered.returns_to_cooperative(&self.rt)
+                && self.suspension_owner().is_some_and(|owner| owner != t);
+            if waits {
+                self.th[t].returning = Some(entered);
+                self.th[t].status = Status::Blocked(Wait::SuspensionEnd);
+                return;
+            }
             self.rt.leave(entered);
         }
         if self.th[t].stack.is_empty() {

@@ -156,16 +156,13 @@ impl Run<'_> {
                     self.th[x].status = Status::Ready;
                     self.th[x].last_progress = self.now;
                     self.note(t, line, describe);
-                    let managed = {
-                        let mut st = self.rt.lock();
-                        let thread = &mut st.threads[x];
-                        if thread.lifecycle == Lifecycle::Unstarted {
-                            thread.lifecycle = Lifecycle::Alive;
-                        }
-                        thread.is_managed()
-                    };
-                    if managed {
-                        self.raise(x, CallbackKind::ThreadCreated);
+                    // A managed thread starts in the runtime at its first step.
+                    let mut st = self.rt.lock();
+                    let thread = &mut st.threads[x];
+                    if thread.is_managed() {
+                        self.th[x].starting = true;
+                    } else if thread.lifecycle == Lifecycle::Unstarted {
+                        thread.lifecycle = Lifecycle::Alive;
                     }
                 } else {
                     self.note(t, line, |run| {
