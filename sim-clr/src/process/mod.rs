@@ -574,11 +574,12 @@ impl Process {
             _ => 0,
         });
         let mut pct_steps = 64;
+        let profiler_threads = self.profiler_threads();
         for i in 0..schedules {
             let run_seed = seed.wrapping_add(i);
             let result = match strategy {
                 Strategy::Random => {
-                    let side = self.profiler_threads();
+                    let side = profiler_threads.clone();
                     self.run_untraced(&mut Biased::new(Rng::new(run_seed), side))
                 }
                 Strategy::Pct(depth) => {

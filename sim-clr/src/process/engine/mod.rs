@@ -579,6 +579,13 @@ impl<'p> Run<'p> {
         self.gc.or_else(|| self.rt.lock().suspension.profiler.flatten())
     }
 
+    /// Whether another thread's runtime suspension is in effect: a thread returning to
+    /// cooperative mode now waits for its end (CoreCLR v3.1.23
+    /// `Thread::RareDisablePreemptiveGC`).
+    fn suspended_by_other(&self, t: usize) -> bool {
+        self.suspension_owner().is_some_and(|owner| owner != t)
+    }
+
     /// The wait-for edges out of `t` (empty when it can run).
     fn edges(&self, t: usize) -> Vec<Edge> {
         let s = &self.th[t];
@@ -808,7 +815,7 @@ impl<'p> Run<'p> {
         if self.th[t].in_wait {
             // Back to cooperative mode: during another thread's runtime suspension that waits
             // for its end, as a P/Invoke's return does.
-            if self.suspension_owner().is_some_and(|owner| owner != t) {
+            if self.suspended_by_other(t) {
                 self.th[t].status = Status::Blocked(Wait::SuspensionEnd);
                 return;
             }
@@ -823,7 +830,7 @@ impl<'p> Run<'p> {
             return;
         }
         if let Some(entered) = self.th[t].returning.take() {
-            if self.suspension_owner().is_some_and(|owner| owner != t) {
+            if self.suspended_by_other(t) {
                 self.th[t].returning = Some(entered);
                 self.th[t].status = Status::Blocked(Wait::SuspensionEnd);
                 return;
@@ -925,7 +932,7 @@ impl<'p> Run<'p> {
         if let Some(entered) = act.entered {
             let waits = !self.th[t].stack.is_empty()
                 && entered.returns_to_cooperative(&self.rt)
-                && self.suspension_owner().is_some_and(|owner| owner != t);
+                && self.suspended_by_other(t);
             if waits {
                 self.th[t].returning = Some(entered);
                 self.th[t].status = Status::Blocked(Wait::SuspensionEnd);

@@ -50,7 +50,7 @@ impl Run<'_> {
                 // Returning to cooperative mode waits for a runtime suspension to end.
                 let managed = thread.is_managed();
                 drop(st);
-                if managed && self.suspension_owner().is_some_and(|owner| owner != t) {
+                if managed && self.suspended_by_other(t) {
                     self.note(t, line, |_| {
                         "returns from native code: waits for the runtime suspension".into()
                     });
