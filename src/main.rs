@@ -563,6 +563,23 @@ fn load(file: &std::path::Path) -> Result<Scenario, ExitCode> {
     })
 }
 
+/// The end of a command that judges a list: the list as JSON, or `summary`; exit 1 when
+/// `failed`, 0 otherwise (2 if the JSON cannot be written).
+fn conclude(json: bool, list: &impl serde::Serialize, summary: &str, failed: bool) -> ExitCode {
+    if json {
+        if let Err(code) = print_json(list) {
+            return code;
+        }
+    } else {
+        println!("{summary}");
+    }
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
 /// Prints `report` as one pretty-printed JSON document, or says why it cannot (exit 2).
 fn print_json(report: &impl serde::Serialize) -> Result<(), ExitCode> {
     let text = serde_json::to_string_pretty(report).map_err(|e| {

@@ -1,8 +1,8 @@
 //! `simclr mutants`: every deliberately broken sampler against the pitfall scenarios, each
 //! caught or not, with a shrunk reproducer.
 
+use crate::conclude;
 use crate::explore::replay_command;
-use crate::print_json;
 use crate::progress::Progress;
 use fixtures::sampling::{hunt, mutants, Hunt};
 use std::process::ExitCode;
@@ -34,22 +34,12 @@ pub fn run(schedules: u64, seed: u64, json: bool) -> ExitCode {
     }
     bar.finish();
     let escaped = hunts.iter().filter(|h| !h.caught).count();
-    if json {
-        if let Err(code) = print_json(&hunts) {
-            return code;
-        }
-    } else {
-        println!(
-            "{} mutants, {} caught, {escaped} escaped",
-            hunts.len(),
-            hunts.len() - escaped
-        );
-    }
-    if escaped == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    let summary = format!(
+        "{} mutants, {} caught, {escaped} escaped",
+        hunts.len(),
+        hunts.len() - escaped
+    );
+    conclude(json, &hunts, &summary, escaped > 0)
 }
 
 /// One mutant's line: caught where and how, and the replay command.

@@ -2,7 +2,7 @@
 //! scenario under each exploring strategy. A scenario whose schedules rarely let the sampler
 //! sample checks little: a broken sampler that never samples there is never caught there.
 
-use crate::print_json;
+use crate::conclude;
 use crate::progress::Progress;
 use fixtures::sampling::{rate, Rate};
 use sim_clr::process::Strategy;
@@ -46,21 +46,11 @@ pub fn run(runs: u64, seed: u64, min: u64, json: bool) -> ExitCode {
     }
     bar.finish();
     let short = rates.iter().filter(|r| r.samples < min).count();
-    if json {
-        if let Err(code) = print_json(&rates) {
-            return code;
-        }
-    } else {
-        println!(
-            "{} explorations of {runs} runs, {short} with fewer than {min} samples",
-            rates.len()
-        );
-    }
-    if short == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    let summary = format!(
+        "{} explorations of {runs} runs, {short} with fewer than {min} samples",
+        rates.len()
+    );
+    conclude(json, &rates, &summary, short > 0)
 }
 
 /// One exploration's line.

@@ -192,6 +192,34 @@ fn bad_command_lines_exit_2() {
 }
 
 #[test]
+fn sample_rates_counts_every_pitfall_under_both_strategies_and_judges_the_minimum() {
+    let out = simclr(&["sample-rates", "--runs", "5", "--json"]);
+    assert!(out.status.success(), "{out:?}");
+    let rates: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rates.len(), 2 * fixtures::pitfall_catalog().len());
+    for r in &rates {
+        assert_eq!(r["runs"], 5, "{r}");
+        assert!(r["runs_sampled"].as_u64() <= r["samples"].as_u64(), "{r}");
+    }
+    assert!(rates.iter().any(|r| r["strategy"] == "random"));
+    assert!(rates.iter().any(|r| r["strategy"] == "pct:3"));
+    // No exploration of 5 runs takes a million samples: exit 1, with the summary line.
+    let out = simclr(&["sample-rates", "--runs", "5", "--min", "1000000"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let last = text.lines().last().unwrap();
+    assert_eq!(
+        last,
+        format!(
+            "{} explorations of 5 runs, {} with fewer than 1000000 samples",
+            rates.len(),
+            rates.len()
+        )
+    );
+    assert_eq!(simclr(&["sample-rates", "--runs", "0"]).status.code(), Some(2));
+}
+
+#[test]
 fn unwind_fuzz_checks_random_functions_and_rejects_bad_formats() {
     let args = [
         "unwind-fuzz",
