@@ -334,7 +334,7 @@ fn fuzz_passes_the_reference_and_writes_a_replayable_file_for_a_mutant() {
     let mutant = simclr(&[
         "fuzz",
         "--processes",
-        "1",
+        "4",
         "--schedules",
         "4",
         "--sampler",

@@ -2,10 +2,10 @@
 //! a `ProfilerCallback` whose `ThreadDestroyed` blocks, both using the OS layer, explored
 //! under schedules. What would hang or crash a real process comes back as an outcome.
 
-use corprof::os::{OsError, Sync, ThreadControl};
+use corprof::os::{OsError, SignalFlags, Sync, ThreadControl};
 use corprof::{HResult, ProfilerCallback, ProfilerInfo, ThreadId};
 use sim_clr::process::schedule::{Random, Rng};
-use sim_clr::process::{Process, SimOs, Strategy};
+use sim_clr::process::{Process, SigAction, SimOs, Strategy};
 use sim_clr::scenario::Scenario;
 use std::sync::Arc;
 use std::time::Duration;
@@ -258,15 +258,16 @@ fn a_rust_signal_handler_runs_on_the_interrupted_thread_with_its_context() {
         }),
     )
     .unwrap();
-    p.signal_handler(Arc::new(
-        |rt: &sim_clr::Runtime, os: &SimOs, ctx: &corprof::Context| {
+    p.signal_handler(SigAction {
+        handler: Arc::new(|rt: &sim_clr::Runtime, os: &SimOs, ctx: &corprof::Context| {
             // The interrupted thread is `main`, its context inside one of its own functions.
             let main = rt.thread("main").unwrap();
             assert_eq!(os.current_thread().0, main.os_id);
             assert!(ctx.rsp >= main.stack_limit && ctx.rsp < main.stack_base);
             let _ = format!("{:x}", ctx.rip); // allocates: the heap lock, maybe held by `main`
-        },
-    ));
+        }),
+        flags: SignalFlags::default(),
+    });
     let report = p.explore(Strategy::Dfs(2), 2_000, 0, |_, _| {});
     // A handler that allocates breaks the rule wherever it runs; where it interrupted the
     // heap lock's holder, it deadlocks on its own thread.

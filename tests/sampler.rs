@@ -39,7 +39,7 @@ fn the_reference_sampler_survives_every_pitfall() {
 }
 
 /// Each mutant, on the scenario that tells its failure story, and how that run may end.
-const STORIES: [(&str, &str, &[&str]); 18] = [
+const STORIES: [(&str, &str, &[&str]); 20] = [
     (
         "allocate-while-suspended",
         "s03-heap-lock",
@@ -84,6 +84,12 @@ const STORIES: [(&str, &str, &[&str]); 18] = [
     ("tier0-ranges", "s30-tier1-code", &["wrong_sample"]),
     ("unflagged-limit", "s21-deep-recursion", &["wrong_sample"]),
     ("resume-before-walk", "s08-async-suspend", &["torn_stack_read"]),
+    ("no-restart", "s31-signal-interrupts-read", &["app_saw_eintr"]),
+    (
+        "no-alt-stack",
+        "s32-unix-bad-stack-pointer",
+        &["access_violation"],
+    ),
     (
         "ignored-thread-destroyed",
         "s24-canary",

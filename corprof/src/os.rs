@@ -48,6 +48,73 @@ impl std::fmt::Display for OsError {
 
 impl std::error::Error for OsError {}
 
+/// The `sa_flags` a profiler installs its signal handler with (`sigaction`), with Linux's
+/// x86-64 values. Only the flags that change what a sampled thread or its application sees
+/// are named; a zeroed `struct sigaction` has none of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SignalFlags(pub u32);
+
+impl SignalFlags {
+    /// `SA_SIGINFO`: the handler gets the `siginfo_t` and the interrupted `ucontext_t`.
+    pub const SIGINFO: SignalFlags = SignalFlags(0x0000_0004);
+    /// `SA_ONSTACK`: the handler runs on the thread's alternate signal stack, if it has one.
+    pub const ONSTACK: SignalFlags = SignalFlags(0x0800_0000);
+    /// `SA_RESTART`: a slow system call the signal interrupts (`read`, `write`, `wait`, …) is
+    /// restarted after the handler returns instead of failing with `EINTR`.
+    pub const RESTART: SignalFlags = SignalFlags(0x1000_0000);
+    /// Every named flag with its name, as `sigaction(2)` spells it.
+    pub const NAMED: [(SignalFlags, &'static str); 3] = [
+        (SignalFlags::SIGINFO, "SA_SIGINFO"),
+        (SignalFlags::ONSTACK, "SA_ONSTACK"),
+        (SignalFlags::RESTART, "SA_RESTART"),
+    ];
+
+    /// True when every flag of `other` is set.
+    pub fn contains(self, other: SignalFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// These flags without those of `other`.
+    pub fn without(self, other: SignalFlags) -> SignalFlags {
+        SignalFlags(self.0 & !other.0)
+    }
+
+    /// The flag named `name` (`SA_RESTART`, …).
+    pub fn named(name: &str) -> Option<SignalFlags> {
+        SignalFlags::NAMED
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(f, _)| *f)
+    }
+}
+
+impl std::ops::BitOr for SignalFlags {
+    type Output = SignalFlags;
+    fn bitor(self, other: SignalFlags) -> SignalFlags {
+        SignalFlags(self.0 | other.0)
+    }
+}
+
+impl std::fmt::Display for SignalFlags {
+    /// The named flags joined by `|` (`0` when none is set), then any other bits in hex.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts: Vec<String> = SignalFlags::NAMED
+            .iter()
+            .filter(|(flag, _)| self.contains(*flag))
+            .map(|(_, name)| name.to_string())
+            .collect();
+        let known = SignalFlags::NAMED.iter().fold(0, |all, (flag, _)| all | flag.0);
+        if self.0 & !known != 0 {
+            parts.push(format!("{:#x}", self.0 & !known));
+        }
+        if parts.is_empty() {
+            write!(f, "0")
+        } else {
+            write!(f, "{}", parts.join("|"))
+        }
+    }
+}
+
 /// Thread control: what a sampler does to the threads it samples.
 pub trait ThreadControl: Send + std::marker::Sync {
     /// The calling thread.
@@ -248,6 +315,22 @@ impl Sync for StdSync {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    #[test]
+    fn signal_flags_have_linux_values_and_names() {
+        let flags = SignalFlags::SIGINFO | SignalFlags::RESTART;
+        assert_eq!(flags.0, 0x1000_0004);
+        assert!(flags.contains(SignalFlags::RESTART) && !flags.contains(SignalFlags::ONSTACK));
+        assert_eq!(flags.without(SignalFlags::RESTART), SignalFlags::SIGINFO);
+        assert_eq!(flags.to_string(), "SA_SIGINFO|SA_RESTART");
+        assert_eq!(SignalFlags::default().to_string(), "0");
+        assert_eq!(
+            (SignalFlags::ONSTACK | SignalFlags(1)).to_string(),
+            "SA_ONSTACK|0x1"
+        );
+        assert_eq!(SignalFlags::named("SA_ONSTACK"), Some(SignalFlags::ONSTACK));
+        assert_eq!(SignalFlags::named("SA_NODEFER"), None);
+    }
 
     #[test]
     fn std_mutex_excludes_and_events_wake() {

@@ -28,6 +28,7 @@ pub use fiber::{unobserved, HeapLockAllocator};
 pub use os::SimOs;
 
 use crate::scenario::Scenario;
+use corprof::os::SignalFlags;
 use corprof::ProfilerCallback;
 use program::Instr;
 use schedule::{Biased, Chooser, Dfs, Pct, Replay, Rng, Schedule, ScheduleError};
@@ -117,6 +118,8 @@ pub struct Handlers {
     pub exception_thrown: Option<Program>,
     /// The profiling signal's handler (Unix), on the interrupted thread.
     pub signal: Option<Program>,
+    /// The `sa_flags` that handler is installed with (`signal_flags`; none by default).
+    pub signal_flags: SignalFlags,
 }
 
 /// Limits of one run.
@@ -148,6 +151,17 @@ pub type ThreadBody = Arc<dyn Fn(&crate::Runtime, &SimOs) + Send + Sync>;
 /// A profiling-signal handler: called on the interrupted thread with its context.
 pub type SignalHandler = Arc<dyn Fn(&crate::Runtime, &SimOs, &corprof::Context) + Send + Sync>;
 
+/// A profiling-signal handler as `sigaction` installs it: the code and its `sa_flags`, which
+/// decide whether a system call it interrupts is restarted (`SA_RESTART`) and which stack it
+/// runs on (`SA_ONSTACK`).
+#[derive(Clone)]
+pub struct SigAction {
+    /// The handler.
+    pub handler: SignalHandler,
+    /// Its flags.
+    pub flags: SignalFlags,
+}
+
 /// Profiler code loaded into one run: thread bodies by thread name, callbacks and a signal
 /// handler, taking the place of what [`Process::thread_body`], [`Process::profiler`] and
 /// [`Process::signal_handler`] attached.
@@ -158,7 +172,7 @@ pub struct Loaded {
     /// The runtime's callbacks.
     pub profiler: Option<Arc<dyn ProfilerCallback>>,
     /// The profiling signal's handler (Unix).
-    pub signal_handler: Option<SignalHandler>,
+    pub signal_handler: Option<SigAction>,
     /// Code to run when the process exits (the profiler's `Shutdown`): once every thread
     /// other than those the profiler created has ended, on the first thread. The process
     /// ends when it returns, with any thread the profiler created still running.
@@ -182,7 +196,7 @@ pub struct Process {
     template: Arc<crate::Runtime>,
     bodies: Vec<Option<ThreadBody>>,
     profiler: Option<Arc<dyn ProfilerCallback>>,
-    signal_handler: Option<SignalHandler>,
+    signal_handler: Option<SigAction>,
     loader: Option<Loader>,
 }
 
@@ -234,6 +248,9 @@ pub enum Ending {
     /// An oracle found a sample shorter than a correct sampler would have taken at that
     /// instant, for a reason the sampler caused (the run goes on).
     LostSample,
+    /// The application saw `EINTR` from a system call the profiling signal interrupted, because
+    /// the handler was installed without `SA_RESTART` (the run goes on).
+    AppSawEintr,
     /// A thread stopped others again after the application crashed (its `crash` event set):
     /// beyond the one stop that may already have been under way (the run goes on).
     SampledAfterCrash,
@@ -241,7 +258,7 @@ pub enum Ending {
 
 impl Ending {
     /// Every ending.
-    pub const ALL: [Ending; 16] = [
+    pub const ALL: [Ending; 17] = [
         Ending::Deadlock,
         Ending::Hang,
         Ending::Livelock,
@@ -257,6 +274,7 @@ impl Ending {
         Ending::ManagedSuspender,
         Ending::WrongSample,
         Ending::LostSample,
+        Ending::AppSawEintr,
         Ending::SampledAfterCrash,
     ];
 
@@ -278,6 +296,7 @@ impl Ending {
             Ending::ManagedSuspender => "managed_suspender",
             Ending::WrongSample => "wrong_sample",
             Ending::LostSample => "lost_sample",
+            Ending::AppSawEintr => "app_saw_eintr",
             Ending::SampledAfterCrash => "sampled_after_crash",
         }
     }
@@ -439,10 +458,10 @@ impl Process {
         self
     }
 
-    /// Runs `handler` (Unix) as the profiling signal's handler, on the signalled thread with
-    /// its interrupted context, instead of the file's `signal_handler`.
-    pub fn signal_handler(&mut self, handler: SignalHandler) -> &mut Process {
-        self.signal_handler = Some(handler);
+    /// Installs `action` (Unix) as the profiling signal's handler, run on the signalled
+    /// thread with its interrupted context, instead of the file's `signal_handler`.
+    pub fn signal_handler(&mut self, action: SigAction) -> &mut Process {
+        self.signal_handler = Some(action);
         self
     }
 

@@ -57,8 +57,15 @@ pub enum Op {
     Gc,
     /// Runs `n` steps without progress.
     Spin(u32),
-    /// Sleeps for this many microseconds of virtual time.
+    /// Sleeps for this many microseconds of virtual time. A signal's handler interrupts it; the
+    /// sleep then goes on to its end, as the runtime's sleep and any loop on the remaining time
+    /// do.
     Sleep(u64),
+    /// A blocking `read` of a slow device (a pipe, a socket) whose data arrives after this
+    /// many microseconds. A signal's handler interrupts it; the read is restarted if the
+    /// handler was installed with `SA_RESTART`, and fails with `EINTR` otherwise, which the
+    /// step does not handle (`app_saw_eintr`).
+    Read(u64),
     /// Starts a thread declared with `start = "spawned"`.
     Spawn(usize),
     /// Waits until a thread's code has ended.
@@ -247,7 +254,7 @@ pub fn parse(lines: &[Line<'_>], names: &Names<'_>) -> Result<Vec<Instr>, Progra
             "spin" => want(1)
                 .and_then(|_| count(args[0], u32::MAX as u64))
                 .map(|n| Some(Op::Spin(n as u32)))?,
-            "sleep" => {
+            "sleep" | "read" => {
                 want(1)?;
                 let us = match args[0].strip_suffix("ms") {
                     Some(ms) => count(ms, 3_600_000)? * 1000,
@@ -261,7 +268,11 @@ pub fn parse(lines: &[Line<'_>], names: &Names<'_>) -> Result<Vec<Instr>, Progra
                         }
                     },
                 };
-                Some(Op::Sleep(us))
+                Some(if verb == "sleep" {
+                    Op::Sleep(us)
+                } else {
+                    Op::Read(us)
+                })
             }
             "join" => want(1).and_then(|_| thread(args[0])).map(|t| Some(Op::Join(t)))?,
             "spawn" => want(1)

@@ -72,6 +72,7 @@ pub(crate) struct ProfilerModel {
     pub object_allocated: Option<Vec<Spanned<String>>>,
     pub exception_thrown: Option<Vec<Spanned<String>>>,
     pub signal_handler: Option<Vec<Spanned<String>>>,
+    pub signal_flags: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -7,6 +7,7 @@ use crate::code::CodeMap;
 use crate::process::program::{self, Instr, Line, Names, Op, RUNTIME_LOCKS};
 use crate::process::{Ending, ExploreSpec, Handlers, Limits, NamedBody, ProcessSpec, Program, Strategy};
 use crate::thread::Thread;
+use corprof::os::SignalFlags;
 use toml::Spanned;
 
 type Res<T> = Result<T, ScenarioError>;
@@ -94,6 +95,7 @@ pub(super) fn process_spec(
                 object_allocated: handler(&p.object_allocated, "object_allocated")?,
                 exception_thrown: handler(&p.exception_thrown, "exception_thrown")?,
                 signal: handler(&p.signal_handler, "signal_handler")?,
+                signal_flags: signal_flags(src, p.signal_flags.as_ref())?,
             }
         }
     };
@@ -108,6 +110,24 @@ pub(super) fn process_spec(
         limits: limits(src, m.limits.as_ref())?,
         explore: explore(src, m.explore.as_ref())?,
     })
+}
+
+/// `signal_flags`: `sa_flags` by name (`SA_RESTART`, `SA_SIGINFO`, `SA_ONSTACK`).
+fn signal_flags(src: &Source<'_>, names: Option<&Spanned<Vec<String>>>) -> Res<SignalFlags> {
+    let Some(names) = names else {
+        return Ok(SignalFlags::default());
+    };
+    names
+        .get_ref()
+        .iter()
+        .try_fold(SignalFlags::default(), |flags, name| {
+            let flag = SignalFlags::named(name).ok_or_else(|| {
+                let known: Vec<&str> = SignalFlags::NAMED.iter().map(|(_, n)| *n).collect();
+                let message = format!("unknown flag `{name}` (known: {})", known.join(", "));
+                error(src, src.line(names.span().start), "signal_flags", message)
+            })?;
+            Ok(flags | flag)
+        })
 }
 
 fn error(src: &Source<'_>, line: usize, field: &str, message: String) -> ScenarioError {

@@ -48,7 +48,7 @@ use crate::hybrid::{resolve_with, HybridFrame, HybridOutcome, HybridWalker, Stop
 use crate::images::{ImageError, Images};
 use crate::unwind::{StackBounds, Unwinder};
 use corprof::modules::Modules;
-use corprof::os::{EventId, OsThread, Sync, ThreadControl};
+use corprof::os::{EventId, OsThread, SignalFlags, Sync, ThreadControl};
 use corprof::{Context, HResult, ProfilerCallback, ProfilerInfo, ThreadId};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -168,13 +168,19 @@ pub struct Config {
     pub stack_copy_words: usize,
     /// How long the sampler waits for the signal handler.
     pub signal_timeout: Duration,
+    /// The `sa_flags` to install [`Sampler::on_signal`] with: `SA_RESTART`, so a system call
+    /// the signal interrupts is restarted instead of failing with `EINTR` in the
+    /// application; `SA_ONSTACK`, so the handler runs on the thread's alternate signal stack
+    /// when its own stack pointer is bad; `SA_SIGINFO` for the interrupted context.
+    pub signal_flags: SignalFlags,
     /// A deliberate defect (`None`: the reference sampler).
     pub defect: Option<Defect>,
 }
 
 impl Config {
     /// The reference sampler with `method`: 10 ms between rounds, 256 frames, the watchdog,
-    /// no canary, 4 KiB stack copies, a 2 s signal timeout.
+    /// no canary, 4 KiB stack copies, a 2 s signal timeout, a handler installed with
+    /// `SA_SIGINFO | SA_RESTART | SA_ONSTACK`.
     pub fn new(method: Method) -> Config {
         Config {
             method,
@@ -186,6 +192,7 @@ impl Config {
             crash_event: None,
             stack_copy_words: 512,
             signal_timeout: Duration::from_secs(2),
+            signal_flags: SignalFlags::SIGINFO | SignalFlags::RESTART | SignalFlags::ONSTACK,
             defect: None,
         }
     }

@@ -23,8 +23,9 @@ use super::{CycleLink, Ending, Process, Program, RunFault, RunReport, SimOs, Tra
 use crate::runtime::builtin;
 use crate::runtime::{CallContext, CallbackKind, Caller, Entered, Notification, Runtime, OBJECT_BASE};
 use crate::thread::{FrameKind, Lifecycle, Mode, StackEntry};
+use crate::trace::FaultKind;
 use corprof::flags::GcReason;
-use corprof::os::OsThread;
+use corprof::os::{OsThread, SignalFlags};
 use corprof::{ClassId, Context, HResult, ObjectId};
 use os_calls::{fiber_source, spawn_body};
 use std::sync::Arc;
@@ -104,6 +105,9 @@ struct Sim {
     parked: bool,
     signal_pending: bool,
     signals_masked: bool,
+    /// The wait a signal interrupted and whether its handler restarts system calls
+    /// (`SA_RESTART`): restored when the handler returns ([`Run::interrupt`]).
+    interrupted: Option<(Status, bool)>,
     /// A foreign agent has moved its stack pointer off its stack (`hijack_rsp`).
     rsp_hijacked: bool,
     handler_replaced: bool,
@@ -160,7 +164,7 @@ pub(crate) struct Run<'p> {
     /// The profiler's callbacks in this run.
     profiler: Option<Arc<dyn corprof::ProfilerCallback>>,
     /// The profiling signal's Rust handler in this run.
-    signal_handler: Option<super::SignalHandler>,
+    signal_handler: Option<super::SigAction>,
     /// Profiler code to run when the process exits (`Shutdown`), until it has started.
     at_exit: Option<super::ExitHook>,
 }
@@ -232,6 +236,7 @@ impl<'p> Run<'p> {
                     parked: false,
                     signal_pending: false,
                     signals_masked: false,
+                    interrupted: None,
                     rsp_hijacked: false,
                     handler_replaced: false,
                     last_progress: 0,
@@ -467,23 +472,13 @@ impl<'p> Run<'p> {
 
     fn can_run(&self, t: usize) -> bool {
         let s = &self.th[t];
-        // A thread parks in preemptive mode and then raises RuntimeThreadSuspended on itself
-        // (`Thread::RareDisablePreemptiveGC`): parked, it still runs that callback.
-        let in_notice = matches!(
-            s.stack.last(),
-            Some(Activation {
-                callback: Some(CallbackKind::Suspension(_)),
-                ..
-            })
-        );
-        if (s.parked && !in_notice) || (!s.suspenders.is_empty() && !s.suspend_pending) {
+        if !s.suspenders.is_empty() && !s.suspend_pending {
             return false;
         }
-        match s.status {
-            Status::Ready => true,
-            Status::Blocked(w) => self.wait_over(t, w),
-            Status::Frozen | Status::NotStarted | Status::Sleeping(_) | Status::Done => false,
+        if self.waiting(t) {
+            return self.signal_deliverable(t);
         }
+        matches!(s.status, Status::Ready | Status::Blocked(_))
     }
 
     fn wait_over(&self, t: usize, w: Wait) -> bool {
@@ -809,6 +804,16 @@ impl<'p> Run<'p> {
         if self.th[t].suspend_pending {
             self.th[t].moved = true;
         }
+        if self.waiting(t) {
+            // Only a signal makes a waiting thread run ([`Run::can_run`]).
+            self.interrupt(t);
+            return;
+        }
+        if self.in_signal_handler(t) {
+            // The handler runs on top of whatever the thread was doing, which waits for it.
+            self.run_top(t);
+            return;
+        }
         if let Status::Blocked(_) | Status::Sleeping(_) = self.th[t].status {
             self.th[t].status = Status::Ready;
         }
@@ -845,6 +850,11 @@ impl<'p> Run<'p> {
         if self.deliver_signal(t) {
             return;
         }
+        self.run_top(t);
+    }
+
+    /// Runs one step of the thread's top activation: its code, a callback or a signal handler.
+    fn run_top(&mut self, t: usize) {
         let depth = self.th[t].stack.len();
         let Some(top) = self.th[t].stack.last_mut() else {
             self.ended(t);
@@ -929,6 +939,9 @@ impl<'p> Run<'p> {
 
     fn pop_activation(&mut self, t: usize) {
         let act = self.th[t].stack.pop().expect("an activation to pop");
+        if act.signal {
+            self.handler_returned(t);
+        }
         if let Some(entered) = act.entered {
             let waits = !self.th[t].stack.is_empty()
                 && entered.returns_to_cooperative(&self.rt)
@@ -990,11 +1003,100 @@ impl<'p> Run<'p> {
         true
     }
 
+    /// True when `t` waits (blocked, asleep, or parked by a runtime suspension): only a signal
+    /// can make it run before its wait ends.
+    fn waiting(&self, t: usize) -> bool {
+        let s = &self.th[t];
+        // A thread parks in preemptive mode and then raises RuntimeThreadSuspended on itself
+        // (`Thread::RareDisablePreemptiveGC`): parked, it still runs that callback.
+        let in_notice = matches!(
+            s.stack.last(),
+            Some(Activation {
+                callback: Some(CallbackKind::Suspension(_)),
+                ..
+            })
+        );
+        let parked = s.parked && !in_notice && !self.in_signal_handler(t);
+        match s.status {
+            Status::Blocked(w) => !self.wait_over(t, w),
+            Status::Sleeping(until) => until > self.now,
+            Status::Ready => parked,
+            Status::Frozen | Status::NotStarted | Status::Done => false,
+        }
+    }
+
+    /// True when the profiling signal is pending on `t` and would be delivered at its next
+    /// step: not blocked (`mask_signals`), and not during its own handler, which blocks the
+    /// signal that triggered it (`sigaction(2)`, without `SA_NODEFER`).
+    fn signal_deliverable(&self, t: usize) -> bool {
+        let s = &self.th[t];
+        s.signal_pending && !s.signals_masked && !self.in_signal_handler(t)
+    }
+
+    /// True when `t` runs the profiling signal's handler (on top of its other activations).
+    fn in_signal_handler(&self, t: usize) -> bool {
+        self.th[t].stack.iter().any(|a| a.signal)
+    }
+
+    /// Delivers the signal to a waiting thread, as Linux does: the handler runs at once, on
+    /// top of the wait, which resumes when it returns ([`Run::handler_returned`]). Every
+    /// wait a program step makes resumes so (a futex-based lock, a condition variable, the
+    /// runtime's waits and sleeps loop until their condition or deadline) except `read`,
+    /// which fails with `EINTR` unless the handler was installed with `SA_RESTART`
+    /// (`signal(7)`, "Interruption of system calls and library functions by signal handlers").
+    fn interrupt(&mut self, t: usize) {
+        let status = self.th[t].status;
+        let restart = self.signal_flags().contains(SignalFlags::RESTART);
+        self.th[t].status = Status::Ready;
+        if self.deliver_signal(t) && self.in_signal_handler(t) {
+            self.th[t].interrupted = Some((status, restart));
+        } else {
+            self.th[t].status = status;
+        }
+    }
+
+    /// The handler of a signal that interrupted a wait has returned: the wait resumes, or a
+    /// `read` fails with `EINTR`, which the application sees (`app_saw_eintr`).
+    fn handler_returned(&mut self, t: usize) {
+        let Some((status, restart)) = self.th[t].interrupted.take() else {
+            return;
+        };
+        let read = match self.th[t].stack.last() {
+            Some(Activation {
+                source: Source::Program { code, pc, .. },
+                ..
+            }) => code
+                .get(*pc)
+                .filter(|i| matches!(i.op, Op::Read(_)))
+                .map(|i| i.line),
+            _ => None,
+        };
+        match read {
+            Some(line) if !restart && status != Status::Ready => {
+                let message = format!(
+                    "{}'s read (line {line}) failed with EINTR: the profiling signal's handler, installed without SA_RESTART, interrupted it",
+                    self.th[t].name
+                );
+                self.note(t, line, |_| "read: EINTR".into());
+                self.warn(Ending::AppSawEintr.as_str(), message);
+            }
+            _ => self.th[t].status = status,
+        }
+    }
+
+    /// The `sa_flags` of the profiling signal's handler in this run.
+    fn signal_flags(&self) -> SignalFlags {
+        match &self.signal_handler {
+            Some(action) => action.flags,
+            None => self.p.scenario.process.handlers.signal_flags,
+        }
+    }
+
     fn deliver_signal(&mut self, t: usize) -> bool {
-        let s = &mut self.th[t];
-        if !s.signal_pending || s.signals_masked {
+        if !self.signal_deliverable(t) {
             return false;
         }
+        let s = &mut self.th[t];
         s.signal_pending = false;
         if s.handler_replaced {
             self.note(t, 0, |_| {
@@ -1008,11 +1110,19 @@ impl<'p> Run<'p> {
             .unwrap_or_else(Context::zeroed);
         if self.th[t].rsp_hijacked {
             context.rsp = HIJACKED_RSP;
+            if !self.alternate_stack(t) {
+                let message = format!(
+                    "the profiling signal could not be delivered to {}: its stack pointer {HIJACKED_RSP:#x} is unmapped and the handler does not run on an alternate stack (SA_ONSTACK), so the kernel kills the process with SIGSEGV",
+                    self.th[t].name
+                );
+                self.end(FaultKind::AccessViolation.as_str(), message, Vec::new());
+                return true;
+            }
         }
         let rip = context.rip;
         let source = match (&self.signal_handler, &self.p.scenario.process.handlers.signal) {
-            (Some(handler), _) => {
-                let (handler, rt) = (handler.clone(), self.rt.clone());
+            (Some(action), _) => {
+                let (handler, rt) = (action.handler.clone(), self.rt.clone());
                 fiber_source(self.fiber_on(t, Box::new(move || handler(&rt, &SimOs::new(), &context))))
             }
             (None, Some(code)) => Source::Program {
@@ -1035,6 +1145,16 @@ impl<'p> Run<'p> {
             signal: true,
         });
         true
+    }
+
+    /// Whether the profiling signal's handler runs on an alternate stack on `t`: installed with
+    /// `SA_ONSTACK`, on a thread the runtime knows, whose PAL gave it one
+    /// (`CPalThread::EnsureSignalAlternateStack`, CoreCLR v3.1.23 `src/pal/src/thread/thread.cpp`,
+    /// for threads it creates and those that enter it). Without one, Linux writes the signal
+    /// frame below the interrupted stack pointer, and if that memory is unmapped it kills the
+    /// process with SIGSEGV (`get_sigframe`, `arch/x86/kernel/signal.c`).
+    fn alternate_stack(&self, t: usize) -> bool {
+        self.signal_flags().contains(SignalFlags::ONSTACK) && self.rt.lock().threads[t].is_managed()
     }
 
     /// After `ThreadDestroyed` returned and the thread died: its `Thread` is deleted and its
@@ -1275,6 +1395,7 @@ impl<'p> Run<'p> {
             Op::Gc => "gc".into(),
             Op::Spin(n) => format!("spin {n}"),
             Op::Sleep(us) => format!("sleep {us}us"),
+            Op::Read(us) => format!("read {us}us"),
             Op::Spawn(x) => format!("spawn {}", thread(x)),
             Op::Exit => "exit".into(),
             Op::HijackRsp => "hijack_rsp".into(),

@@ -141,7 +141,8 @@ impl Run<'_> {
                     Done::Again
                 }
             }
-            Op::Sleep(us) => {
+            // From managed code both wait in preemptive mode, as P/Invokes do.
+            Op::Sleep(us) | Op::Read(us) => {
                 if phase == 0 {
                     self.note(t, line, describe);
                     self.th[t].status = Status::Sleeping(self.now + us);
