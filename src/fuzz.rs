@@ -58,6 +58,8 @@ pub fn run(processes: u64, schedules: u64, sampler: &str, seed: u64, json: bool,
             schedules_per_process: u64,
             schedules_run: u64,
             failures: Vec<Written<'a>>,
+            stops: u64,
+            hazards: &'a [fixtures::hazards::HazardCount],
         }
         #[derive(serde::Serialize)]
         struct Written<'a> {
@@ -83,6 +85,8 @@ pub fn run(processes: u64, schedules: u64, sampler: &str, seed: u64, json: bool,
             schedules_per_process: schedules,
             schedules_run: report.schedules_run,
             failures,
+            stops: report.hazards.stops,
+            hazards: &report.hazards.hazards,
         };
         if let Err(code) = print_json(&summary) {
             return code;
@@ -99,6 +103,16 @@ pub fn run(processes: u64, schedules: u64, sampler: &str, seed: u64, json: bool,
                 f.threads.1,
                 f.switches.1,
                 replay_command(file, sampler, &f.schedule)
+            );
+        }
+        println!(
+            "{} stops of a thread; hazards (processes that generate it, processes where a stop met it, stops that met it):",
+            report.hazards.stops
+        );
+        for h in &report.hazards.hazards {
+            println!(
+                "  {:<24} {:>6} {:>6} {:>9}",
+                h.hazard, h.generated, h.met, h.stops
             );
         }
         println!(

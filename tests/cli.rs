@@ -337,6 +337,8 @@ fn fuzz_passes_the_reference_and_writes_a_replayable_file_for_a_mutant() {
         "4",
         "--schedules",
         "4",
+        "--seed",
+        "7",
         "--sampler",
         "allocate-while-suspended",
         "--json",
@@ -345,6 +347,23 @@ fn fuzz_passes_the_reference_and_writes_a_replayable_file_for_a_mutant() {
     ]);
     assert_eq!(mutant.status.code(), Some(1));
     let summary: serde_json::Value = serde_json::from_slice(&mutant.stdout).unwrap();
+    // Every hazard, with how many of the 4 processes generate it and met it.
+    let hazards = summary["hazards"].as_array().unwrap();
+    let names: Vec<&str> = hazards.iter().map(|h| h["hazard"].as_str().unwrap()).collect();
+    assert_eq!(names.len(), 7, "{names:?}");
+    assert!(
+        names.contains(&"in_wait") && names.contains(&"later_code_version"),
+        "{names:?}"
+    );
+    for h in hazards {
+        let (generated, met) = (h["generated"].as_u64().unwrap(), h["met"].as_u64().unwrap());
+        assert!(generated <= 4 && met <= 4, "{h}");
+        assert!(
+            h["stops"].as_u64().unwrap() <= summary["stops"].as_u64().unwrap(),
+            "{h}"
+        );
+    }
+    assert!(summary["stops"].as_u64().unwrap() > 0, "{summary}");
     let failure = &summary["failures"][0];
     assert_eq!(failure["outcome"], "lock_while_suspending");
     // The replay command it prints runs, and its run ends the same way.

@@ -407,3 +407,36 @@ fn frozen_scenarios_have_nothing_to_schedule() {
         );
     }
 }
+
+#[test]
+fn a_thread_in_an_fcall_parks_only_back_in_managed_code() {
+    // main calls native code straight from managed code (an FCall: cooperative, no Frame);
+    // a GC starts meanwhile. main is no safe point until it returns.
+    let text = "platform = \"unix\"\n[[code]]\nname = \"M\"\nkind = \"jit\"\n[[code]]\nname = \"native!f\"\nkind = \"native\"\n\
+        [[threads]]\nname = \"main\"\nframes = [{ fn = \"M\" }]\nprogram = [\"call native!f\", \"spin 3\", \"return\", \"spin 1\"]\n\
+        [[threads]]\nname = \"collector\"\nframes = [{ fn = \"M\" }]\nprogram = [\"pinvoke native!f\", \"pinvoke_return\", \"gc\"]\n";
+    let p = Process::new(Scenario::parse("fcall.toml", text).unwrap());
+    // main enters the FCall, then the collector runs its GC as far as it can.
+    let run = p
+        .run(&mut sim_clr::process::schedule::Replay::new(
+            &Schedule(vec![0, 1, 1, 1, 1, 1, 0]),
+            false,
+        ))
+        .unwrap();
+    let said: Vec<String> = run
+        .trace
+        .iter()
+        .map(|e| format!("{} {}", e.thread, e.what))
+        .collect();
+    let at = |s: &str| {
+        said.iter()
+            .position(|l| l.starts_with(s))
+            .unwrap_or_else(|| panic!("no {s}: {said:#?}"))
+    };
+    assert!(at("main parks at a safe point") > at("main return"), "{said:#?}");
+    assert!(
+        at("collector gc: every thread at a safe point") > at("main parks at a safe point"),
+        "{said:#?}"
+    );
+    assert_eq!(run.outcome, "ok");
+}

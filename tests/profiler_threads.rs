@@ -640,3 +640,54 @@ program = ["alloc", "alloc", "alloc", "alloc"]
         }
     }
 }
+
+/// `FILE` with `main` running `program` and the sampler running `body`.
+fn sampled(
+    program: &str,
+    body: impl Fn(&sim_clr::Runtime, &SimOs) + Send + std::marker::Sync + 'static,
+) -> Process {
+    let file = FILE.replace(
+        r#"program = ["call App::Work", "return", "exit"]"#,
+        &format!("program = [{program}]"),
+    );
+    let mut p = Process::new(Scenario::parse("idle.toml", &file).unwrap());
+    p.thread_body("sampler", Arc::new(body)).unwrap();
+    p
+}
+
+#[test]
+fn a_retry_loop_that_changes_nothing_is_a_livelock_within_the_idle_budget() {
+    // The sampler suspends main, then retries a call whose answer cannot change while main
+    // is stopped; the watchdog-free process has nothing else to do.
+    let p = sampled(r#""call App::Work", "spin 2", "return""#, |rt, os| {
+        let main = *os.threads().first().unwrap();
+        if os.suspend_thread(main).is_ok() && os.get_thread_context(main).is_ok() {
+            let id = rt.threads()[0].id;
+            while rt.get_thread_info(id).is_ok() {}
+        }
+    });
+    let run = p.run(&mut Random(Rng::new(1))).unwrap();
+    assert_eq!(run.outcome, "livelock", "{:?}", run.fault);
+    let message = run.fault.unwrap().message;
+    assert!(message.contains("in 5000 steps (`idle_steps`)"), "{message}");
+    assert!(
+        message.contains("sampler") && message.ends_with("kept running without effect"),
+        "{message}"
+    );
+    // Found after the idle budget, not after the step limit.
+    assert!(run.steps < 6_000, "{}", run.steps);
+}
+
+#[test]
+fn a_thread_polling_while_another_sleeps_long_is_not_idle() {
+    // main sleeps 500 ms of virtual time (50,000 steps of 10 us); the sampler polls the
+    // clock every 10 us until then, changing nothing: time alone moves main on.
+    let p = sampled(r#""sleep 500ms""#, |_, os| {
+        while os.now() < Duration::from_millis(501) {
+            os.sleep(Duration::from_micros(10));
+        }
+    });
+    let run = p.run(&mut Random(Rng::new(1))).unwrap();
+    assert_eq!(run.outcome, "ok", "{:?}", run.fault);
+    assert!(run.steps > 5_000, "{}", run.steps);
+}

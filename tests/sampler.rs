@@ -39,7 +39,7 @@ fn the_reference_sampler_survives_every_pitfall() {
 }
 
 /// Each mutant, on the scenario that tells its failure story, and how that run may end.
-const STORIES: [(&str, &str, &[&str]); 20] = [
+const STORIES: [(&str, &str, &[&str]); 22] = [
     (
         "allocate-while-suspended",
         "s03-heap-lock",
@@ -85,6 +85,12 @@ const STORIES: [(&str, &str, &[&str]); 20] = [
     ("unflagged-limit", "s21-deep-recursion", &["wrong_sample"]),
     ("resume-before-walk", "s08-async-suspend", &["torn_stack_read"]),
     ("no-restart", "s31-signal-interrupts-read", &["app_saw_eintr"]),
+    ("retry-aborted", "s21-deep-recursion", &["livelock"]),
+    (
+        "untimed-wait",
+        "s19-signal-handler-replaced",
+        &["livelock", "hang"],
+    ),
     (
         "no-alt-stack",
         "s32-unix-bad-stack-pointer",

@@ -2,7 +2,7 @@
 //! the wait resumes after the handler (or a `read` fails with `EINTR` without `SA_RESTART`),
 //! the signal is blocked during its own handler, and a bad stack pointer needs `SA_ONSTACK`.
 
-use sim_clr::process::schedule::Replay;
+use sim_clr::process::schedule::{Random, Replay, Rng};
 use sim_clr::process::{Process, Strategy};
 use sim_clr::scenario::Scenario;
 
@@ -46,14 +46,22 @@ fn outcomes(p: &Process) -> Vec<String> {
     report.outcomes.into_keys().collect()
 }
 
-/// The trace of the schedule `choices` (then the first runnable thread), as `thread what`.
-fn trace(p: &Process, choices: Vec<u16>) -> Vec<String> {
+/// The run of the schedule `choices` (then the first runnable thread), and its trace as
+/// `thread what`.
+fn replayed(p: &Process, choices: Vec<u16>) -> (sim_clr::process::RunReport, Vec<String>) {
     let schedule = sim_clr::process::schedule::Schedule(choices);
     let run = p.run(&mut Replay::new(&schedule, false)).unwrap();
-    run.trace
+    let trace = run
+        .trace
         .iter()
         .map(|e| format!("{} {}", e.thread, e.what))
-        .collect()
+        .collect();
+    (run, trace)
+}
+
+/// The trace of the schedule `choices`.
+fn trace(p: &Process, choices: Vec<u16>) -> Vec<String> {
+    replayed(p, choices).1
 }
 
 fn at(trace: &[String], prefix: &str) -> usize {
@@ -102,13 +110,8 @@ fn a_read_is_restarted_under_sa_restart_and_fails_with_eintr_without() {
         "{t:#?}"
     );
     // Restarted, the read still waits for its data: the run lasts the read's 100 us.
-    let restarted = read(r#""SA_RESTART""#);
-    let run = restarted
-        .run(&mut Replay::new(
-            &sim_clr::process::schedule::Schedule(vec![1, 2, 1]),
-            false,
-        ))
-        .unwrap();
+    let (run, t) = replayed(&read(r#""SA_RESTART""#), vec![1, 2, 1]);
+    assert!(at(&t, "main signal handler starts") < t.len(), "{t:#?}");
     assert!(run.time_us >= 100, "{run:?}");
 }
 
@@ -123,17 +126,7 @@ fn a_sleep_goes_on_to_its_end_after_the_handler() {
         "",
     );
     assert_eq!(outcomes(&p), ["ok"]);
-    let run = p
-        .run(&mut Replay::new(
-            &sim_clr::process::schedule::Schedule(vec![1, 2, 1]),
-            false,
-        ))
-        .unwrap();
-    let t: Vec<String> = run
-        .trace
-        .iter()
-        .map(|e| format!("{} {}", e.thread, e.what))
-        .collect();
+    let (run, t) = replayed(&p, vec![1, 2, 1]);
     assert!(at(&t, "main signal handler starts") < t.len(), "{t:#?}");
     assert!(run.time_us >= 100, "{run:?}");
 }
@@ -183,5 +176,31 @@ fn an_unknown_signal_flag_is_an_error_at_its_line() {
     assert!(
         e.contains("SA_RESTART, SA_ONSTACK") || e.contains("SA_SIGINFO"),
         "{e}"
+    );
+}
+
+#[test]
+fn each_stop_counts_the_hazards_it_meets() {
+    // main holds a lock and waits in a read when the signal comes; later its stack pointer is
+    // off its stack when the second one comes.
+    let p = process(
+        r#""lock app", "read 100us", "unlock app", "hijack_rsp", "spin 40", "restore_rsp""#,
+        false,
+        "",
+        r#""signal main", "sleep 200us", "signal main""#,
+        r#""spin 1""#,
+        r#""SA_RESTART", "SA_ONSTACK""#,
+    );
+    // A random schedule in which both signals stop main in those states.
+    let run = (0..200)
+        .map(|seed| p.run(&mut Random(Rng::new(seed))).unwrap())
+        .find(|run| run.stops == 2 && run.hazards.len() == 3)
+        .expect("a schedule where both signals stop main");
+    assert_eq!(run.outcome, "ok", "{run:?}");
+    let met: Vec<(&str, u64)> = run.hazards.iter().map(|(h, n)| (h.as_str(), *n)).collect();
+    assert_eq!(
+        met,
+        [("bad_stack_pointer", 1), ("holds_lock", 1), ("in_wait", 1)],
+        "{run:?}"
     );
 }

@@ -40,6 +40,11 @@ impl LockTable {
         self.states[l.0 as usize].owner
     }
 
+    /// True when thread `t` holds a lock.
+    pub fn held_by(&self, t: usize) -> bool {
+        self.states.iter().any(|s| s.owner == Some(t))
+    }
+
     /// The lock named `name`, created free if there is none (named objects are shared).
     pub fn open(&mut self, name: &str) -> LockId {
         let at = self.names.iter().position(|n| n == name).unwrap_or_else(|| {

@@ -17,6 +17,7 @@
 
 mod engine;
 pub mod fiber;
+pub mod hazard;
 mod locks;
 mod os;
 pub mod program;
@@ -131,6 +132,10 @@ pub struct Limits {
     pub livelock_us: u64,
     /// The most steps one run may take.
     pub max_steps: u64,
+    /// Steps in a row in which no thread changes what another can see (a lock, an event, a
+    /// suspension, a signal, a program's position, a thread's start or end) before the run is
+    /// a livelock, unless a thread that did not run meanwhile waits for a deadline.
+    pub idle_steps: u64,
 }
 
 impl Default for Limits {
@@ -139,6 +144,7 @@ impl Default for Limits {
             step_us: 10,
             livelock_us: 10_000_000,
             max_steps: 1_000_000,
+            idle_steps: 5_000,
         }
     }
 }
@@ -363,6 +369,12 @@ pub struct RunReport {
     pub steps: u64,
     /// Virtual time at the end, in microseconds.
     pub time_us: u64,
+    /// Stops of a thread by profiler code: suspensions `GetThreadContext` completed, and the
+    /// profiling signal's handler starting.
+    pub stops: u64,
+    /// How many of those stops met each hazard ([`hazard::Hazard`], by name; hazards never
+    /// met are left out).
+    pub hazards: BTreeMap<String, u64>,
     /// Every step, in order.
     pub trace: Vec<TraceEntry>,
 }
@@ -579,9 +591,9 @@ impl Process {
         (ran, failed)
     }
 
-    /// Runs up to `schedules` schedules under `strategy`, each given to `each` until it
-    /// returns false. True when DFS ran every schedule within its bound.
-    fn each_run(
+    /// Runs up to `schedules` schedules under `strategy` from `seed`, each given to `each`
+    /// until it returns false. True when DFS ran every schedule within its bound.
+    pub fn each_run(
         &self,
         strategy: Strategy,
         schedules: u64,

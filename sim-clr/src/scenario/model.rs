@@ -81,6 +81,7 @@ pub(crate) struct LimitsModel {
     pub step_us: Option<Spanned<u64>>,
     pub livelock_ms: Option<Spanned<u64>>,
     pub max_steps: Option<Spanned<u64>>,
+    pub idle_steps: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -262,6 +262,9 @@ fn limits(src: &Source<'_>, m: Option<&LimitsModel>) -> Res<Limits> {
     if let Some(v) = field(&m.max_steps, "max_steps", 1..=100_000_000)? {
         limits.max_steps = v;
     }
+    if let Some(v) = field(&m.idle_steps, "idle_steps", 1..=100_000_000)? {
+        limits.idle_steps = v;
+    }
     Ok(limits)
 }
 

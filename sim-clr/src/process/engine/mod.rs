@@ -11,10 +11,12 @@
 //!   and it is not parked by a runtime suspension;
 //! - every stack edit re-lays the thread's memory, so walks and stack reads see the new stack.
 
+mod hazards;
 mod os_calls;
 mod steps;
 
 use super::fiber::{setting_up, Code, Fiber, Home, Reply, Request};
+use super::hazard::Hazard;
 use super::locks::LockTable;
 use super::program::{Instr, LockId, Op};
 use super::schedule::{Chooser, Schedule, ScheduleError};
@@ -112,6 +114,8 @@ struct Sim {
     rsp_hijacked: bool,
     handler_replaced: bool,
     last_progress: u64,
+    /// The step it last ran.
+    last_step: u64,
     /// In a managed wait from managed code (`join`, `wait_event`, `sleep`): the runtime's
     /// wait function and its Frame are on the stack until it ends.
     in_wait: bool,
@@ -155,6 +159,11 @@ pub(crate) struct Run<'p> {
     gc: Option<usize>,
     now: u64,
     steps: u64,
+    /// The step at which a thread last changed what another can see ([`Run::changed`]).
+    changed_at: u64,
+    /// Stops of a thread by profiler code, and how many met each hazard (by `Hazard as usize`).
+    stops: u64,
+    hazards: [u64; Hazard::ALL.len()],
     choices: Vec<u16>,
     trace: Vec<TraceEntry>,
     tracing: bool,
@@ -240,6 +249,7 @@ impl<'p> Run<'p> {
                     rsp_hijacked: false,
                     handler_replaced: false,
                     last_progress: 0,
+                    last_step: 0,
                     in_wait: false,
                     starting: false,
                     returning: None,
@@ -274,6 +284,9 @@ impl<'p> Run<'p> {
             gc: None,
             now: 0,
             steps: 0,
+            changed_at: 0,
+            stops: 0,
+            hazards: [0; Hazard::ALL.len()],
             choices: Vec::new(),
             trace: Vec::new(),
             tracing,
@@ -350,6 +363,7 @@ impl<'p> Run<'p> {
             };
             self.current = Some(t);
             self.steps += 1;
+            self.th[t].last_step = self.steps;
             self.now += limits.step_us;
             self.step(t);
             self.raise_queued();
@@ -376,6 +390,19 @@ impl<'p> Run<'p> {
             } else if self.steps >= limits.max_steps {
                 let message = format!("the run did not end within {} steps", limits.max_steps);
                 self.end(Ending::Livelock.as_str(), message, Vec::new());
+            } else if self.steps - self.changed_at > limits.idle_steps && !self.sleeper_outside() {
+                let busy: Vec<&str> = self
+                    .th
+                    .iter()
+                    .filter(|s| s.last_step > self.changed_at)
+                    .map(|s| s.name.as_str())
+                    .collect();
+                let message = format!(
+                    "no thread changed anything another could see in {} steps (`idle_steps`): {} kept running without effect",
+                    limits.idle_steps,
+                    busy.join(", ")
+                );
+                self.end(Ending::Livelock.as_str(), message, Vec::new());
             }
         }
         Ok(self.finish())
@@ -388,7 +415,14 @@ impl<'p> Run<'p> {
         }
         // The outcome is the fatal fault, else the first fault the run went on after.
         let fault = self.fault.take().or_else(|| self.warnings.first().cloned());
+        let hazards = Hazard::ALL
+            .iter()
+            .map(|&h| (h.as_str().to_string(), self.hazards[h as usize]))
+            .filter(|&(_, n)| n > 0)
+            .collect();
         RunReport {
+            stops: self.stops,
+            hazards,
             choice_points: self.choices.len() as u64,
             schedule: Schedule(std::mem::take(&mut self.choices)).to_string(),
             outcome: fault.as_ref().map_or("ok".to_string(), |f| f.kind.clone()),
@@ -492,6 +526,25 @@ impl<'p> Run<'p> {
             }
             Wait::Join(x) => self.th[x].status == Status::Done,
         }
+    }
+
+    /// Notes that the thread stepping changed what another thread can see: the process is not
+    /// livelocked ([`super::Limits::idle_steps`]).
+    fn changed(&mut self) {
+        self.changed_at = self.steps;
+    }
+
+    /// True when a thread that has not run since the last change waits for a deadline still to
+    /// come (a sleep, a timed wait): time alone will move it, so the run is not idle yet.
+    fn sleeper_outside(&self) -> bool {
+        self.th.iter().any(|s| {
+            let deadline = match s.status {
+                Status::Sleeping(until) => until,
+                Status::Blocked(Wait::Event(_, deadline) | Wait::Cond(_, _, deadline)) => deadline,
+                _ => return false,
+            };
+            deadline != u64::MAX && deadline > self.now && s.last_step <= self.changed_at
+        })
     }
 
     /// Copies the runtime's parked marks (after a runtime suspension starts or ends).
@@ -893,6 +946,7 @@ impl<'p> Run<'p> {
         }
         self.th[t].starting = false;
         self.th[t].last_progress = self.now;
+        self.changed();
         self.rt.lock().threads[t].lifecycle = Lifecycle::Alive;
         self.raise(t, CallbackKind::ThreadCreated);
     }
@@ -903,6 +957,9 @@ impl<'p> Run<'p> {
         let progress = !matches!(instr.op, Op::Spin(_));
         if progress {
             self.th[t].last_progress = self.now;
+            if !matches!(done, Done::Block(_)) {
+                self.changed();
+            }
         }
         let Some(Activation {
             source: Source::Program { pc, phase, .. },
@@ -963,6 +1020,7 @@ impl<'p> Run<'p> {
     /// like a thread without code (parked at once, now if one is in effect).
     fn ended(&mut self, t: usize) {
         self.th[t].status = Status::Done;
+        self.changed();
         let suspended = self.suspension_owner().is_some();
         let mut st = self.rt.lock();
         st.threads[t].runs_code = false;
@@ -992,6 +1050,19 @@ impl<'p> Run<'p> {
         let mut st = self.rt.lock();
         let thread = &st.threads[t];
         if owner == t || !thread.is_managed() || thread.mode != Mode::Cooperative || thread.parked.is_some() {
+            return false;
+        }
+        // Native code run in cooperative mode without a Frame (an FCall) is no safe point:
+        // the thread parks once it is back in managed code ("every code path through the
+        // FCALL must do such a poll", CoreCLR v3.1.23 `src/vm/fcall.h`).
+        let native = |e: &StackEntry| match e {
+            StackEntry::Call { function, .. } => !st.code.function(*function).kind.is_managed(),
+            StackEntry::Frame(_) => false,
+        };
+        let below_native = thread.stack.iter().find(|e| !native(e));
+        let in_fcall =
+            thread.stack.first().is_some_and(native) && matches!(below_native, Some(StackEntry::Call { .. }));
+        if in_fcall {
             return false;
         }
         st.park(t);
@@ -1048,9 +1119,9 @@ impl<'p> Run<'p> {
         let status = self.th[t].status;
         let restart = self.signal_flags().contains(SignalFlags::RESTART);
         self.th[t].status = Status::Ready;
-        if self.deliver_signal(t) && self.in_signal_handler(t) {
-            self.th[t].interrupted = Some((status, restart));
-        } else {
+        self.th[t].interrupted = Some((status, restart));
+        if !(self.deliver_signal(t) && self.in_signal_handler(t)) {
+            self.th[t].interrupted = None;
             self.th[t].status = status;
         }
     }
@@ -1138,6 +1209,7 @@ impl<'p> Run<'p> {
         self.note(t, 0, |_| {
             format!("signal handler starts (interrupted at {rip:#x})")
         });
+        self.stopped(t);
         self.th[t].stack.push(Activation {
             source,
             callback: None,

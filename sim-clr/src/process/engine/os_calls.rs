@@ -120,6 +120,9 @@ impl Run<'_> {
         }
         // GetThreadContext returns only once the thread has really stopped.
         if !self.th[x].suspenders.is_empty() {
+            if self.th[x].suspend_pending {
+                self.stopped(x);
+            }
             self.th[x].suspend_pending = false;
         }
         Ok(context)
@@ -255,9 +258,17 @@ impl Run<'_> {
         };
         let reply = match (ready.take(), pending.take()) {
             (Some(reply), _) => reply,
-            (None, None) => Reply::Start,
+            (None, None) => {
+                self.changed();
+                Reply::Start
+            }
             (None, Some(req)) => match self.serve(t, &req) {
-                Ok(reply) => reply,
+                Ok(reply) => {
+                    if changes(&req, &reply) {
+                        self.changed();
+                    }
+                    reply
+                }
                 Err(w) => {
                     if let Wait::Lock(l) = w {
                         let what = match req {
@@ -495,6 +506,30 @@ impl Run<'_> {
             ),
         };
         Ok(reply)
+    }
+}
+
+/// Whether a served request changed what another thread can see (a lock, an event, a
+/// condition variable, a suspension, a signal, a runtime suspension, a new thread), or ended a
+/// wait because another thread did. Runtime API calls, reads, the clock, sleeps, failed
+/// attempts and waits that timed out do not: a thread that only makes those observes a
+/// process it leaves as it was, as a retry loop does.
+fn changes(req: &Request, reply: &Reply) -> bool {
+    match req {
+        Request::MutexLock(_)
+        | Request::MutexUnlock(_)
+        | Request::CondNotify(_)
+        | Request::EventSet(_)
+        | Request::EventReset(_)
+        | Request::CreateThread(_)
+        | Request::SafePoints
+        | Request::Raise => true,
+        Request::MutexTryLock(_) | Request::EventWait(..) | Request::CondWait(..) => {
+            matches!(reply, Reply::Flag(true))
+        }
+        Request::Suspend(_) | Request::Resume(_) => matches!(reply, Reply::Count(Ok(_))),
+        Request::JoinThread(_) | Request::Signal(_) => matches!(reply, Reply::Unit(Ok(()))),
+        _ => false,
     }
 }
 
