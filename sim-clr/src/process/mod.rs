@@ -578,10 +578,23 @@ impl Process {
     /// Runs schedules under `strategy` from `seed` until the first one that does not end
     /// `ok`: how many ran, and that one (`None` if all `schedules` ended well).
     pub fn first_failure(&self, strategy: Strategy, schedules: u64, seed: u64) -> (u64, Option<RunReport>) {
+        self.first_failure_seeing(strategy, schedules, seed, |_| {})
+    }
+
+    /// [`Process::first_failure`], showing every run to `seen` as it ends (to count what the
+    /// runs met, say).
+    pub fn first_failure_seeing(
+        &self,
+        strategy: Strategy,
+        schedules: u64,
+        seed: u64,
+        mut seen: impl FnMut(&RunReport),
+    ) -> (u64, Option<RunReport>) {
         let mut ran = 0;
         let mut failed = None;
         self.each_run(strategy, schedules, seed, |run| {
             ran += 1;
+            seen(&run);
             if run.outcome == "ok" {
                 return true;
             }
@@ -593,7 +606,7 @@ impl Process {
 
     /// Runs up to `schedules` schedules under `strategy` from `seed`, each given to `each`
     /// until it returns false. True when DFS ran every schedule within its bound.
-    pub fn each_run(
+    fn each_run(
         &self,
         strategy: Strategy,
         schedules: u64,

@@ -1059,9 +1059,9 @@ impl<'p> Run<'p> {
             StackEntry::Call { function, .. } => !st.code.function(*function).kind.is_managed(),
             StackEntry::Frame(_) => false,
         };
-        let below_native = thread.stack.iter().find(|e| !native(e));
-        let in_fcall =
-            thread.stack.first().is_some_and(native) && matches!(below_native, Some(StackEntry::Call { .. }));
+        let mut entries = thread.stack.iter();
+        let in_fcall = entries.next().is_some_and(native)
+            && matches!(entries.find(|e| !native(e)), Some(StackEntry::Call { .. }));
         if in_fcall {
             return false;
         }
@@ -1117,12 +1117,10 @@ impl<'p> Run<'p> {
     /// (`signal(7)`, "Interruption of system calls and library functions by signal handlers").
     fn interrupt(&mut self, t: usize) {
         let status = self.th[t].status;
-        let restart = self.signal_flags().contains(SignalFlags::RESTART);
-        self.th[t].status = Status::Ready;
-        self.th[t].interrupted = Some((status, restart));
-        if !(self.deliver_signal(t) && self.in_signal_handler(t)) {
-            self.th[t].interrupted = None;
-            self.th[t].status = status;
+        if self.deliver_signal(t) && self.in_signal_handler(t) {
+            let restart = self.signal_flags().contains(SignalFlags::RESTART);
+            self.th[t].interrupted = Some((status, restart));
+            self.th[t].status = Status::Ready;
         }
     }
 
