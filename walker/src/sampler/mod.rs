@@ -217,16 +217,51 @@ pub struct Sample<'a> {
     pub at: Duration,
 }
 
+/// Why the sampler took no sample of a thread it tracks, in one round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Skip {
+    /// No OS thread is bound to it yet (`ThreadAssignedToOSThread` has not named one).
+    Unbound,
+    /// `ThreadDestroyed` has marked it, or the suspended runtime no longer lists it.
+    Destroyed,
+    /// The watchdog's budgets exclude it for now.
+    OverBudget,
+    /// `SuspendThread`, `GetThreadContext` or the signal could not reach it (it is exiting).
+    Unreachable,
+    /// Its stack pointer lay outside its stack.
+    BadContext,
+    /// The canary walk of another thread failed.
+    Canary,
+    /// The signal's handler did not answer within [`Config::signal_timeout`].
+    SignalUnanswered,
+    /// The watchdog ended the suspension: the thread ran on during the walk, and the sample
+    /// is discarded.
+    Rescued,
+    /// `SuspendRuntime` failed with this `HRESULT`: the whole round is skipped.
+    RuntimeNotSuspended(HResult),
+}
+
 /// Where samples go.
 pub trait Sink {
-    /// Called while `thread` is stopped, its sample taken ([`Method::Suspend`] and
-    /// [`Method::SuspendRuntime`]): it must not allocate or take a lock. Production sinks
+    /// A round begins, before the sampler reads its list of threads.
+    fn round_started(&mut self) {}
+
+    /// Called while `thread` is stopped, its registers read ([`Method::Suspend`]) or its walk
+    /// done ([`Method::SuspendRuntime`]): it must not allocate or take a lock. Production sinks
     /// leave it empty; a test harness takes its ground truth here.
     fn stopped(&mut self, _thread: ThreadId) {}
 
     /// One sample (after the target was resumed, except under [`Method::SuspendRuntime`],
     /// where samples arrive during the suspension: do not allocate or lock there either).
     fn sample(&mut self, sample: &Sample<'_>);
+
+    /// No sample of `thread` this round, for reason `why` (at most once per thread and round;
+    /// under [`Method::SuspendRuntime`] during the suspension).
+    fn skipped(&mut self, _thread: ThreadId, _why: Skip) {}
+
+    /// The round has visited every thread it listed. A round cut short (the crash event, or
+    /// [`Sampler::stop`]) does not end.
+    fn round_ended(&mut self) {}
 }
 
 /// What the sampler did, counted.
@@ -256,6 +291,24 @@ pub struct Stats {
     pub signal_timeouts: u64,
     /// Rounds where `SuspendRuntime` failed.
     pub suspend_runtime_failures: u64,
+}
+
+impl Stats {
+    /// Counts one skipped sample under its reason.
+    fn count(&mut self, why: Skip) {
+        let counter = match why {
+            Skip::Unbound => &mut self.unbound,
+            Skip::Destroyed => &mut self.destroyed,
+            Skip::OverBudget => &mut self.over_budget,
+            Skip::Unreachable => &mut self.stop_failures,
+            Skip::BadContext => &mut self.bad_contexts,
+            Skip::Canary => &mut self.canary_failures,
+            Skip::SignalUnanswered => &mut self.signal_timeouts,
+            // Counted once per round, and by the watchdog.
+            Skip::RuntimeNotSuspended(_) | Skip::Rescued => return,
+        };
+        *counter += 1;
+    }
 }
 
 /// Why the sampler could not start.
@@ -374,19 +427,25 @@ impl<O: Os> Sampler<O> {
             if crashed() {
                 break;
             }
+            sink.round_started();
             self.registry.copy_into(os, &mut round.targets);
             round.stats.rounds += 1;
-            match self.config.method {
-                Method::SuspendRuntime => self.runtime_round(&mut round, sink),
-                Method::Suspend | Method::Signal => {
-                    for i in 0..round.targets.len() {
-                        if crashed() || self.stopping() {
-                            break;
-                        }
+            let ended = match self.config.method {
+                Method::SuspendRuntime => {
+                    self.runtime_round(&mut round, sink);
+                    true
+                }
+                Method::Suspend | Method::Signal => (0..round.targets.len()).all(|i| {
+                    let go_on = !crashed() && !self.stopping();
+                    if go_on {
                         let target = round.targets[i].clone();
                         self.sample_one(&mut round, &target, sink);
                     }
-                }
+                    go_on
+                }),
+            };
+            if ended {
+                sink.round_ended();
             }
             os.sleep(self.config.period);
         }
@@ -409,53 +468,62 @@ impl<O: Os> Sampler<O> {
         self.registry.seeded(&self.os);
     }
 
-    /// Whether `target` may be sampled now: bound, not a profiler thread, within budget.
-    fn eligible(&self, round: &mut Round<'_>, target: &Tracked) -> Option<OsThread> {
-        let Some(os_thread) = target.os_thread() else {
-            round.stats.unbound += 1;
-            return None;
-        };
+    /// The OS thread of `target` if it may be sampled now: bound, within budget, and not a
+    /// profiler thread (`Err(None)`: not sampled, and no sample is missing).
+    fn eligible(&self, round: &Round<'_>, target: &Tracked) -> Result<OsThread, Option<Skip>> {
+        let os_thread = target.os_thread().ok_or(Some(Skip::Unbound))?;
         if os_thread == round.me || os_thread.0 == self.watch.thread.load(Ordering::Acquire) {
-            return None;
+            return Err(None);
         }
         if let Some(config) = &self.config.watchdog {
             if !self.watch.allows(config, target, self.os.now()) {
-                round.stats.over_budget += 1;
-                return None;
+                return Err(Some(Skip::OverBudget));
             }
         }
-        Some(os_thread)
+        Ok(os_thread)
     }
 
-    /// Takes `target`'s per-thread lock; false (lock released) if it was destroyed meanwhile.
-    fn lock_alive(&self, round: &mut Round<'_>, target: &Tracked) -> bool {
+    /// Takes `target`'s per-thread lock; `Err` (lock released) if it was destroyed meanwhile.
+    fn lock_alive(&self, target: &Tracked) -> Result<(), Skip> {
         self.os.mutex_lock(target.lock);
         if target.destroyed() && !self.config.has(Defect::NoDestroyedRecheck) {
             self.os.mutex_unlock(target.lock);
-            round.stats.destroyed += 1;
-            return false;
+            return Err(Skip::Destroyed);
         }
-        true
+        Ok(())
+    }
+
+    /// Tells the sink why `thread` has no sample this round, and counts it.
+    fn skip(round: &mut Round<'_>, sink: &mut dyn Sink, thread: ThreadId, why: Skip) {
+        round.stats.count(why);
+        sink.skipped(thread, why);
     }
 
     /// One thread, by suspension or signal.
     fn sample_one(&self, round: &mut Round<'_>, target: &Tracked, sink: &mut dyn Sink) {
-        let Some(os_thread) = self.eligible(round, target) else {
-            return;
+        let os_thread = match self.eligible(round, target) {
+            Ok(os_thread) => os_thread,
+            Err(why) => {
+                if let Some(why) = why {
+                    Self::skip(round, sink, target.id, why);
+                }
+                return;
+            }
         };
-        if !self.lock_alive(round, target) {
-            return;
+        if let Err(why) = self.lock_alive(target) {
+            return Self::skip(round, sink, target.id, why);
         }
-        if self.config.canary && !self.canary(round, target) {
-            round.stats.canary_failures += 1;
+        let taken = if self.config.canary && !self.canary(round, target) {
+            Err(Skip::Canary)
         } else {
-            let taken = match self.config.method {
+            match self.config.method {
                 Method::Signal => self.by_signal(round, target, os_thread),
                 _ => self.by_suspension(round, target, os_thread, sink),
-            };
-            if let Some(outcome) = taken {
-                self.deliver(round, target.id, os_thread, outcome, sink);
             }
+        };
+        match taken {
+            Ok(outcome) => self.deliver(round, target.id, os_thread, outcome, sink),
+            Err(why) => Self::skip(round, sink, target.id, why),
         }
         self.os.mutex_unlock(target.lock);
     }
@@ -491,7 +559,7 @@ impl<O: Os> Sampler<O> {
         else {
             return true;
         };
-        if !self.lock_alive(round, &canary) {
+        if self.lock_alive(&canary).is_err() {
             return true;
         }
         let mut ok = |_: &corprof::SnapshotFrame<'_>| HResult::S_OK;
@@ -500,20 +568,19 @@ impl<O: Os> Sampler<O> {
         hr == HResult::S_OK
     }
 
-    /// Windows: suspend, context, walk, resume. `None`: no sample.
+    /// Windows: suspend, context, walk, resume.
     fn by_suspension(
         &self,
         round: &mut Round<'_>,
         target: &Tracked,
         os_thread: OsThread,
         sink: &mut dyn Sink,
-    ) -> Option<HybridOutcome> {
+    ) -> Result<HybridOutcome, Skip> {
         let os = &self.os;
         self.watch.begin(os_thread, os.now());
         if os.suspend_thread(os_thread).is_err() {
             self.watch.end(self.config.watchdog.as_ref(), target, os.now());
-            round.stats.stop_failures += 1;
-            return None;
+            return Err(Skip::Unreachable);
         }
         let bounds = os.stack_bounds(os_thread).ok();
         if self.config.has(Defect::ReadBeforeContext) {
@@ -524,22 +591,21 @@ impl<O: Os> Sampler<O> {
         let context = match os.get_thread_context(os_thread) {
             Ok(context) => context,
             Err(_) => {
-                round.stats.stop_failures += 1;
                 if !self.config.has(Defect::LeakSuspendOnFailure) {
                     self.release(target, os_thread);
                 }
-                return None;
+                return Err(Skip::Unreachable);
             }
         };
+        sink.stopped(target.id);
         let unchecked = self.config.has(Defect::NoBoundsCheck);
         let bounds = match bounds {
             Some((limit, base)) if unchecked || (limit..base).contains(&context.rsp) => {
                 StackBounds { limit, base }
             }
             _ => {
-                round.stats.bad_contexts += 1;
                 self.release(target, os_thread);
-                return None;
+                return Err(Skip::BadContext);
             }
         };
         let outcome = self.walk_suspended(round, target.id, os_thread, &context, bounds, unchecked);
@@ -547,9 +613,12 @@ impl<O: Os> Sampler<O> {
             let copy: Vec<HybridFrame> = round.walker.frames().to_vec();
             std::hint::black_box(copy);
         }
-        sink.stopped(target.id);
         // A sample the watchdog rescued is discarded: the thread ran on during the walk.
-        self.release(target, os_thread).then_some(outcome)
+        if self.release(target, os_thread) {
+            Ok(outcome)
+        } else {
+            Err(Skip::Rescued)
+        }
     }
 
     /// Ends the suspension of `target`: resumes it, unless the watchdog already has (then
@@ -620,17 +689,16 @@ impl<O: Os> Sampler<O> {
         round: &mut Round<'_>,
         target: &Tracked,
         os_thread: OsThread,
-    ) -> Option<HybridOutcome> {
+    ) -> Result<HybridOutcome, Skip> {
         let os = &self.os;
         let done = self.done_event();
         if !self.slot.arm(os_thread) {
-            return None;
+            return Err(Skip::SignalUnanswered);
         }
         os.event_reset(done);
         if os.send_signal(os_thread).is_err() {
             self.slot.disarm();
-            round.stats.stop_failures += 1;
-            return None;
+            return Err(Skip::Unreachable);
         }
         let capture = loop {
             let answered = os.event_wait(done, self.config.signal_timeout);
@@ -639,8 +707,7 @@ impl<O: Os> Sampler<O> {
             }
             if !answered && self.slot.disarm() {
                 // Masked, replaced, or the thread exited: no sample.
-                round.stats.signal_timeouts += 1;
-                return None;
+                return Err(Skip::SignalUnanswered);
             }
         };
         let bounds = os
@@ -656,16 +723,11 @@ impl<O: Os> Sampler<O> {
                 };
                 let mut read = |a| capture.read(a);
                 let mut resolve = resolve_with(round.info);
-                Some(
-                    round
-                        .walker
-                        .walk_native(round.unwinder, &stopped, &mut read, &mut resolve),
-                )
+                Ok(round
+                    .walker
+                    .walk_native(round.unwinder, &stopped, &mut read, &mut resolve))
             }
-            None => {
-                round.stats.bad_contexts += 1;
-                None
-            }
+            None => Err(Skip::BadContext),
         };
         drop(capture);
         self.slot.release();
@@ -678,27 +740,40 @@ impl<O: Os> Sampler<O> {
         let mut locked = Vec::with_capacity(round.targets.len());
         for i in 0..round.targets.len() {
             let target = round.targets[i].clone();
-            if let Some(os_thread) = self.eligible(round, &target) {
-                if self.lock_alive(round, &target) {
-                    locked.push((target, os_thread));
-                }
+            match self.eligible(round, &target) {
+                Ok(os_thread) => match self.lock_alive(&target) {
+                    Ok(()) => locked.push((target, os_thread)),
+                    Err(why) => Self::skip(round, sink, target.id, why),
+                },
+                Err(Some(why)) => Self::skip(round, sink, target.id, why),
+                Err(None) => {}
             }
         }
-        let suspended = self.config.has(Defect::WalkWithoutSuspendRuntime)
-            || round.info.suspend_runtime() == HResult::S_OK;
-        if suspended {
+        let hr = if self.config.has(Defect::WalkWithoutSuspendRuntime) {
+            HResult::S_OK
+        } else {
+            round.info.suspend_runtime()
+        };
+        if hr == HResult::S_OK {
             // Only threads the runtime lists now: no `Thread` is freed during the suspension.
             let live = round.info.enum_threads().unwrap_or_default();
-            for (target, os_thread) in locked.iter().filter(|(t, _)| live.contains(&t.id)) {
-                let outcome = round.walker.walk_managed(round.info, target.id);
-                sink.stopped(target.id);
-                self.deliver(round, target.id, *os_thread, outcome, sink);
+            for (target, os_thread) in &locked {
+                if live.contains(&target.id) {
+                    let outcome = round.walker.walk_managed(round.info, target.id);
+                    sink.stopped(target.id);
+                    self.deliver(round, target.id, *os_thread, outcome, sink);
+                } else {
+                    Self::skip(round, sink, target.id, Skip::Destroyed);
+                }
             }
             if !self.config.has(Defect::WalkWithoutSuspendRuntime) {
                 round.info.resume_runtime();
             }
         } else {
             round.stats.suspend_runtime_failures += 1;
+            for (target, _) in &locked {
+                Self::skip(round, sink, target.id, Skip::RuntimeNotSuspended(hr));
+            }
         }
         for (target, _) in locked {
             os.mutex_unlock(target.lock);
