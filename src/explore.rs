@@ -37,6 +37,9 @@ pub enum Profiler {
         library: PathBuf,
         /// The CLSID passed to its `DllGetClassObject`.
         clsid: String,
+        /// Each run in a worker process of its own, with this wall-clock timeout (`None`:
+        /// `--in-process`).
+        isolation: Option<std::time::Duration>,
     },
 }
 
@@ -45,10 +48,15 @@ impl Profiler {
     fn replay(&self, file: &Path, schedule: &str) -> String {
         match self {
             Profiler::Builtin(sampler) => replay_command(file, sampler, schedule),
-            Profiler::Hosted { library, clsid } => format!(
-                "simclr replay {} --profiler {} --clsid {clsid} --schedule {schedule}",
+            Profiler::Hosted {
+                library,
+                clsid,
+                isolation,
+            } => format!(
+                "simclr replay {} --profiler {} --clsid {clsid}{} --schedule {schedule}",
                 file.display(),
-                library.display()
+                library.display(),
+                if isolation.is_some() { "" } else { " --in-process" }
             ),
         }
     }
@@ -90,7 +98,11 @@ fn attach(file: &Path, scenario: Scenario, profiler: &Profiler) -> Result<Proces
             fixtures::sampling::process(scenario, variant)
                 .map_err(|e| fail(format!("{}:{e}", file.display())))
         }
-        Profiler::Hosted { library, clsid } => {
+        Profiler::Hosted {
+            library,
+            clsid,
+            isolation,
+        } => {
             if let Some(body) = scenario.process.bodies.iter().flatten().next() {
                 return Err(fail(format!(
                     "{}:{}: `body = \"{}\"` runs built-in profiler code; --profiler hosts a library instead",
@@ -99,18 +111,16 @@ fn attach(file: &Path, scenario: Scenario, profiler: &Profiler) -> Result<Proces
                     body.name
                 )));
             }
-            hosted_loader(library, clsid).map(|loader| {
-                let mut process = Process::new(scenario);
-                process.load(loader);
-                process
-            })
+            let mut process = Process::new(scenario);
+            hosted_loader(&mut process, library, clsid, *isolation)?;
+            Ok(process)
         }
     }
 }
 
 /// Hosting needs a Unix loader.
 #[cfg(not(unix))]
-fn hosted_loader(_: &Path, _: &str) -> Result<sim_clr::process::Loader, ExitCode> {
+fn hosted_loader(_: &mut Process, _: &Path, _: &str, _: Option<std::time::Duration>) -> Result<(), ExitCode> {
     eprintln!("error: hosting a profiler library needs a Unix loader (dlopen)");
     Err(ExitCode::from(2))
 }

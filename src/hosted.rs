@@ -92,11 +92,30 @@ fn guid(clsid: &str) -> Result<Guid, ExitCode> {
     })
 }
 
-/// A loader hosting `library` (class `clsid`) afresh in every run of a process, or (exit 2)
-/// why it cannot.
-pub fn loader(library: &Path, clsid: &str) -> Result<sim_clr::process::Loader, ExitCode> {
-    host::loader(library, guid(clsid)?).map_err(|e| {
+/// Hosts `library` (class `clsid`) afresh in every run of `process`: each run in a worker
+/// process of its own with `isolation`'s wall-clock timeout (Linux), else in this process; or
+/// (exit 2) why it cannot.
+pub fn loader(
+    process: &mut sim_clr::process::Process,
+    library: &Path,
+    clsid: &str,
+    isolation: Option<std::time::Duration>,
+) -> Result<(), ExitCode> {
+    let clsid = guid(clsid)?;
+    let fail = |e: String| {
         eprintln!("error: {e}");
         ExitCode::from(2)
-    })
+    };
+    let loader = match isolation {
+        #[cfg(target_os = "linux")]
+        Some(timeout) => {
+            let forked = host::isolation::Forked::new(library, timeout).map_err(fail)?;
+            let loader = host::isolated_loader(library, clsid, &forked).map_err(|e| fail(e.to_string()))?;
+            process.isolate(Arc::new(forked));
+            loader
+        }
+        _ => host::loader(library, clsid).map_err(|e| fail(e.to_string()))?,
+    };
+    process.load(loader);
+    Ok(())
 }

@@ -281,6 +281,14 @@ struct HostingArgs {
         requires = "profiler"
     )]
     clsid: String,
+    /// `explore`, `replay`: run every run in this process rather than in a worker process of
+    /// its own (faster; but a crash or a hang of the library then ends simclr itself).
+    #[arg(long, requires = "profiler")]
+    in_process: bool,
+    /// `explore`, `replay`: the wall-clock seconds a run may take in its worker before it
+    /// ends as `profiler_hang`.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10.0, requires = "profiler")]
+    run_timeout: f64,
 }
 
 /// The profiler code `explore` and `replay` run in every run.
@@ -300,6 +308,8 @@ impl CodeArgs {
             Some(library) => explore::Profiler::Hosted {
                 library,
                 clsid: self.hosting.clsid,
+                isolation: (!self.hosting.in_process)
+                    .then(|| std::time::Duration::from_secs_f64(self.hosting.run_timeout.clamp(0.001, 1e6))),
             },
             None => explore::Profiler::Builtin(self.sampler),
         }
@@ -342,7 +352,7 @@ fn main() -> ExitCode {
             files,
             json,
             no_color,
-            hosting: HostingArgs { profiler, clsid },
+            hosting: HostingArgs { profiler, clsid, .. },
         } => match (profiler, files.as_slice()) {
             (None, _) => run(&files, json, !no_color && colors()),
             #[cfg(unix)]

@@ -454,3 +454,45 @@ fn explore_hosts_a_native_sampler_in_every_run_and_prints_a_replay_that_reproduc
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("CLASS_E_CLASSNOTAVAILABLE"));
 }
+
+#[test]
+fn explore_counts_the_runs_a_crashing_library_kills_and_goes_on() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let library = fixtures::c_library::build(
+        &root.join("host/tests/c/crashing.c"),
+        &Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-profilers"),
+    );
+    let file = Path::new(env!("CARGO_TARGET_TMPDIR")).join("crashing.toml");
+    std::fs::write(
+        &file,
+        include_str!("../host/tests/c/sampler.toml").replace("libsampler.so", "libcrashing.so"),
+    )
+    .unwrap();
+    let (library, file) = (library.to_str().unwrap(), file.to_str().unwrap());
+    // This class re-reads a slot ThreadDestroyed may clear during the walk: SIGSEGV, sometimes.
+    let out = simclr(&[
+        "explore",
+        file,
+        "--profiler",
+        library,
+        "--clsid",
+        "{2c0f6a1e-7b3d-4e21-8f5a-112233446601}",
+        "--schedules",
+        "300",
+    ]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(1), "exit 1, not a signal: {text}");
+    assert!(text.contains("300 schedules"), "{text}");
+    assert!(text.contains("  profiler_crash "), "{text}");
+    assert!(
+        text.contains("first failure: profiler_crash: the run died of SIGSEGV (signal 11); in libcrashing.so: walk_and_count ← sample"),
+        "{text}"
+    );
+    let replay = text
+        .lines()
+        .find_map(|l| l.strip_prefix("replay: simclr "))
+        .expect("a replay line");
+    let out = simclr(&replay.split(' ').collect::<Vec<_>>());
+    let trace = String::from_utf8(out.stdout).unwrap();
+    assert!(trace.contains("outcome: profiler_crash"), "{trace}");
+}

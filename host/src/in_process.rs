@@ -28,7 +28,7 @@ pub fn loader(path: &Path, clsid: Guid) -> Result<Loader, HostError> {
     crate::callback::as_runtime_thread(|| unsafe { (crate::unknown(profiler).Release)(profiler) });
     let path = path.to_path_buf();
     Ok(Arc::new(move |rt: &Arc<Runtime>| {
-        match attach(&path, clsid, rt) {
+        match attach(&path, clsid, rt, true) {
             Ok(loaded) => loaded,
             Err(e) => panic!(
                 "hosting a fresh copy of {} failed after a first copy loaded: {e}",
@@ -38,11 +38,64 @@ pub fn loader(path: &Path, clsid: Guid) -> Result<Loader, HostError> {
     }))
 }
 
-/// Loads a fresh copy of the library and attaches its profiler to `rt`: the run's callbacks,
-/// and its `Shutdown` as the exit hook. A profiler whose `Initialize` fails is not attached,
-/// and the process runs without it, as the real runtime does.
-fn attach(path: &Path, clsid: Guid, rt: &Arc<Runtime>) -> Result<Loaded, HostError> {
-    let hosted = match from_fresh_copy(path, |copy| Hosted::load(copy, clsid, rt.clone())) {
+/// A [`Loader`] for runs isolated in workers ([`crate::isolation::Forked`], which the
+/// process must be given with [`sim_clr::process::Process::isolate`]): each worker loads the
+/// library itself, at its own path, the first copy that process maps. Whether it can be
+/// hosted is found out now, in a worker of `isolation` too: this process never loads it.
+#[cfg(target_os = "linux")]
+pub fn isolated_loader(
+    path: &Path,
+    clsid: Guid,
+    isolation: &crate::isolation::Forked,
+) -> Result<Loader, HostError> {
+    let checked = isolation.call(|| {
+        crate::create(path, clsid)
+            .map(|(_library, profiler)| {
+                // SAFETY: `create` returned a live COM object with the one reference released here.
+                crate::callback::as_runtime_thread(|| unsafe {
+                    (crate::unknown(profiler).Release)(profiler)
+                });
+            })
+            .map_err(|e| e.to_string())
+    });
+    match checked {
+        Ok(Ok(())) => {}
+        Ok(Err(message)) => {
+            return Err(HostError::Load {
+                path: path.to_path_buf(),
+                message,
+            })
+        }
+        Err(death) => {
+            return Err(HostError::Load {
+                path: path.to_path_buf(),
+                message: format!(
+                    "loading it killed the process ({:?}): {}",
+                    death.how,
+                    death.stderr.trim()
+                ),
+            })
+        }
+    }
+    let path = path.to_path_buf();
+    Ok(Arc::new(move |rt: &Arc<Runtime>| {
+        match attach(&path, clsid, rt, false) {
+            Ok(loaded) => loaded,
+            Err(e) => panic!("hosting {} failed after it loaded once: {e}", path.display()),
+        }
+    }))
+}
+
+/// Loads the library (a fresh copy of it, with `copy`) and attaches its profiler to `rt`: the
+/// run's callbacks, and its `Shutdown` as the exit hook. A profiler whose `Initialize` fails is
+/// not attached, and the process runs without it, as the real runtime does.
+fn attach(path: &Path, clsid: Guid, rt: &Arc<Runtime>, copy: bool) -> Result<Loaded, HostError> {
+    let load = |at: &Path| Hosted::load(at, clsid, rt.clone());
+    let hosted = match if copy {
+        from_fresh_copy(path, load)
+    } else {
+        load(path)
+    } {
         Ok(h) => h,
         Err(HostError::InitializeFailed(_)) => return Ok(Loaded::default()),
         Err(e) => return Err(e),

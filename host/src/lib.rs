@@ -27,12 +27,16 @@ mod in_process;
 mod info;
 #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
 mod interpose;
+#[cfg(target_os = "linux")]
+pub mod isolation;
 mod library;
 mod out;
 mod thread_enum;
 
 pub use callback::as_runtime_thread;
 pub use drive::Ending;
+#[cfg(target_os = "linux")]
+pub use in_process::isolated_loader;
 pub use in_process::loader;
 pub use library::Library;
 

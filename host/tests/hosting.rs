@@ -601,3 +601,99 @@ mod in_process {
         assert_eq!(replayed.fault, Some(first.fault));
     }
 }
+
+/// Runs isolated in worker processes: a library that crashes or blocks ends its run, never
+/// the exploration (`tests/c/crashing.c`).
+mod isolated {
+    use super::build;
+    use corprof::com::Guid;
+    use sim_clr::process::{Process, Strategy};
+    use sim_clr::scenario::Scenario;
+    use simclr_host::isolation::Forked;
+    use std::path::PathBuf;
+    use std::sync::{Arc, OnceLock};
+    use std::time::Duration;
+
+    /// Re-reads a slot ThreadDestroyed may have cleared during the walk.
+    const RACE: Guid = Guid::new(
+        0x2c0f_6a1e,
+        0x7b3d,
+        0x4e21,
+        [0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0x66, 0x01],
+    );
+    /// Also blocks its sampler thread in a read nobody ends.
+    const BLOCKS: Guid = Guid::new(
+        0x2c0f_6a1e,
+        0x7b3d,
+        0x4e21,
+        [0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0x66, 0x02],
+    );
+
+    fn library() -> &'static PathBuf {
+        static LIBRARY: OnceLock<PathBuf> = OnceLock::new();
+        LIBRARY.get_or_init(|| build("crashing"))
+    }
+
+    fn process(clsid: Guid, timeout: Duration) -> Process {
+        let text = include_str!("c/sampler.toml").replace("libsampler.so", "libcrashing.so");
+        let mut p = Process::new(Scenario::parse("sampler.toml", &text).unwrap());
+        let forked = Forked::new(library(), timeout).unwrap();
+        p.load(simclr_host::isolated_loader(library(), clsid, &forked).expect("it hosts"));
+        p.isolate(Arc::new(forked));
+        p
+    }
+
+    #[test]
+    fn a_library_that_crashes_in_some_runs_ends_only_those_and_each_replays() {
+        let p = process(RACE, Duration::from_secs(20));
+        let report = p.explore(Strategy::Pct(3), 200, 1, |_, _| {});
+        assert_eq!(report.schedules_run, 200, "the exploration goes on: {report:?}");
+        let crashes = report.outcomes.get("profiler_crash").copied().unwrap_or(0);
+        assert!(crashes > 0 && report.outcomes.contains_key("ok"), "{report:?}");
+        let first = report.first_failure.expect("a crash");
+        assert_eq!(first.fault.kind, "profiler_crash");
+        assert!(first.fault.message.contains("SIGSEGV"), "{}", first.fault.message);
+        assert!(
+            first.fault.message.contains("in libcrashing.so: walk_and_count"),
+            "the library's frames are named: {}",
+            first.fault.message
+        );
+        let again = p.replay(&first.schedule.parse().unwrap()).unwrap();
+        assert_eq!(again.outcome, "profiler_crash", "{again:?}");
+        // The same exploration, in workers, finds the same runs.
+        assert_eq!(
+            p.explore(Strategy::Pct(3), 200, 1, |_, _| {}).outcomes,
+            report.outcomes
+        );
+    }
+
+    #[test]
+    fn a_run_that_blocks_outside_the_simulation_is_a_hang_after_its_timeout() {
+        let p = process(BLOCKS, Duration::from_millis(300));
+        let report = p.explore(Strategy::Random, 2, 1, |_, _| {});
+        assert_eq!(report.outcomes.get("profiler_hang"), Some(&2), "{report:?}");
+        let fault = report.first_failure.unwrap().fault;
+        assert!(fault.message.contains("wall-clock"), "{}", fault.message);
+    }
+
+    #[test]
+    fn dfs_goes_on_in_workers_as_in_one_process() {
+        let text = include_str!("c/sampler.toml");
+        let clsid = Guid::new(
+            0x2c0f_6a1e,
+            0x7b3d,
+            0x4e21,
+            [0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0x55, 0x01],
+        );
+        let sampler = build("sampler");
+        let mut here = Process::new(Scenario::parse("sampler.toml", text).unwrap());
+        here.load(simclr_host::loader(&sampler, clsid).unwrap());
+        let mut there = Process::new(Scenario::parse("sampler.toml", text).unwrap());
+        let forked = Forked::new(&sampler, Duration::from_secs(20)).unwrap();
+        there.load(simclr_host::isolated_loader(&sampler, clsid, &forked).unwrap());
+        there.isolate(Arc::new(forked));
+        let a = here.explore(Strategy::Dfs(1), 40, 1, |_, _| {});
+        let b = there.explore(Strategy::Dfs(1), 40, 1, |_, _| {});
+        assert_eq!(a, b);
+    }
+}

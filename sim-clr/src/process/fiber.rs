@@ -529,9 +529,35 @@ pub fn request(request: Request) -> Option<Reply> {
     Some(exchange(&shared, request))
 }
 
+/// In a process just made by `fork`: the pool's OS threads did not follow it, so the pool
+/// is emptied (a fiber sent to one of them would never run). Call it first thing in the
+/// child; a pool thread of the parent that held the pool's lock at the fork would leave it
+/// locked (they hold it only to push or pop themselves).
+pub fn after_fork() {
+    let mut idle = IDLE.lock().unwrap_or_else(|e| e.into_inner());
+    std::mem::take(&mut *idle).into_iter().for_each(std::mem::forget);
+}
+
+/// Set by [`abandon_at_end`].
+static ABANDON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// From now on, a run that ends leaves the fibers still inside code where they are (their
+/// OS threads blocked for good) instead of unwinding their frames: for a process that exits
+/// once its run has ended (a worker running one run), where a library's own unwinder (a
+/// statically linked libgcc) could not unwind through simclr's frames.
+pub fn abandon_at_end() {
+    ABANDON.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 fn exchange(shared: &Shared, request: Request) -> Reply {
     shared.give(Baton::ToEngine(Yielded::Request(request)));
     match shared.take(true) {
+        Baton::ToFiber(Reply::Abort) if ABANDON.load(std::sync::atomic::Ordering::Relaxed) => {
+            shared.give(Baton::ToEngine(Yielded::Finished));
+            loop {
+                std::thread::park();
+            }
+        }
         Baton::ToFiber(Reply::Abort) => {
             // The run is over. What runs from here on (the cleanups of the frames unwound, a
             // C++ destructor unlocking a mutex, say) is plain code of this OS thread, not a

@@ -33,7 +33,7 @@ use corprof::os::SignalFlags;
 use corprof::ProfilerCallback;
 use program::Instr;
 use schedule::{Biased, Chooser, Dfs, Pct, Replay, Rng, Schedule, ScheduleError};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -204,6 +204,7 @@ pub struct Process {
     profiler: Option<Arc<dyn ProfilerCallback>>,
     signal_handler: Option<SigAction>,
     loader: Option<Loader>,
+    isolation: Option<Arc<dyn Isolation>>,
 }
 
 /// A name that the scenario does not declare.
@@ -316,7 +317,7 @@ impl Ending {
 }
 
 /// One link of a deadlock cycle: `thread` waits for `waits_for`, which `held_by` holds.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CycleLink {
     /// The waiting thread.
     pub thread: String,
@@ -327,7 +328,7 @@ pub struct CycleLink {
 }
 
 /// How a run ended, when it did not end well.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunFault {
     /// `deadlock`, `hang`, `livelock`, or a runtime fault kind (`walk_of_destroyed_thread`, …).
     pub kind: String,
@@ -338,7 +339,7 @@ pub struct RunFault {
 }
 
 /// One step of a run.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TraceEntry {
     /// The step's number, from 1.
     pub step: u64,
@@ -353,7 +354,7 @@ pub struct TraceEntry {
 }
 
 /// Everything one run did.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunReport {
     /// The schedule that was run (replay it with `simclr replay --schedule`).
     pub schedule: String,
@@ -377,6 +378,20 @@ pub struct RunReport {
     pub hazards: BTreeMap<String, u64>,
     /// Every step, in order.
     pub trace: Vec<TraceEntry>,
+}
+
+/// Where a run runs, when not in this process ([`Process::isolate`]).
+pub trait Isolation: Send + Sync {
+    /// Runs `run` with `chooser` where nothing it does (a crash, a hang, an abort) can reach
+    /// the caller, and returns its report; a run that dies or hangs there is a report too
+    /// (`profiler_crash`, `profiler_hang`) whose schedule is the choices made before it died.
+    /// `chooser` must end as the run left it: each of its choices is made in this process
+    /// too (choosers are deterministic), so strategies that learn from runs (DFS) go on.
+    fn run(
+        &self,
+        run: &dyn Fn(&mut dyn Chooser) -> Result<RunReport, ScheduleError>,
+        chooser: &mut dyn Chooser,
+    ) -> Result<RunReport, ScheduleError>;
 }
 
 /// Which strategy [`Process::explore`] uses.
@@ -440,6 +455,7 @@ impl Process {
             profiler: None,
             signal_handler: None,
             loader: None,
+            isolation: None,
         }
     }
 
@@ -447,6 +463,13 @@ impl Process {
     /// in it that the scenario does not declare ends the run as `unattached_body`).
     pub fn load(&mut self, loader: Loader) -> &mut Process {
         self.loader = Some(loader);
+        self
+    }
+
+    /// Runs every schedule through `isolation` (a worker process, say) instead of in this
+    /// process: explorations, replays and shrinking all go through it.
+    pub fn isolate(&mut self, isolation: Arc<dyn Isolation>) -> &mut Process {
+        self.isolation = Some(isolation);
         self
     }
 
@@ -508,13 +531,21 @@ impl Process {
 
     /// Runs one schedule chosen by `chooser`, with its full trace.
     pub fn run(&self, chooser: &mut dyn Chooser) -> Result<RunReport, ScheduleError> {
-        engine::Run::new(self, true).go(chooser)
+        self.go(true, chooser)
     }
 
     /// Runs one schedule without recording a trace (what [`Process::explore`] does; replay a
     /// schedule for its trace).
     pub fn run_untraced(&self, chooser: &mut dyn Chooser) -> Result<RunReport, ScheduleError> {
-        engine::Run::new(self, false).go(chooser)
+        self.go(false, chooser)
+    }
+
+    fn go(&self, traced: bool, chooser: &mut dyn Chooser) -> Result<RunReport, ScheduleError> {
+        let run = |chooser: &mut dyn Chooser| engine::Run::new(self, traced).go(chooser);
+        match &self.isolation {
+            Some(isolation) => isolation.run(&run, chooser),
+            None => run(chooser),
+        }
     }
 
     /// Replays `schedule` exactly: an error if a choice names a thread that cannot run then,
