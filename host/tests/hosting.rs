@@ -418,10 +418,96 @@ frames = [{ fn = "libblocking.so!work" }]
         assert!(run.time_us >= 3_500_000, "{} µs of virtual time", run.time_us);
     }
 
+    /// The read-write lock, semaphore and once control of `libblocking.so`: one test at a time.
+    fn reset() -> std::sync::MutexGuard<'static, ()> {
+        static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let guard = ONE.lock().unwrap_or_else(|e| e.into_inner());
+        let reset: extern "C-unwind" fn() = export(library(), "reset");
+        reset();
+        guard
+    }
+
+    /// The outcomes of `runs` runs (random schedules), each from the library's initial state.
+    fn outcomes(p: &Process, runs: u64) -> std::collections::BTreeSet<String> {
+        (0..runs)
+            .map(|seed| {
+                let _one = reset();
+                p.run_untraced(&mut Random(Rng::new(seed))).unwrap().outcome
+            })
+            .collect()
+    }
+
+    #[test]
+    fn read_write_locks_let_readers_share_and_writers_wait_in_the_simulation() {
+        let read: extern "C-unwind" fn() = export(library(), "read_until_posted");
+        let post: extern "C-unwind" fn(c_int) = export(library(), "lock_then_post");
+        // Two readers at once: the first holds its read lock until the second posts.
+        let readers = process([Arc::new(move || read()), Arc::new(move || post(0))]);
+        assert_eq!(outcomes(&readers, 60), ["ok".to_string()].into());
+        // A writer cannot take the lock a reader holds until it posts: a hang in the runs
+        // where the reader is first, never a real block.
+        let writer = process([Arc::new(move || read()), Arc::new(move || post(1))]);
+        assert_eq!(
+            outcomes(&writer, 60),
+            ["hang".to_string(), "ok".to_string()].into()
+        );
+    }
+
+    #[test]
+    fn pthread_once_runs_its_routine_once_and_makes_the_others_wait() {
+        let call: extern "C-unwind" fn() = export(library(), "call_init_once");
+        let runs: extern "C-unwind" fn() -> c_int = export(library(), "init_runs_seen");
+        let early: extern "C-unwind" fn() -> c_int = export(library(), "returned_too_early");
+        let p = process([Arc::new(move || call()), Arc::new(move || call())]);
+        for seed in 0..40 {
+            let _one = reset();
+            let run = p.run_untraced(&mut Random(Rng::new(seed))).unwrap();
+            assert_eq!(run.outcome, "ok");
+            assert_eq!((runs(), early()), (1, 0), "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn clock_nanosleep_poll_gettimeofday_and_time_are_virtual() {
+        let nap: extern "C-unwind" fn() -> std::ffi::c_long = export(library(), "nap_with_clocks");
+        let seen = Arc::new(std::sync::Mutex::new(0));
+        let s = seen.clone();
+        let p = process([Arc::new(move || *s.lock().unwrap() = nap()), Arc::new(|| {})]);
+        let run = p.run(&mut Random(Rng::new(1))).unwrap();
+        assert_eq!(run.outcome, "ok");
+        assert_eq!(*seen.lock().unwrap(), 3_000, "milliseconds gettimeofday saw pass");
+        assert!(run.time_us >= 3_000_000, "{} µs of virtual time", run.time_us);
+    }
+
     /// `libcxx_time.so`, built and loaded once per test binary.
     fn cxx() -> &'static Library {
         static CXX: OnceLock<Library> = OnceLock::new();
         CXX.get_or_init(|| Library::open(&build_file("cxx_time.cpp")).expect("loads"))
+    }
+
+    #[test]
+    fn a_std_thread_started_by_the_shared_cxx_runtime_is_one_of_the_process_threads() {
+        let spawn: extern "C-unwind" fn() -> c_int = export(cxx(), "thread_sleeps_and_joins");
+        let text = format!(
+            "{THREADS}[[threads]]\nname = \"helper\"\nkind = \"native\"\nstart = \"profiler\"\nframes = [{{ fn = \"libblocking.so!work\" }}]\n"
+        );
+        let mut p = Process::new(Scenario::parse("blocking.toml", &text).unwrap());
+        let seen = Arc::new(std::sync::Mutex::new(0));
+        let s = seen.clone();
+        p.thread_body("one", Arc::new(move |_, _| *s.lock().unwrap() = spawn()))
+            .unwrap();
+        let run = p.run(&mut Random(Rng::new(1))).unwrap();
+        assert_eq!(run.outcome, "ok", "{:?}", run.fault);
+        assert_eq!(*seen.lock().unwrap(), 1);
+        assert!(
+            run.trace.iter().any(|e| e.thread == "helper"),
+            "std::thread ran as the declared thread `helper`"
+        );
+        assert!(
+            run.time_us >= 3_000,
+            "its sleep passed in virtual time: {} µs",
+            run.time_us
+        );
     }
 
     #[test]

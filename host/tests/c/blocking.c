@@ -42,3 +42,73 @@ void nap(void) {
     nanosleep(&t, NULL);
     sleep(1);
 }
+
+/* Read-write locks, one-time initialization, semaphores and more clocks. `reset` (called
+   between runs, outside the simulation) puts every object back to its initial state. */
+#include <poll.h>
+#include <semaphore.h>
+#include <string.h>
+#include <sys/time.h>
+
+static pthread_rwlock_t shared = PTHREAD_RWLOCK_INITIALIZER;
+static sem_t handoff;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static int init_done, init_runs, too_early;
+
+void reset(void) {
+    memset(&shared, 0, sizeof shared);
+    memset(&handoff, 0, sizeof handoff);
+    memset(&once, 0, sizeof once);
+    init_done = init_runs = too_early = 0;
+}
+
+/* Holds a read lock until the other thread posts the semaphore. */
+void read_until_posted(void) {
+    pthread_rwlock_rdlock(&shared);
+    sem_wait(&handoff);
+    pthread_rwlock_unlock(&shared);
+}
+
+/* Takes a read lock (or, with `write`, a write lock), then posts the semaphore. */
+void lock_then_post(int write) {
+    if (write) {
+        pthread_rwlock_wrlock(&shared);
+    } else {
+        pthread_rwlock_rdlock(&shared);
+    }
+    sem_post(&handoff);
+    pthread_rwlock_unlock(&shared);
+}
+
+static void init(void) {
+    usleep(1000);
+    init_runs++;
+    init_done = 1;
+}
+
+/* pthread_once, then checks that the routine had finished. */
+void call_init_once(void) {
+    pthread_once(&once, init);
+    if (!init_done) too_early++;
+}
+
+int init_runs_seen(void) { return init_runs; }
+int returned_too_early(void) { return too_early; }
+
+/* Sleeps 1.5 s with clock_nanosleep, until 0.5 s later with an absolute clock_nanosleep, then
+   1 s in poll; returns the milliseconds gettimeofday saw pass, and checks time() agrees. */
+long nap_with_clocks(void) {
+    struct timeval before, after;
+    struct timespec t = {1, 500000000}, now;
+    time_t start = time(NULL);
+    gettimeofday(&before, NULL);
+    clock_nanosleep(CLOCK_MONOTONIC, 0, &t, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    now.tv_nsec += 500000000;
+    if (now.tv_nsec >= 1000000000) { now.tv_sec++; now.tv_nsec -= 1000000000; }
+    clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &now, NULL);
+    poll(NULL, 0, 1000);
+    gettimeofday(&after, NULL);
+    if (time(NULL) - start != 3) return -1;
+    return (after.tv_sec - before.tv_sec) * 1000 + (after.tv_usec - before.tv_usec) / 1000;
+}

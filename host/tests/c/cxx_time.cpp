@@ -36,3 +36,15 @@ extern "C" void set_flag(int value) {
     }
     flag_changed.notify_all();
 }
+
+// Starts a std::thread (pthread_create inside the shared libstdc++) that sleeps 3 ms and sets a
+// value, joins it (pthread_join, also inside libstdc++), and returns the value.
+extern "C" int thread_sleeps_and_joins() {
+    int seen = 0;
+    std::thread t([&seen] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(3));
+        seen = 1;
+    });
+    t.join();
+    return seen;
+}

@@ -13,7 +13,10 @@
 //! On a simulated thread a redirected call goes to the process's OS layer: each
 //! `pthread_mutex_t` is a named mutex of the process (named after its address, so every
 //! thread opens the same one), taken and released as the engine decides, with its wait-for
-//! edges; a sleep passes in virtual time and the clocks read it; `pthread_create` creates
+//! edges; read-write locks, `pthread_once` and semaphores wait on the process's condition
+//! variables ([`shared`]); a sleep, `clock_nanosleep` or a `poll` with a timeout passes in
+//! virtual time and the clocks (`clock_gettime`, `gettimeofday`, `time`) read it
+//! ([`clocks`]); `pthread_create` creates
 //! one of the threads the scenario declares `start = "profiler"` (also while a run is set
 //! up, when the profiler's `Initialize` runs) and hands back a handle no real thread has,
 //! which `pthread_self` (on that thread), `pthread_join`, `pthread_detach` and
@@ -22,15 +25,27 @@
 //! process) it calls the C library function the entry held before, so the library behaves
 //! as it always did.
 //!
-//! The library's own imports are redirected, and the sleep and clock imports of the C++
-//! runtime it loaded (`std::chrono::steady_clock::now` reads the clock inside libstdc++);
-//! other calls the C library or the C++ runtime make internally are not. Every mutex is
+//! The library's own imports are redirected, and the thread, sleep, clock and condition
+//! variable imports of the C++ runtime it loaded (`std::thread` calls `pthread_create` and
+//! `std::chrono::steady_clock::now` reads the clock inside libstdc++); other calls the C
+//! library or the C++ runtime make internally are not. Every mutex is
 //! treated as a plain one on a simulated thread (a recursive mutex taken twice deadlocks).
 
+mod clocks;
+mod shared;
+
 use crate::library::{dlopen, dlsym, RTLD_NOW};
+use clocks::{
+    clock_gettime, clock_nanosleep, duration_of, gettimeofday, nanosleep, poll, simulated_clock, sleep, time,
+    usleep, Timespec, REALTIME_START,
+};
 use corprof::os::{OsThread, Sync as _};
+use shared::{
+    once, rwlock_init, rwlock_rdlock, rwlock_tryrdlock, rwlock_trywrlock, rwlock_unlock, rwlock_wrlock,
+    sem_getvalue, sem_init, sem_post, sem_timedwait, sem_trywait, sem_wait,
+};
 use sim_clr::process::{fiber, unobserved, SimOs};
-use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,13 +97,30 @@ redirected! {
         MUTEX_UNLOCK: b"pthread_mutex_unlock" => mutex_unlock,
         USLEEP: b"usleep" => usleep,
         SLEEP: b"sleep" => sleep,
+        THREAD_SETNAME: b"pthread_setname_np" => thread_setname,
+        THREAD_SELF: b"pthread_self" => thread_self,
+        RWLOCK_INIT: b"pthread_rwlock_init" => rwlock_init,
+        RWLOCK_RDLOCK: b"pthread_rwlock_rdlock" => rwlock_rdlock,
+        RWLOCK_WRLOCK: b"pthread_rwlock_wrlock" => rwlock_wrlock,
+        RWLOCK_TRYRDLOCK: b"pthread_rwlock_tryrdlock" => rwlock_tryrdlock,
+        RWLOCK_TRYWRLOCK: b"pthread_rwlock_trywrlock" => rwlock_trywrlock,
+        RWLOCK_UNLOCK: b"pthread_rwlock_unlock" => rwlock_unlock,
+        ONCE: b"pthread_once" => once,
+        SEM_INIT: b"sem_init" => sem_init,
+        SEM_WAIT: b"sem_wait" => sem_wait,
+        SEM_TRYWAIT: b"sem_trywait" => sem_trywait,
+        SEM_TIMEDWAIT: b"sem_timedwait" => sem_timedwait,
+        SEM_POST: b"sem_post" => sem_post,
+        SEM_GETVALUE: b"sem_getvalue" => sem_getvalue,
+        GETTIMEOFDAY: b"gettimeofday" => gettimeofday,
+        TIME: b"time" => time,
+        POLL: b"poll" => poll,
+    }
+    C++ runtime too: {
         THREAD_CREATE: b"pthread_create" => thread_create,
         THREAD_JOIN: b"pthread_join" => thread_join,
         THREAD_DETACH: b"pthread_detach" => thread_detach,
-        THREAD_SETNAME: b"pthread_setname_np" => thread_setname,
-        THREAD_SELF: b"pthread_self" => thread_self,
-    }
-    C++ runtime too: {
+        CLOCK_NANOSLEEP: b"clock_nanosleep" => clock_nanosleep,
         COND_WAIT: b"pthread_cond_wait" => cond_wait,
         COND_TIMEDWAIT: b"pthread_cond_timedwait" => cond_timedwait,
         COND_CLOCKWAIT: b"pthread_cond_clockwait" => cond_clockwait,
@@ -269,70 +301,6 @@ unsafe extern "C-unwind" fn thread_setname(thread: usize, name: *const c_char) -
     unsafe { original::<unsafe extern "C" fn(usize, *const c_char) -> c_int>(&THREAD_SETNAME)(thread, name) }
 }
 
-/// `struct timespec`.
-#[repr(C)]
-struct Timespec {
-    seconds: i64,
-    nanoseconds: i64,
-}
-
-unsafe extern "C-unwind" fn nanosleep(request: *const Timespec, remaining: *mut Timespec) -> c_int {
-    if !fiber::on_fiber() || request.is_null() {
-        type F = unsafe extern "C" fn(*const Timespec, *mut Timespec) -> c_int;
-        // SAFETY: the C library's own function, with the caller's arguments (it reports
-        // EFAULT for a NULL request itself).
-        return unsafe { original::<F>(&NANOSLEEP)(request, remaining) };
-    }
-    // SAFETY: a non-NULL request points at a timespec the caller owns.
-    SimOs::new().sleep(duration_of(unsafe { &*request }));
-    if !remaining.is_null() {
-        // SAFETY: a non-NULL `remaining` points at a timespec the caller owns.
-        unsafe {
-            *remaining = Timespec {
-                seconds: 0,
-                nanoseconds: 0,
-            }
-        };
-    }
-    0
-}
-
-/// Where the simulated clocks start: the monotonic clocks at 1,000 s (as after a boot), the
-/// wall clock at 2026-01-01T00:00:00Z.
-const MONOTONIC_START: Duration = Duration::from_secs(1_000);
-const REALTIME_START: Duration = Duration::from_secs(1_767_225_600);
-/// `CLOCK_PROCESS_CPUTIME_ID` and `CLOCK_THREAD_CPUTIME_ID`: CPU time, not simulated.
-const CPU_CLOCKS: [c_int; 2] = [2, 3];
-/// `CLOCK_REALTIME` and its variants (`_COARSE`, `_ALARM`, `TAI`).
-const REALTIME_CLOCKS: [c_int; 4] = [0, 5, 8, 11];
-
-/// What simulated clock `clock` reads now.
-fn simulated_clock(clock: c_int) -> Duration {
-    let start = if REALTIME_CLOCKS.contains(&clock) {
-        REALTIME_START
-    } else {
-        MONOTONIC_START
-    };
-    start + SimOs::new().now()
-}
-
-unsafe extern "C-unwind" fn clock_gettime(clock: c_int, now: *mut Timespec) -> c_int {
-    if !fiber::on_fiber() || now.is_null() || CPU_CLOCKS.contains(&clock) {
-        type F = unsafe extern "C" fn(c_int, *mut Timespec) -> c_int;
-        // SAFETY: the C library's own function, with the caller's arguments.
-        return unsafe { original::<F>(&CLOCK_GETTIME)(clock, now) };
-    }
-    let t = simulated_clock(clock);
-    // SAFETY: a non-NULL `now` points at the caller's timespec.
-    unsafe {
-        now.write(Timespec {
-            seconds: t.as_secs() as i64,
-            nanoseconds: t.subsec_nanos().into(),
-        })
-    };
-    0
-}
-
 /// `ETIMEDOUT`: a timed wait's deadline passed.
 const ETIMEDOUT: c_int = 110;
 /// `CLOCK_MONOTONIC`.
@@ -357,11 +325,6 @@ fn wait_on_fiber(cond: *mut c_void, mutex: *mut c_void, deadline: Option<(c_int,
     } else {
         ETIMEDOUT
     }
-}
-
-/// A `timespec` as a duration (negative fields count as zero).
-fn duration_of(t: &Timespec) -> Duration {
-    Duration::from_secs(t.seconds.max(0) as u64) + Duration::from_nanos(t.nanoseconds.max(0) as u64)
 }
 
 unsafe extern "C-unwind" fn cond_wait(cond: *mut c_void, mutex: *mut c_void) -> c_int {
@@ -434,24 +397,6 @@ unsafe extern "C-unwind" fn cond_signal(cond: *mut c_void) -> c_int {
 unsafe extern "C-unwind" fn cond_broadcast(cond: *mut c_void) -> c_int {
     // SAFETY: the slot of pthread_cond_broadcast.
     unsafe { notify(cond, &COND_BROADCAST) }
-}
-
-unsafe extern "C-unwind" fn usleep(microseconds: c_uint) -> c_int {
-    if !fiber::on_fiber() {
-        // SAFETY: the C library's own function, with the caller's argument.
-        return unsafe { original::<unsafe extern "C" fn(c_uint) -> c_int>(&USLEEP)(microseconds) };
-    }
-    SimOs::new().sleep(Duration::from_micros(microseconds.into()));
-    0
-}
-
-unsafe extern "C-unwind" fn sleep(seconds: c_uint) -> c_uint {
-    if !fiber::on_fiber() {
-        // SAFETY: the C library's own function, with the caller's argument.
-        return unsafe { original::<unsafe extern "C" fn(c_uint) -> c_uint>(&SLEEP)(seconds) };
-    }
-    SimOs::new().sleep(Duration::from_secs(seconds.into()));
-    0
 }
 
 /// The part of glibc's `struct link_map` that is public ABI (`<link.h>`).
