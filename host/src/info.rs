@@ -142,7 +142,17 @@ unsafe extern "system-unwind" fn query_interface(
     out: *mut *mut c_void,
 ) -> HRESULT {
     // SAFETY: COM passes a valid (or NULL) IID and out-pointer, and a live `this`.
-    unsafe { query_interface_of(riid, out, &IIDS, || (*(this as *const InfoObject)).hand_out()) }
+    unsafe {
+        if !riid.is_null() && *riid == crate::os_object::IID_ISIMCLR_OS {
+            return query_interface_of(
+                riid,
+                out,
+                &[crate::os_object::IID_ISIMCLR_OS],
+                crate::os_object::hand_out,
+            );
+        }
+        query_interface_of(riid, out, &IIDS, || (*(this as *const InfoObject)).hand_out())
+    }
 }
 
 unsafe extern "system-unwind" fn add_ref(this: *mut c_void) -> u32 {

@@ -30,6 +30,7 @@ mod interpose;
 #[cfg(target_os = "linux")]
 pub mod isolation;
 mod library;
+mod os_object;
 mod out;
 mod thread_enum;
 
@@ -39,6 +40,7 @@ pub use drive::Ending;
 pub use in_process::isolated_loader;
 pub use in_process::loader;
 pub use library::Library;
+pub use os_object::IID_ISIMCLR_OS;
 
 use callback::Callbacks;
 use corprof::com::*;

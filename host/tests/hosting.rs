@@ -783,3 +783,62 @@ mod isolated {
         assert_eq!(a, b);
     }
 }
+
+/// A sampler designed for Windows (`tests/c/windows_sampler.c`), hosted through the OS
+/// interface of `include/simclr_os.h`: SuspendThread, GetThreadContext, ResumeThread.
+mod windows_design {
+    use super::build;
+    use corprof::com::Guid;
+    use sim_clr::process::{Process, Strategy};
+    use sim_clr::scenario::Scenario;
+    use std::path::PathBuf;
+    use std::sync::OnceLock;
+
+    const fn class(last: u8) -> Guid {
+        Guid::new(
+            0x2c0f_6a1e,
+            0x7b3d,
+            0x4e21,
+            [0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0x77, last],
+        )
+    }
+
+    fn process(clsid: Guid) -> Process {
+        static LIBRARY: OnceLock<PathBuf> = OnceLock::new();
+        let library = LIBRARY.get_or_init(|| build("windows_sampler"));
+        let text = include_str!("c/windows_sampler.toml");
+        let mut p = Process::new(Scenario::parse("windows_sampler.toml", text).unwrap());
+        p.load(simclr_host::loader(library, clsid).expect("the sampler hosts"));
+        p
+    }
+
+    #[test]
+    fn a_windows_sampler_that_checks_destroyed_under_its_lock_never_faults() {
+        let report = process(class(1)).explore(Strategy::Pct(3), 300, 1, |_, _| {});
+        assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"], "{report:?}");
+        let run = process(class(1))
+            .run(&mut sim_clr::process::schedule::Random(
+                sim_clr::process::schedule::Rng::new(3),
+            ))
+            .unwrap();
+        let suspends = run
+            .trace
+            .iter()
+            .filter(|e| e.what.starts_with("SuspendThread"))
+            .count();
+        assert!(suspends > 0, "the sampler suspends through simclr_os.h");
+    }
+
+    #[test]
+    fn the_destroyed_flag_read_before_the_lock_is_caught_without_a_hand_placed_point() {
+        let report = process(class(2)).explore(Strategy::Pct(3), 1_000, 1, |_, _| {});
+        let bad: Vec<&String> = report.outcomes.keys().filter(|k| *k != "ok").collect();
+        assert!(
+            !bad.is_empty()
+                && bad
+                    .iter()
+                    .all(|k| *k == "walk_of_destroyed_thread" || *k == "thread_use_after_free"),
+            "{report:?}"
+        );
+    }
+}

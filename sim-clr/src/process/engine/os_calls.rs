@@ -18,11 +18,15 @@ use std::time::Duration;
 
 impl Run<'_> {
     /// Whether thread `x` can be the target of an OS call: a deleted thread's handle names
-    /// nothing any more, a dead one has terminated; one whose program ended stays, idle.
+    /// nothing any more; one whose program ended stays, idle.
     pub(super) fn os_target(&self, x: usize) -> Result<(), OsError> {
+        // After ThreadDestroyed returns (`Dead`) the OS thread still runs: CoreCLR raises it
+        // from `Thread::OnThreadTerminate` on the exiting thread itself, which then takes the
+        // thread-store lock and marks the `Thread` dead (v3.1.23 `src/vm/threads.cpp`). A
+        // profiler's handle to it (by the id ThreadAssignedToOSThread gave) still suspends
+        // and reads it, until the thread is gone.
         match self.rt.lock().threads[x].lifecycle {
             Lifecycle::Deleted => Err(OsError::NoSuchThread),
-            Lifecycle::Dead => Err(OsError::Terminated),
             _ => Ok(()),
         }
     }
