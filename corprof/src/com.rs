@@ -171,6 +171,41 @@ pub const IID_ICORPROFILERINFO9: Guid = Guid::new(
     0x4796,
     [0x9A, 0x51, 0xDC, 0x8A, 0xA0, 0xB4, 0x70, 0x12],
 );
+/// `IID_ICorProfilerInfo11`.
+pub const IID_ICORPROFILERINFO11: Guid = Guid::new(
+    0x0639_8876,
+    0x8987,
+    0x4154,
+    [0xB6, 0x21, 0x40, 0xA0, 0x0D, 0x6E, 0x4D, 0x04],
+);
+/// `IID_ICorProfilerInfo12`.
+pub const IID_ICORPROFILERINFO12: Guid = Guid::new(
+    0x27B2_4CCD,
+    0x1CB1,
+    0x47C5,
+    [0x96, 0xEE, 0x98, 0x19, 0x0D, 0xC3, 0x09, 0x59],
+);
+/// `IID_ICorProfilerInfo13`.
+pub const IID_ICORPROFILERINFO13: Guid = Guid::new(
+    0x6E6C_7EE2,
+    0x0701,
+    0x4EC2,
+    [0x9D, 0x29, 0x2E, 0x87, 0x33, 0xB6, 0x69, 0x34],
+);
+/// `IID_ICorProfilerInfo14`.
+pub const IID_ICORPROFILERINFO14: Guid = Guid::new(
+    0xF460_E352,
+    0xD76D,
+    0x4FE9,
+    [0x83, 0x5F, 0xF6, 0xAF, 0x9D, 0x6E, 0x86, 0x2D],
+);
+/// `IID_ICorProfilerInfo15`.
+pub const IID_ICORPROFILERINFO15: Guid = Guid::new(
+    0xB446_462D,
+    0xBD22,
+    0x41DD,
+    [0x87, 0x2D, 0xDC, 0x71, 0x4C, 0x49, 0xEB, 0x56],
+);
 /// `IID_ICorProfilerThreadEnum`.
 pub const IID_ICORPROFILERTHREADENUM: Guid = Guid::new(
     0x5711_94F7,
@@ -526,6 +561,53 @@ vtable! {
         RequestReJITWithInliners(flags: u32, count: u32, modules: *mut UintPtr, methods: *mut u32);
         SuspendRuntime();
         ResumeRuntime();
+    }
+}
+
+vtable! {
+    /// `ICorProfilerInfo11` (.NET Core 3.1 headers and later runtimes): slots 99–100.
+    ICorProfilerInfo11Vtbl: ICorProfilerInfo10Vtbl {
+        GetEnvironmentVariable(name: *const WCHAR, capacity: u32, length: *mut u32, value: *mut WCHAR);
+        SetEnvironmentVariable(name: *const WCHAR, value: *const WCHAR);
+    }
+}
+
+vtable! {
+    /// `ICorProfilerInfo12` (.NET 5): slots 101–107, EventPipe. A provider configuration is
+    /// passed by value; these stubs read no argument.
+    ICorProfilerInfo12Vtbl: ICorProfilerInfo11Vtbl {
+        EventPipeStartSession(count: u32, configs: *const c_void, rundown: BOOL, session: *mut u64);
+        EventPipeAddProviderToSession(session: u64, config: *const c_void);
+        EventPipeStopSession(session: u64);
+        EventPipeCreateProvider(name: *const WCHAR, provider: *mut UintPtr);
+        EventPipeGetProviderInfo(provider: UintPtr, capacity: u32, length: *mut u32, name: *mut WCHAR);
+        EventPipeDefineEvent(provider: UintPtr, name: *const WCHAR, id: u32, keywords: u64, version: u32, level: u32, opcode: u8, stack: BOOL, count: u32, params: *const c_void, event: *mut UintPtr);
+        EventPipeWriteEvent(event: UintPtr, count: u32, data: *const c_void, activity: *const Guid, related: *const Guid);
+    }
+}
+
+vtable! {
+    /// `ICorProfilerInfo13` (.NET 7): slots 108–110, object handles.
+    ICorProfilerInfo13Vtbl: ICorProfilerInfo12Vtbl {
+        CreateHandle(object: UintPtr, kind: u32, handle: *mut UintPtr);
+        DestroyHandle(handle: UintPtr);
+        GetObjectIDFromHandle(handle: UintPtr, object: *mut UintPtr);
+    }
+}
+
+vtable! {
+    /// `ICorProfilerInfo14` (.NET 8): slots 111–113.
+    ICorProfilerInfo14Vtbl: ICorProfilerInfo13Vtbl {
+        EnumerateNonGCObjects(objects: *mut *mut c_void);
+        GetNonGCHeapBounds(capacity: u32, count: *mut u32, ranges: *mut c_void);
+        EventPipeCreateProvider2(name: *const WCHAR, callback: *mut c_void, provider: *mut UintPtr);
+    }
+}
+
+vtable! {
+    /// `ICorProfilerInfo15` (.NET 9): slot 114.
+    ICorProfilerInfo15Vtbl: ICorProfilerInfo14Vtbl {
+        EnumerateGCHeapObjects(callback: *mut c_void, data: *mut c_void);
     }
 }
 

@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// The runtime's `ICorProfilerInfo10` object.
 #[repr(C)]
 pub struct InfoObject {
-    vtbl: &'static ICorProfilerInfo10Vtbl,
+    vtbl: &'static ICorProfilerInfo15Vtbl,
     refs: AtomicU32,
     rt: Arc<Runtime>,
     /// One `IMetaDataImport` object per module asked for, alive as long as this object. Boxed:
@@ -122,7 +122,7 @@ unsafe fn with<R>(this: *mut c_void, f: impl FnOnce(&InfoObject) -> R) -> R {
     result
 }
 
-const IIDS: [Guid; 11] = [
+const IIDS: [Guid; 16] = [
     IID_IUNKNOWN,
     IID_ICORPROFILERINFO,
     IID_ICORPROFILERINFO2,
@@ -134,6 +134,11 @@ const IIDS: [Guid; 11] = [
     IID_ICORPROFILERINFO8,
     IID_ICORPROFILERINFO9,
     IID_ICORPROFILERINFO10,
+    IID_ICORPROFILERINFO11,
+    IID_ICORPROFILERINFO12,
+    IID_ICORPROFILERINFO13,
+    IID_ICORPROFILERINFO14,
+    IID_ICORPROFILERINFO15,
 ];
 
 unsafe extern "system-unwind" fn query_interface(
@@ -716,6 +721,61 @@ unsafe extern "system-unwind" fn get_rejit_ids(
     }
 }
 
+/// What `GetRuntimeInformation` answers: the runtime simclr answers as, CoreCLR 3.1.23, whose
+/// `libcoreclr.so` is file version 4.700.22.11601 (its `@(#)Version` string). CoreCLR takes
+/// the four numbers from that version (`CLR_MAJOR_VERSION` … `CLR_BUILD_VERSION_QFE`) and the
+/// string from its first three (`GetCORVersionInternal`, v3.1.23 `src/dlls/mscoree/mscoree.cpp`);
+/// the type is `COR_PRF_CORE_CLR`. The instance id is the runtime id the host gave it (`0`
+/// here, not observed on the real runtime).
+const RUNTIME_VERSION: (u16, u16, u16, u16) = (4, 700, 22, 11601);
+const RUNTIME_VERSION_STRING: &str = "v4.700.22";
+const COR_PRF_CORE_CLR: u32 = 2;
+
+#[allow(clippy::too_many_arguments)]
+unsafe extern "system-unwind" fn get_runtime_information(
+    _this: *mut c_void,
+    instance: *mut u16,
+    runtime: *mut u32,
+    major: *mut u16,
+    minor: *mut u16,
+    build: *mut u16,
+    qfe: *mut u16,
+    capacity: u32,
+    length: *mut u32,
+    version: *mut u16,
+) -> HRESULT {
+    // v3.1.23 `ProfToEEInterfaceImpl::GetRuntimeInformation`: the string's length is asked
+    // for through `length`; a buffer without it is a caller's mistake.
+    if !version.is_null() && length.is_null() {
+        return hr(HResult::E_INVALIDARG);
+    }
+    if !length.is_null() {
+        let text: Vec<u16> = RUNTIME_VERSION_STRING.encode_utf16().chain([0]).collect();
+        // SAFETY: `length` is the caller's; `version` has room for `capacity` units.
+        unsafe {
+            length.write(text.len() as u32);
+            if text.len() > capacity as usize {
+                return hr(HResult::ERROR_INSUFFICIENT_BUFFER);
+            }
+            if version.is_null() {
+                return hr(HResult::E_POINTER);
+            }
+            std::ptr::copy_nonoverlapping(text.as_ptr(), version, text.len());
+        }
+    }
+    let (a, b, c, d) = RUNTIME_VERSION;
+    // SAFETY: each out-pointer is NULL or the caller's.
+    unsafe {
+        put(instance, 0);
+        put(runtime, COR_PRF_CORE_CLR);
+        put(major, a);
+        put(minor, b);
+        put(build, c);
+        put(qfe, d);
+    }
+    OK
+}
+
 unsafe extern "system-unwind" fn request_profiler_detach(this: *mut c_void, expected_ms: u32) -> HRESULT {
     // SAFETY: `this` is live.
     unsafe { with(this, |o| hr(o.rt.request_profiler_detach(expected_ms))) }
@@ -834,14 +894,17 @@ unsafe extern "system-unwind" fn resume_runtime(this: *mut c_void) -> HRESULT {
     unsafe { with(this, |o| hr(o.rt.resume_runtime())) }
 }
 
-fn vtable() -> &'static ICorProfilerInfo10Vtbl {
-    static VTBL: OnceLock<ICorProfilerInfo10Vtbl> = OnceLock::new();
+fn vtable() -> &'static ICorProfilerInfo15Vtbl {
+    static VTBL: OnceLock<ICorProfilerInfo15Vtbl> = OnceLock::new();
     VTBL.get_or_init(|| {
-        let mut v = ICorProfilerInfo10Vtbl::not_implemented(IUnknownVtbl {
+        // Info11 to Info15 (environment, EventPipe, handles, heap walks): nothing a stack
+        // sampler needs, every slot E_NOTIMPL.
+        let mut v15 = ICorProfilerInfo15Vtbl::not_implemented(IUnknownVtbl {
             QueryInterface: query_interface,
             AddRef: add_ref,
             Release: release,
         });
+        let v = &mut v15.base.base.base.base.base;
         v.SuspendRuntime = suspend_runtime;
         v.ResumeRuntime = resume_runtime;
         let i8 = &mut v.base.base;
@@ -857,6 +920,7 @@ fn vtable() -> &'static ICorProfilerInfo10Vtbl {
         i4.GetReJITIDs = get_rejit_ids;
         let i3 = &mut i4.base;
         i3.RequestProfilerDetach = request_profiler_detach;
+        i3.GetRuntimeInformation = get_runtime_information;
         i3.GetModuleInfo2 = get_module_info2;
         let i2 = &mut i3.base;
         i2.DoStackSnapshot = do_stack_snapshot;
@@ -877,6 +941,6 @@ fn vtable() -> &'static ICorProfilerInfo10Vtbl {
         i1.GetModuleMetaData = get_module_metadata;
         i1.GetAppDomainInfo = get_app_domain_info;
         i1.GetAssemblyInfo = get_assembly_info;
-        v
+        v15
     })
 }

@@ -261,7 +261,11 @@ impl Hosted {
     }
 
     /// Detaches the profiler as the runtime does at exit: no callback from here on, then
-    /// `Shutdown` (if it initialized) and the host's last `Release`.
+    /// `Shutdown` if it initialized, and no `Release`: at process exit CoreCLR leaves the
+    /// profiler's callback interfaces and its library alone (v3.1.23
+    /// `EEToProfInterfaceImpl::~EEToProfInterfaceImpl` releases them only when
+    /// `!IsAtProcessExit()`), so a profiler object's destructor never runs there. A profiler
+    /// whose `Initialize` failed is released, as the runtime does when loading it fails.
     pub fn detach(&mut self) {
         let Some((profiler, initialized)) = self.profiler.take() else {
             return;
@@ -272,16 +276,17 @@ impl Hosted {
             let vtbl = &**(profiler as *const *const ICorProfilerCallback2Vtbl);
             if initialized {
                 (vtbl.base.Shutdown)(profiler);
+            } else {
+                (vtbl.base.base.Release)(profiler);
             }
-            (vtbl.base.base.Release)(profiler);
         });
     }
 
-    /// Ends the profiler as a process that died ends it: no callback from here on and no
-    /// `Shutdown`, only the host's last `Release` (when `self` is dropped, now).
+    /// Ends the profiler as a process that died ends it: no callback from here on, no
+    /// `Shutdown` and no `Release` (the process runs nothing more).
     pub fn abandon(mut self) {
-        if let Some((_, initialized)) = &mut self.profiler {
-            *initialized = false;
+        if self.profiler.take().is_some() {
+            self.rt.clear_profiler();
         }
     }
 

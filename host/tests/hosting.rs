@@ -122,6 +122,12 @@ fn a_c_profiler_walks_and_names_its_frames_through_metadata() {
     };
     let before = shutdowns(&hosted);
     let library = hosted.symbol("walker_shutdowns").unwrap();
+    let releases: extern "C" fn() -> i32 = {
+        let f = hosted.symbol("profiler_releases").expect("the export");
+        // SAFETY: the export is `int (void)`.
+        unsafe { std::mem::transmute(f) }
+    };
+    let released = releases();
     drop(hosted);
     // SAFETY: the library stays loaded; the export is `int (void)`.
     let after: extern "C" fn() -> i32 = unsafe { std::mem::transmute(library) };
@@ -129,6 +135,11 @@ fn a_c_profiler_walks_and_names_its_frames_through_metadata() {
         after(),
         before + 1,
         "Shutdown is called once when the host lets go"
+    );
+    assert_eq!(
+        releases(),
+        released,
+        "after Shutdown the profiler is never released, as at process exit"
     );
     // No callback reaches an unloaded profiler.
     assert_eq!(rt.raise("main", CallbackKind::ObjectAllocated), None);
@@ -840,5 +851,66 @@ mod windows_design {
                     .all(|k| *k == "walk_of_destroyed_thread" || *k == "thread_use_after_free"),
             "{report:?}"
         );
+    }
+}
+
+#[test]
+fn later_info_interfaces_are_offered_and_the_runtime_says_which_it_is() {
+    use corprof::com::{ICorProfilerInfo15Vtbl, IID_ICORPROFILERINFO12, IID_ICORPROFILERINFO15};
+    let _one = serial();
+    let hosted = Hosted::load(walker(), CLSID, runtime()).expect("hosted");
+    let info = hosted.info();
+    // SAFETY: `info` is the host's ICorProfilerInfo object; every slot has its signature.
+    unsafe {
+        let vtbl = &**(info as *const *const ICorProfilerInfo15Vtbl);
+        let i10 = &vtbl.base.base.base.base.base;
+        let i3 = &i10.base.base.base.base.base.base.base;
+        let unknown = &i3.base.base.base;
+        for iid in [
+            IID_ICORPROFILERINFO12,
+            IID_ICORPROFILERINFO15,
+            simclr_host::IID_ISIMCLR_OS,
+        ] {
+            let mut out = std::ptr::null_mut();
+            assert_eq!((unknown.QueryInterface)(info, &iid, &mut out), 0, "{iid:?}");
+            assert!(!out.is_null());
+        }
+        // Slots past Info10 answer E_NOTIMPL, never a null slot.
+        assert_eq!(
+            (vtbl.EnumerateGCHeapObjects)(info, std::ptr::null_mut(), std::ptr::null_mut()) as u32,
+            0x8000_4001
+        );
+        let (mut id, mut kind, mut major, mut minor, mut build, mut qfe, mut len) = (9, 0, 0, 0, 0, 0, 0);
+        let mut text = [0u16; 16];
+        let hr = (i3.GetRuntimeInformation)(
+            info,
+            &mut id,
+            &mut kind,
+            &mut major,
+            &mut minor,
+            &mut build,
+            &mut qfe,
+            16,
+            &mut len,
+            text.as_mut_ptr(),
+        );
+        assert_eq!(hr, 0);
+        assert_eq!((id, kind, major, minor, build, qfe), (0, 2, 4, 700, 22, 11601));
+        assert_eq!(String::from_utf16_lossy(&text[..len as usize - 1]), "v4.700.22");
+        // Too small a buffer: the length, and ERROR_INSUFFICIENT_BUFFER.
+        let hr = (i3.GetRuntimeInformation)(
+            info,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            4,
+            &mut len,
+            text.as_mut_ptr(),
+        );
+        assert_eq!((hr as u32, len), (0x8007_007A, 10));
+        (unknown.Release)(info);
     }
 }

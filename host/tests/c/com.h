@@ -35,6 +35,11 @@ static HRESULT ignore(Object *self) { (void)self; return S_OK; }
 static uint32_t add_ref(Object *self) { (void)self; return 1; }
 static uint32_t release_static(Object *self) { (void)self; return 1; }
 
+/* Releases of the profiler object (the factory's are not counted). */
+static int profiler_release_count;
+int profiler_releases(void) { return profiler_release_count; }
+static uint32_t release_profiler(Object *self) { (void)self; return (uint32_t)++profiler_release_count; }
+
 static HRESULT profiler_qi(Object *self, const GUID *iid, void **out) {
     if (same(iid, &IID_IUnknown) || same(iid, &IID_ICorProfilerCallback) || same(iid, &IID_ICorProfilerCallback2)) {
         *out = self;
@@ -55,7 +60,7 @@ static HRESULT create_instance(Object *self, void *outer, const GUID *iid, void 
     for (int i = 3; i < CB_SLOTS; i++) callback_slots[i] = (void *)ignore;
     callback_slots[0] = (void *)profiler_qi;
     callback_slots[1] = (void *)add_ref;
-    callback_slots[2] = (void *)release_static;
+    callback_slots[2] = (void *)release_profiler;
     set_callbacks(callback_slots);
     return profiler_qi(&profiler, iid, out);
 }
