@@ -1,7 +1,8 @@
 //! Sleeps and clocks in virtual time: on a simulated thread a sleep is a scheduling point
 //! that lets the simulation's clock pass, and every clock but the CPU-time ones reads it (the
 //! monotonic clocks from 1,000 s, as after a boot, the wall clock from
-//! 2026-01-01T00:00:00Z). `poll` with a timeout waits in virtual time too, looking at its
+//! 2026-01-01T00:00:00Z), also while the run is set up (the library's `Initialize` reads the
+//! run's start), so a clock never goes back. `poll` with a timeout waits in virtual time too, looking at its
 //! descriptors without blocking.
 
 use super::{original, CLOCK_GETTIME, CLOCK_NANOSLEEP, GETTIMEOFDAY, NANOSLEEP, POLL, SLEEP, TIME, USLEEP};
@@ -50,18 +51,24 @@ const CPU_CLOCKS: [c_int; 2] = [2, 3];
 /// `CLOCK_REALTIME` and its variants (`_COARSE`, `_ALARM`, `TAI`).
 const REALTIME_CLOCKS: [c_int; 4] = [0, 5, 8, 11];
 
-/// What simulated clock `clock` reads now.
+/// What simulated clock `clock` reads now: on a simulated thread, the run's virtual time;
+/// while a run is set up (the library's `Initialize`), its start.
 pub(super) fn simulated_clock(clock: c_int) -> Duration {
     let start = if REALTIME_CLOCKS.contains(&clock) {
         REALTIME_START
     } else {
         MONOTONIC_START
     };
-    start + SimOs::new().now()
+    start
+        + if fiber::on_fiber() {
+            SimOs::new().now()
+        } else {
+            Duration::ZERO
+        }
 }
 
 pub(super) unsafe extern "C-unwind" fn clock_gettime(clock: c_int, now: *mut Timespec) -> c_int {
-    if !fiber::on_fiber() || now.is_null() || CPU_CLOCKS.contains(&clock) {
+    if !fiber::in_process() || now.is_null() || CPU_CLOCKS.contains(&clock) {
         type F = unsafe extern "C" fn(c_int, *mut Timespec) -> c_int;
         // SAFETY: the C library's own function, with the caller's arguments.
         return unsafe { original::<F>(&CLOCK_GETTIME)(clock, now) };
@@ -133,7 +140,7 @@ pub(super) struct Timeval {
 }
 
 pub(super) unsafe extern "C-unwind" fn gettimeofday(now: *mut Timeval, zone: *mut c_void) -> c_int {
-    if !fiber::on_fiber() || now.is_null() {
+    if !fiber::in_process() || now.is_null() {
         type F = unsafe extern "C" fn(*mut Timeval, *mut c_void) -> c_int;
         // SAFETY: the C library's own function, with the caller's arguments.
         return unsafe { original::<F>(&GETTIMEOFDAY)(now, zone) };
@@ -150,7 +157,7 @@ pub(super) unsafe extern "C-unwind" fn gettimeofday(now: *mut Timeval, zone: *mu
 }
 
 pub(super) unsafe extern "C-unwind" fn time(out: *mut i64) -> i64 {
-    if !fiber::on_fiber() {
+    if !fiber::in_process() {
         // SAFETY: the C library's own function, with the caller's argument.
         return unsafe { original::<unsafe extern "C" fn(*mut i64) -> i64>(&TIME)(out) };
     }

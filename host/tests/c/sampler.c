@@ -8,6 +8,7 @@
  * then walks the copy, so a thread may be destroyed under a walk. */
 #define _DEFAULT_SOURCE
 #include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 #include "com.h"
 
@@ -43,10 +44,25 @@ static void walk(UINT_PTR thread) {
     ((Snapshot)info->vtbl[INFO_DO_STACK_SNAPSHOT])(info, thread, (void *)count_frame, 0, &frames, NULL, 0);
 }
 
+/* The monotonic clock when Initialize ran, in ms. */
+static long long initialized_at;
+
+static long long monotonic_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
 static void *sample(void *unused) {
     (void)unused;
     /* Production samplers skip their own thread; this one checks it knows it. */
     if (!pthread_equal(pthread_self(), sampler)) return NULL;
+    /* A monotonic clock that went back since Initialize breaks every timeout a profiler
+       computes: make it visible (a mutex taken twice is a fault of the run). */
+    if (monotonic_ms() < initialized_at) {
+        pthread_mutex_lock(&lock);
+        pthread_mutex_lock(&lock);
+    }
     while (!__atomic_load_n(&stop, __ATOMIC_SEQ_CST)) {
         UINT_PTR listed[MAX_THREADS];
         int n;
@@ -87,6 +103,7 @@ static HRESULT initialize(Object *self, Object *unknown) {
     if (hr != S_OK) return hr;
     hr = ((SetEventMask)info->vtbl[INFO_SET_EVENT_MASK])(info, MONITOR_THREADS | ENABLE_STACK_SNAPSHOT);
     if (hr != S_OK) return hr;
+    initialized_at = monotonic_ms();
     return pthread_create(&sampler, NULL, sample, NULL) == 0 ? S_OK : (HRESULT)0x80004005;
 }
 
