@@ -206,6 +206,20 @@ pub const IID_ICORPROFILERINFO15: Guid = Guid::new(
     0x41DD,
     [0x87, 0x2D, 0xDC, 0x71, 0x4C, 0x49, 0xEB, 0x56],
 );
+/// `IID_IMetaDataImport2`.
+pub const IID_IMETADATAIMPORT2: Guid = Guid::new(
+    0xFCE5_EFA0,
+    0x8BBA,
+    0x4F8E,
+    [0xA0, 0x36, 0x8F, 0x20, 0x22, 0xB0, 0x84, 0x66],
+);
+/// `IID_IMetaDataAssemblyImport`.
+pub const IID_IMETADATAASSEMBLYIMPORT: Guid = Guid::new(
+    0xEE62_470B,
+    0xE94B,
+    0x424E,
+    [0x9B, 0x7C, 0x2F, 0x00, 0xC9, 0x24, 0x9F, 0x93],
+);
 /// `IID_ICorProfilerThreadEnum`.
 pub const IID_ICORPROFILERTHREADENUM: Guid = Guid::new(
     0x5711_94F7,
@@ -623,7 +637,7 @@ vtable! {
 }
 
 vtable! {
-    /// `IMetaDataImport` up to `GetMethodProps` (slot 30), what naming a method needs.
+    /// `IMetaDataImport`: slots 3–64 (`GetMethodProps` is 30).
     IMetaDataImportVtbl: IUnknownVtbl {
         CloseEnum(e: *mut c_void);
         CountEnum(e: *mut c_void, count: *mut u32);
@@ -653,6 +667,75 @@ vtable! {
         FindField(type_def: u32, name: *const WCHAR, sig: *const u8, sig_len: u32, field: *mut u32);
         FindMemberRef(type_ref: u32, name: *const WCHAR, sig: *const u8, sig_len: u32, member_ref: *mut u32);
         GetMethodProps(method: u32, class: *mut u32, name: *mut WCHAR, len: u32, out_len: *mut u32, attributes: *mut u32, sig: *mut *const u8, sig_len: *mut u32, rva: *mut u32, impl_flags: *mut u32);
+        GetMemberRefProps(member_ref: u32, parent: *mut u32, name: *mut WCHAR, len: u32, out_len: *mut u32, sig: *mut *const u8, sig_len: *mut u32);
+        EnumProperties(e: *mut *mut c_void, type_def: u32, tokens: *mut u32, max: u32, count: *mut u32);
+        EnumEvents(e: *mut *mut c_void, type_def: u32, tokens: *mut u32, max: u32, count: *mut u32);
+        GetEventProps(event: u32, class: *mut u32, name: *mut WCHAR, len: u32, out_len: *mut u32, flags: *mut u32, kind: *mut u32, add: *mut u32, remove: *mut u32, fire: *mut u32, other: *mut u32, max: u32, count: *mut u32);
+        EnumMethodSemantics(e: *mut *mut c_void, method: u32, tokens: *mut u32, max: u32, count: *mut u32);
+        GetMethodSemantics(method: u32, event_prop: u32, flags: *mut u32);
+        GetClassLayout(type_def: u32, pack: *mut u32, offsets: *mut c_void, max: u32, count: *mut u32, size: *mut u32);
+        GetFieldMarshal(token: u32, sig: *mut *const u8, sig_len: *mut u32);
+        GetRVA(token: u32, rva: *mut u32, flags: *mut u32);
+        GetPermissionSetProps(token: u32, action: *mut u32, blob: *mut *const c_void, blob_len: *mut u32);
+        GetSigFromToken(token: u32, sig: *mut *const u8, sig_len: *mut u32);
+        GetModuleRefProps(module_ref: u32, name: *mut WCHAR, len: u32, out_len: *mut u32);
+        EnumModuleRefs(e: *mut *mut c_void, tokens: *mut u32, max: u32, count: *mut u32);
+        GetTypeSpecFromToken(type_spec: u32, sig: *mut *const u8, sig_len: *mut u32);
+        GetNameFromToken(token: u32, name: *mut *const u8);
+        EnumUnresolvedMethods(e: *mut *mut c_void, tokens: *mut u32, max: u32, count: *mut u32);
+        GetUserString(token: u32, text: *mut WCHAR, len: u32, out_len: *mut u32);
+        GetPinvokeMap(token: u32, flags: *mut u32, name: *mut WCHAR, len: u32, out_len: *mut u32, module_ref: *mut u32);
+        EnumSignatures(e: *mut *mut c_void, tokens: *mut u32, max: u32, count: *mut u32);
+        EnumTypeSpecs(e: *mut *mut c_void, tokens: *mut u32, max: u32, count: *mut u32);
+        EnumUserStrings(e: *mut *mut c_void, tokens: *mut u32, max: u32, count: *mut u32);
+        GetParamForMethodIndex(method: u32, index: u32, param: *mut u32);
+        EnumCustomAttributes(e: *mut *mut c_void, scope: u32, kind: u32, tokens: *mut u32, max: u32, count: *mut u32);
+        GetCustomAttributeProps(attribute: u32, scope: *mut u32, kind: *mut u32, blob: *mut *const c_void, blob_len: *mut u32);
+        FindTypeRef(scope: u32, name: *const WCHAR, type_ref: *mut u32);
+        GetMemberProps(member: u32, class: *mut u32, name: *mut WCHAR, len: u32, out_len: *mut u32, attributes: *mut u32, sig: *mut *const u8, sig_len: *mut u32, rva: *mut u32, impl_flags: *mut u32, kind: *mut u32, value: *mut *const c_void, value_len: *mut u32);
+        GetFieldProps(field: u32, class: *mut u32, name: *mut WCHAR, len: u32, out_len: *mut u32, attributes: *mut u32, sig: *mut *const u8, sig_len: *mut u32, kind: *mut u32, value: *mut *const c_void, value_len: *mut u32);
+        GetPropertyProps(property: u32, class: *mut u32, name: *mut WCHAR, len: u32, out_len: *mut u32, flags: *mut u32, sig: *mut *const u8, sig_len: *mut u32, kind: *mut u32, value: *mut *const c_void, value_len: *mut u32, setter: *mut u32, getter: *mut u32, other: *mut u32, max: u32, count: *mut u32);
+        GetParamProps(param: u32, method: *mut u32, sequence: *mut u32, name: *mut WCHAR, len: u32, out_len: *mut u32, attributes: *mut u32, kind: *mut u32, value: *mut *const c_void, value_len: *mut u32);
+        GetCustomAttributeByName(scope: u32, name: *const WCHAR, data: *mut *const c_void, data_len: *mut u32);
+        IsValidToken(token: u32);
+        GetNestedClassProps(nested: u32, enclosing: *mut u32);
+        GetNativeCallConvFromSig(sig: *const c_void, sig_len: u32, convention: *mut u32);
+        IsGlobal(token: u32, global: *mut i32);
+    }
+}
+
+vtable! {
+    /// `IMetaDataImport2`: `IMetaDataImport` (slots 3–64) and slots 65–72, generics and the
+    /// metadata version.
+    IMetaDataImport2Vtbl: IMetaDataImportVtbl {
+        EnumGenericParams(e: *mut *mut c_void, token: u32, params: *mut u32, max: u32, count: *mut u32);
+        GetGenericParamProps(param: u32, sequence: *mut u32, flags: *mut u32, owner: *mut u32, reserved: *mut u32, name: *mut WCHAR, len: u32, out_len: *mut u32);
+        GetMethodSpecProps(method_spec: u32, parent: *mut u32, sig: *mut *const u8, sig_len: *mut u32);
+        EnumGenericParamConstraints(e: *mut *mut c_void, param: u32, constraints: *mut u32, max: u32, count: *mut u32);
+        GetGenericParamConstraintProps(constraint: u32, param: *mut u32, kind: *mut u32);
+        GetPEKind(kind: *mut u32, machine: *mut u32);
+        GetVersionString(text: *mut WCHAR, len: u32, out_len: *mut u32);
+        EnumMethodSpecs(e: *mut *mut c_void, token: u32, specs: *mut u32, max: u32, count: *mut u32);
+    }
+}
+
+vtable! {
+    /// `IMetaDataAssemblyImport`: the manifest of a module's assembly (slots 3–16).
+    IMetaDataAssemblyImportVtbl: IUnknownVtbl {
+        GetAssemblyProps(assembly: u32, key: *mut *const c_void, key_len: *mut u32, hash: *mut u32, name: *mut WCHAR, len: u32, out_len: *mut u32, metadata: *mut c_void, flags: *mut u32);
+        GetAssemblyRefProps(assembly_ref: u32, key: *mut *const c_void, key_len: *mut u32, name: *mut WCHAR, len: u32, out_len: *mut u32, metadata: *mut c_void, hash: *mut *const c_void, hash_len: *mut u32, flags: *mut u32);
+        GetFileProps(file: u32, name: *mut WCHAR, len: u32, out_len: *mut u32, hash: *mut *const c_void, hash_len: *mut u32, flags: *mut u32);
+        GetExportedTypeProps(exported: u32, name: *mut WCHAR, len: u32, out_len: *mut u32, implementation: *mut u32, type_def: *mut u32, flags: *mut u32);
+        GetManifestResourceProps(resource: u32, name: *mut WCHAR, len: u32, out_len: *mut u32, implementation: *mut u32, offset: *mut u32, flags: *mut u32);
+        EnumAssemblyRefs(e: *mut *mut c_void, tokens: *mut u32, max: u32, count: *mut u32);
+        EnumFiles(e: *mut *mut c_void, tokens: *mut u32, max: u32, count: *mut u32);
+        EnumExportedTypes(e: *mut *mut c_void, tokens: *mut u32, max: u32, count: *mut u32);
+        EnumManifestResources(e: *mut *mut c_void, tokens: *mut u32, max: u32, count: *mut u32);
+        GetAssemblyFromScope(assembly: *mut u32);
+        FindExportedTypeByName(name: *const WCHAR, enclosing: u32, exported: *mut u32);
+        FindManifestResourceByName(name: *const WCHAR, resource: *mut u32);
+        CloseEnum(e: *mut c_void);
+        FindAssembliesByName(app_base: *const WCHAR, private_bin: *const WCHAR, name: *const WCHAR, assemblies: *mut *mut c_void, max: u32, count: *mut u32);
     }
 }
 
@@ -710,6 +793,24 @@ mod tests {
         assert_eq!(size_of::<Callback>(), 80 * 8);
         assert_eq!(slot(offset_of!(IMetaDataImportVtbl, GetTypeDefProps)), 12);
         assert_eq!(slot(offset_of!(IMetaDataImportVtbl, GetMethodProps)), 30);
+        assert_eq!(slot(offset_of!(IMetaDataImportVtbl, GetNestedClassProps)), 62);
+        assert_eq!(size_of::<IMetaDataImportVtbl>(), 65 * 8);
+        assert_eq!(slot(offset_of!(IMetaDataImport2Vtbl, GetVersionString)), 71);
+        assert_eq!(size_of::<IMetaDataImport2Vtbl>(), 73 * 8);
+        assert_eq!(
+            slot(offset_of!(IMetaDataAssemblyImportVtbl, GetAssemblyFromScope)),
+            12
+        );
+        assert_eq!(size_of::<IMetaDataAssemblyImportVtbl>(), 17 * 8);
+        type Later = ICorProfilerInfo15Vtbl;
+        assert_eq!(
+            slot(offset_of!(Later, base.base.base.base.GetEnvironmentVariable)),
+            99
+        );
+        assert_eq!(slot(offset_of!(Later, base.base.base.EventPipeStartSession)), 101);
+        assert_eq!(slot(offset_of!(Later, base.base.CreateHandle)), 108);
+        assert_eq!(slot(offset_of!(Later, base.EnumerateNonGCObjects)), 111);
+        assert_eq!(slot(offset_of!(Later, EnumerateGCHeapObjects)), 114);
         assert_eq!(
             slot(offset_of!(ICorProfilerInfo4Vtbl, InitializeCurrentThread)),
             72

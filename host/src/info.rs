@@ -67,14 +67,31 @@ impl InfoObject {
         self as *const InfoObject as *mut c_void
     }
 
-    /// The `IMetaDataImport` object for `import`, created on first use.
-    fn import_object(&self, import: Arc<dyn MetaDataImport>) -> *mut c_void {
+    /// The metadata object for `import` (of module `module`), created on first use, handed
+    /// out for `riid` through `out`.
+    ///
+    /// # Safety
+    /// `riid` is NULL or valid; `out` is valid.
+    unsafe fn import_object(
+        &self,
+        import: Arc<dyn MetaDataImport>,
+        module: ModuleId,
+        riid: *const Guid,
+        out: *mut *mut c_void,
+    ) -> HRESULT {
         let mut imports = self.imports.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(o) = imports.iter().find(|o| o.serves(&import)) {
-            return o.hand_out();
+        if !imports.iter().any(|o| o.serves(&import)) {
+            let assembly = self
+                .rt
+                .get_module_info2(module)
+                .and_then(|m| self.rt.get_assembly_info(m.assembly_id))
+                .map(|a| a.name)
+                .unwrap_or_default();
+            imports.push(ImportObject::new(import.clone(), assembly, self.misuse.clone()));
         }
-        imports.push(ImportObject::new(import, self.misuse.clone()));
-        imports.last().map_or(std::ptr::null_mut(), |o| o.hand_out())
+        let o = imports.iter().find(|o| o.serves(&import)).expect("just added");
+        // SAFETY: per the contract.
+        unsafe { crate::import::query(o, riid, out) }
     }
 }
 
@@ -298,24 +315,6 @@ unsafe extern "system-unwind" fn set_event_mask(this: *mut c_void, events: u32) 
     unsafe { with(this, |o| hr(o.rt.set_event_mask(events))) }
 }
 
-/// Hands out the `IMetaDataImport` object for `import` through `out`, for IID `riid`.
-///
-/// # Safety
-/// `riid` is NULL or valid; `out` is valid.
-unsafe fn hand_out_import(
-    o: &InfoObject,
-    import: Arc<dyn MetaDataImport>,
-    riid: *const Guid,
-    out: *mut *mut c_void,
-) -> HRESULT {
-    // SAFETY: per the contract.
-    unsafe {
-        query_interface_of(riid, out, &[IID_IUNKNOWN, IID_IMETADATAIMPORT], || {
-            o.import_object(import)
-        })
-    }
-}
-
 unsafe extern "system-unwind" fn get_token_and_metadata_from_function(
     this: *mut c_void,
     function: UintPtr,
@@ -327,13 +326,17 @@ unsafe extern "system-unwind" fn get_token_and_metadata_from_function(
     unsafe {
         answer(
             this,
-            |o| o.rt.get_token_and_metadata_from_function(fid(function)),
-            |o, (md, t)| {
+            |o| {
+                let (md, t) = o.rt.get_token_and_metadata_from_function(fid(function))?;
+                let module = o.rt.get_function_info(fid(function))?.module_id;
+                Ok((md, t, module))
+            },
+            |o, (md, t, module)| {
                 put(token, t);
                 if import.is_null() {
                     hr(HResult::S_OK)
                 } else {
-                    hand_out_import(o, md, riid, import)
+                    o.import_object(md, module, riid, import)
                 }
             },
         )
@@ -436,7 +439,7 @@ unsafe extern "system-unwind" fn get_module_metadata(
                     out.write(std::ptr::null_mut());
                     hr(e)
                 }
-                Ok(md) => hand_out_import(o, md, riid, out),
+                Ok(md) => o.import_object(md, ModuleId(module as u64), riid, out),
             }
         })
     }

@@ -111,7 +111,7 @@ fn a_c_profiler_walks_and_names_its_frames_through_metadata() {
     );
     assert_eq!(
         text_of(&hosted, "walker_result"),
-        "Shop.Cart::Add\nProgram::Compare\n<native>\nProgram::Main\n<native>\nmodule /app/Shop.dll\n"
+        "Shop.Cart::Add\nProgram::Compare\n<native>\nProgram::Main\n<native>\nmodule /app/Shop.dll\nmetadata v4.0.30319\nassembly Shop\n"
     );
     assert!(hosted.misuse().is_empty(), "{:?}", hosted.misuse());
     let shutdowns = |h: &Hosted| {

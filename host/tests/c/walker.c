@@ -11,10 +11,13 @@
 static const GUID CLSID_WALKER = {0x1b9e9f2c, 0x5e3d, 0x4c55, {0x9a, 0x11, 0x2f, 0x60, 0x7d, 0x31, 0x42, 0x0b}};
 static const GUID IID_ICorProfilerInfo3 = {0xB555ED4F, 0x452A, 0x4E54, {0x8B, 0x39, 0xB5, 0x36, 0x0B, 0xAD, 0x32, 0xA0}};
 static const GUID IID_IMetaDataImport = {0x7DAC8207, 0xD3AE, 0x4C75, {0x9B, 0x67, 0x92, 0x80, 0x1A, 0x49, 0x7D, 0x44}};
+static const GUID IID_IMetaDataImport2 = {0xFCE5EFA0, 0x8BBA, 0x4F8E, {0xA0, 0x36, 0x8F, 0x20, 0x22, 0xB0, 0x84, 0x66}};
+static const GUID IID_IMetaDataAssemblyImport = {0xEE62470B, 0xE94B, 0x424E, {0x9B, 0x7C, 0x2F, 0x00, 0xC9, 0x24, 0x9F, 0x93}};
 
 enum { INFO_GET_FUNCTION_INFO = 15, INFO_SET_EVENT_MASK = 16, INFO_GET_TOKEN_AND_METADATA = 19,
-       INFO_GET_MODULE_INFO = 20, INFO_DO_STACK_SNAPSHOT = 36 };
-enum { MD_GET_TYPE_DEF_PROPS = 12, MD_GET_METHOD_PROPS = 30 };
+       INFO_GET_MODULE_INFO = 20, INFO_GET_MODULE_METADATA = 21, INFO_DO_STACK_SNAPSHOT = 36 };
+enum { MD_GET_TYPE_DEF_PROPS = 12, MD_GET_METHOD_PROPS = 30, MD2_GET_VERSION_STRING = 71 };
+enum { MDA_GET_ASSEMBLY_PROPS = 3, MDA_GET_ASSEMBLY_FROM_SCOPE = 12 };
 enum { CB_OBJECT_ALLOCATED = 50 };
 
 #define ENABLE_STACK_SNAPSHOT 0x10000000u
@@ -72,6 +75,44 @@ static void name_function(UINT_PTR function) {
     append(line);
 }
 
+/* The module's assembly, named as production profilers do: GetModuleMetaData for
+   IMetaDataImport2, QueryInterface for IMetaDataAssemblyImport, GetAssemblyFromScope,
+   GetAssemblyProps; and the metadata version string (IMetaDataImport2::GetVersionString). */
+static void name_assembly(UINT_PTR module) {
+    typedef HRESULT (*ModuleMetaData)(Object *, UINT_PTR, uint32_t, const GUID *, Object **);
+    typedef HRESULT (*QueryInterface)(Object *, const GUID *, void **);
+    typedef HRESULT (*FromScope)(Object *, uint32_t *);
+    typedef HRESULT (*AssemblyProps)(Object *, uint32_t, const void **, uint32_t *, uint32_t *, WCHAR *, uint32_t,
+                                     uint32_t *, void *, uint32_t *);
+    typedef HRESULT (*VersionString)(Object *, WCHAR *, uint32_t, uint32_t *);
+    Object *import = NULL, *assembly = NULL;
+    uint32_t token = 0, len = 0;
+    WCHAR name[256];
+    char text[300];
+    if (((ModuleMetaData)info->vtbl[INFO_GET_MODULE_METADATA])(info, module, 0, &IID_IMetaDataImport2, &import) != S_OK) {
+        append("<no IMetaDataImport2>");
+        return;
+    }
+    if (((VersionString)import->vtbl[MD2_GET_VERSION_STRING])(import, name, 256, &len) == S_OK) {
+        strcpy(text, "metadata ");
+        narrow(name, text + 9, sizeof text - 9);
+        append(text);
+    }
+    if (((QueryInterface)import->vtbl[SLOT_QI])(import, &IID_IMetaDataAssemblyImport, (void **)&assembly) != S_OK) {
+        release(import);
+        append("<no IMetaDataAssemblyImport>");
+        return;
+    }
+    if (((FromScope)assembly->vtbl[MDA_GET_ASSEMBLY_FROM_SCOPE])(assembly, &token) == S_OK &&
+        ((AssemblyProps)assembly->vtbl[MDA_GET_ASSEMBLY_PROPS])(assembly, token, NULL, NULL, NULL, name, 256, &len, NULL, NULL) == S_OK) {
+        strcpy(text, "assembly ");
+        narrow(name, text + 9, sizeof text - 9);
+        append(text);
+    }
+    release(assembly);
+    release(import);
+}
+
 typedef struct { UINT_PTR functions[64]; int count; } Walk;
 
 static HRESULT on_frame(UINT_PTR function, UINT_PTR ip, UINT_PTR frame_info, uint32_t context_size,
@@ -108,6 +149,7 @@ static HRESULT object_allocated(Object *self, UINT_PTR object, UINT_PTR class_id
             narrow(name, text + 7, sizeof text - 7);
             append(text);
         }
+        name_assembly(module);
     }
     return S_OK;
 }
