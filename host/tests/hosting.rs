@@ -914,3 +914,58 @@ fn later_info_interfaces_are_offered_and_the_runtime_says_which_it_is() {
         (unknown.Release)(info);
     }
 }
+
+/// A production-style C++17 sampler (`tests/c/cxx_sampler.cpp`) built with its own flags,
+/// `-static-libstdc++ -static-libgcc`, hosted unchanged in workers.
+mod production_cxx {
+    use corprof::com::Guid;
+    use sim_clr::process::{Process, Strategy};
+    use sim_clr::scenario::Scenario;
+    use simclr_host::isolation::Forked;
+    use std::path::{Path, PathBuf};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    const CLSID: Guid = Guid::new(
+        0x2c0f_6a1e,
+        0x7b3d,
+        0x4e21,
+        [0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0x88, 0x01],
+    );
+
+    fn library() -> PathBuf {
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/cxx_sampler.cpp");
+        fixtures::c_library::build_with(
+            &source,
+            &Path::new(env!("CARGO_TARGET_TMPDIR")).join("c-profilers"),
+            &["-static-libstdc++", "-static-libgcc"],
+        )
+    }
+
+    #[test]
+    fn a_static_libstdcxx_sampler_runs_1000_schedules_and_names_its_frames() {
+        let library = library();
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cxx_sampler.out");
+        let _ = std::fs::remove_file(&out);
+        // Read by the library at Shutdown, in each run's worker.
+        std::env::set_var("CXX_SAMPLER_OUT", &out);
+        let text = include_str!("c/cxx_sampler.toml");
+        let mut p = Process::new(Scenario::parse("cxx_sampler.toml", text).unwrap());
+        let forked = Forked::new(&library, Duration::from_secs(30)).unwrap();
+        p.load(simclr_host::isolated_loader(&library, CLSID, &forked).expect("it hosts"));
+        p.isolate(Arc::new(forked));
+        let report = p.explore(Strategy::Pct(3), 1_000, 1, |_, _| {});
+        assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"], "{report:?}");
+        let seen = std::fs::read_to_string(&out).unwrap();
+        let runs = seen.lines().filter(|l| l.starts_with("samples ")).count();
+        assert_eq!(runs, 1_000, "every run shut the profiler down and reported");
+        let sampled = seen
+            .lines()
+            .filter(|l| l.starts_with("samples ") && *l != "samples 0")
+            .count();
+        assert!(sampled > 100, "{sampled} runs took a sample");
+        for name in ["frame App::Main", "frame App.Work::Run"] {
+            assert!(seen.lines().any(|l| l == name), "{name} in {seen:.500}");
+        }
+    }
+}
