@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "com.h"
+#include "../../../include/simclr_com.h"
 
 namespace {
 

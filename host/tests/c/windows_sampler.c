@@ -13,7 +13,7 @@
 #include <pthread.h>
 #include <time.h>
 #include <unistd.h>
-#include "com.h"
+#include "../../../include/simclr_com.h"
 #include "../../../include/simclr_os.h"
 
 static const GUID CLSID_CORRECT = {0x2c0f6a1e, 0x7b3d, 0x4e21, {0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0x77, 0x01}};

@@ -1,10 +1,12 @@
-/* What a profiler written in C needs of COM, shared by the test profilers: the types, the
- * IIDs, a callback object whose slots answer S_OK unless the profiler sets them, and its class
- * factory. A profiler including this file defines set_callbacks(), which fills the slots it
- * handles, and DllGetClassObject, which hands out `factory` for the CLSIDs it answers to.
- * Slots are the profiling API's vtable indices. */
-#ifndef TEST_COM_H
-#define TEST_COM_H
+/* simclr_com.h: what a profiler written in C (or C++, without CoreCLR's corprof.h) needs of
+ * COM to be hosted by simclr or loaded by CoreCLR: the types, the IIDs, a callback object whose
+ * slots answer S_OK unless the profiler sets them, and its class factory. A profiler including
+ * this file (in one translation unit: it defines static objects) defines set_callbacks(),
+ * which fills the slots it handles, and DllGetClassObject, which hands out `factory` for the
+ * CLSIDs it answers to. Slots are the profiling API's vtable indices; profiler_releases()
+ * counts the Releases of the profiler object. The test profilers of host/tests/c use it. */
+#ifndef SIMCLR_COM_H
+#define SIMCLR_COM_H
 
 #include <stdint.h>
 #include <string.h>
