@@ -77,6 +77,16 @@ fn build_file(file: &str) -> PathBuf {
     )
 }
 
+/// The CLSID of class `n` of test profiler `group` of `tests/c` (`…4455 01`: sampler.c's first).
+const fn test_class(group: u8, n: u8) -> Guid {
+    Guid::new(
+        0x2c0f_6a1e,
+        0x7b3d,
+        0x4e21,
+        [0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, group, n],
+    )
+}
+
 fn walker() -> &'static Path {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| build("walker"))
@@ -606,19 +616,9 @@ mod in_process {
     use std::sync::OnceLock;
 
     /// Walks while holding the mutex ThreadDestroyed takes.
-    const LOCKED: Guid = Guid::new(
-        0x2c0f_6a1e,
-        0x7b3d,
-        0x4e21,
-        [0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0x55, 0x01],
-    );
+    const LOCKED: Guid = super::test_class(0x55, 0x01);
     /// Walks a copy of the thread list after releasing the mutex.
-    const UNLOCKED: Guid = Guid::new(
-        0x2c0f_6a1e,
-        0x7b3d,
-        0x4e21,
-        [0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0x55, 0x02],
-    );
+    const UNLOCKED: Guid = super::test_class(0x55, 0x02);
 
     /// Two managed threads that exit, and the thread the profiler creates.
     const PROCESS: &str = include_str!("c/sampler.toml");
@@ -712,19 +712,9 @@ mod isolated {
     use std::time::Duration;
 
     /// Re-reads a slot ThreadDestroyed may have cleared during the walk.
-    const RACE: Guid = Guid::new(
-        0x2c0f_6a1e,
-        0x7b3d,
-        0x4e21,
-        [0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0x66, 0x01],
-    );
+    const RACE: Guid = super::test_class(0x66, 0x01);
     /// Also blocks its sampler thread in a read nobody ends.
-    const BLOCKS: Guid = Guid::new(
-        0x2c0f_6a1e,
-        0x7b3d,
-        0x4e21,
-        [0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0x66, 0x02],
-    );
+    const BLOCKS: Guid = super::test_class(0x66, 0x02);
 
     fn library() -> &'static PathBuf {
         static LIBRARY: OnceLock<PathBuf> = OnceLock::new();
@@ -776,12 +766,7 @@ mod isolated {
     #[test]
     fn dfs_goes_on_in_workers_as_in_one_process() {
         let text = include_str!("c/sampler.toml");
-        let clsid = Guid::new(
-            0x2c0f_6a1e,
-            0x7b3d,
-            0x4e21,
-            [0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0x55, 0x01],
-        );
+        let clsid = super::test_class(0x55, 0x01);
         let sampler = build("sampler");
         let mut here = Process::new(Scenario::parse("sampler.toml", text).unwrap());
         here.load(simclr_host::loader(&sampler, clsid).unwrap());
@@ -806,12 +791,7 @@ mod windows_design {
     use std::sync::OnceLock;
 
     const fn class(last: u8) -> Guid {
-        Guid::new(
-            0x2c0f_6a1e,
-            0x7b3d,
-            0x4e21,
-            [0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0x77, last],
-        )
+        super::test_class(0x77, last)
     }
 
     fn process(clsid: Guid) -> Process {
@@ -926,12 +906,7 @@ mod production_cxx {
     use std::sync::Arc;
     use std::time::Duration;
 
-    const CLSID: Guid = Guid::new(
-        0x2c0f_6a1e,
-        0x7b3d,
-        0x4e21,
-        [0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0x88, 0x01],
-    );
+    const CLSID: Guid = super::test_class(0x88, 0x01);
 
     fn library() -> PathBuf {
         let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/cxx_sampler.cpp");
