@@ -23,19 +23,8 @@ use std::sync::{Arc, Mutex};
 /// is loaded and its profiler object created (and released) here, so a library that cannot
 /// be hosted is an error now, not in the middle of an exploration.
 pub fn loader(path: &Path, clsid: Guid) -> Result<Loader, HostError> {
-    let (_library, profiler) = from_fresh_copy(path, |copy| crate::create(copy, clsid))?;
-    // SAFETY: `create` returned a live COM object with the one reference released here.
-    crate::callback::as_runtime_thread(|| unsafe { (crate::unknown(profiler).Release)(profiler) });
-    let path = path.to_path_buf();
-    Ok(Arc::new(move |rt: &Arc<Runtime>| {
-        match attach(&path, clsid, rt, true) {
-            Ok(loaded) => loaded,
-            Err(e) => panic!(
-                "hosting a fresh copy of {} failed after a first copy loaded: {e}",
-                path.display()
-            ),
-        }
-    }))
+    from_fresh_copy(path, |copy| hostable(copy, clsid))?;
+    Ok(per_run(path, clsid, true))
 }
 
 /// A [`Loader`] for runs isolated in workers ([`crate::isolation::Forked`], which the
@@ -48,42 +37,40 @@ pub fn isolated_loader(
     clsid: Guid,
     isolation: &crate::isolation::Forked,
 ) -> Result<Loader, HostError> {
-    let checked = isolation.call(|| {
-        crate::create(path, clsid)
-            .map(|(_library, profiler)| {
-                // SAFETY: `create` returned a live COM object with the one reference released here.
-                crate::callback::as_runtime_thread(|| unsafe {
-                    (crate::unknown(profiler).Release)(profiler)
-                });
-            })
-            .map_err(|e| e.to_string())
-    });
-    match checked {
-        Ok(Ok(())) => {}
-        Ok(Err(message)) => {
-            return Err(HostError::Load {
-                path: path.to_path_buf(),
-                message,
-            })
-        }
+    let failed = |message: String| HostError::Load {
+        path: path.to_path_buf(),
+        message,
+    };
+    match isolation.call(|| hostable(path, clsid).map_err(|e| e.to_string())) {
+        Ok(result) => result.map_err(failed)?,
         Err(death) => {
-            return Err(HostError::Load {
-                path: path.to_path_buf(),
-                message: format!(
-                    "loading it killed the process ({:?}): {}",
-                    death.how,
-                    death.stderr.trim()
-                ),
-            })
+            return Err(failed(format!(
+                "loading it killed the process ({:?}): {}",
+                death.how,
+                death.stderr.trim()
+            )))
         }
     }
+    Ok(per_run(path, clsid, false))
+}
+
+/// Loads the library at `path` and creates its profiler object, then releases it: whether
+/// the library can be hosted at all.
+fn hostable(path: &Path, clsid: Guid) -> Result<(), HostError> {
+    let (_library, profiler) = crate::create(path, clsid)?;
+    // SAFETY: `create` returned a live COM object with the one reference released here.
+    crate::callback::as_runtime_thread(|| unsafe { (crate::unknown(profiler).Release)(profiler) });
+    Ok(())
+}
+
+/// The loader of every run: [`attach`] (on a fresh copy, with `copy`); a library that loaded
+/// once and then fails is a bug of the host, not an outcome.
+fn per_run(path: &Path, clsid: Guid, copy: bool) -> Loader {
     let path = path.to_path_buf();
-    Ok(Arc::new(move |rt: &Arc<Runtime>| {
-        match attach(&path, clsid, rt, false) {
-            Ok(loaded) => loaded,
-            Err(e) => panic!("hosting {} failed after it loaded once: {e}", path.display()),
-        }
-    }))
+    Arc::new(move |rt: &Arc<Runtime>| match attach(&path, clsid, rt, copy) {
+        Ok(loaded) => loaded,
+        Err(e) => panic!("hosting {} failed after it loaded once: {e}", path.display()),
+    })
 }
 
 /// Loads the library (a fresh copy of it, with `copy`) and attaches its profiler to `rt`: the
@@ -105,7 +92,7 @@ fn attach(path: &Path, clsid: Guid, rt: &Arc<Runtime>, copy: bool) -> Result<Loa
     Ok(Loaded {
         profiler,
         at_exit: Some(Arc::new(move || {
-            // Dropped here: Shutdown, then the last Release.
+            // Dropped here: Shutdown (and no Release, as at a real process's exit).
             drop(hosted.take());
         })),
         ..Loaded::default()

@@ -67,31 +67,37 @@ impl InfoObject {
         self as *const InfoObject as *mut c_void
     }
 
-    /// The metadata object for `import` (of module `module`), created on first use, handed
-    /// out for `riid` through `out`.
+    /// The metadata object for `import`, created on first use, handed out for `riid` through
+    /// `out`.
     ///
     /// # Safety
     /// `riid` is NULL or valid; `out` is valid.
     unsafe fn import_object(
         &self,
         import: Arc<dyn MetaDataImport>,
-        module: ModuleId,
         riid: *const Guid,
         out: *mut *mut c_void,
     ) -> HRESULT {
         let mut imports = self.imports.lock().unwrap_or_else(|e| e.into_inner());
-        if !imports.iter().any(|o| o.serves(&import)) {
-            let assembly = self
-                .rt
-                .get_module_info2(module)
-                .and_then(|m| self.rt.get_assembly_info(m.assembly_id))
-                .map(|a| a.name)
-                .unwrap_or_default();
-            imports.push(ImportObject::new(import.clone(), assembly, self.misuse.clone()));
-        }
-        let o = imports.iter().find(|o| o.serves(&import)).expect("just added");
+        let at = match imports.iter().position(|o| o.serves(&import)) {
+            Some(at) => at,
+            None => {
+                // The module's assembly, read from the runtime's metadata (no API call: none
+                // may be made while this lock is held, as each is a scheduling point).
+                let assembly = self.rt.with_code(|code| {
+                    let modules = code.metadata().modules();
+                    modules
+                        .iter()
+                        .find(|m| std::ptr::addr_eq(Arc::as_ptr(&m.import), Arc::as_ptr(&import)))
+                        .map(|m| m.assembly_name().to_string())
+                        .unwrap_or_default()
+                });
+                imports.push(ImportObject::new(import, assembly, self.misuse.clone()));
+                imports.len() - 1
+            }
+        };
         // SAFETY: per the contract.
-        unsafe { crate::import::query(o, riid, out) }
+        unsafe { crate::import::query(&imports[at], riid, out) }
     }
 }
 
@@ -326,17 +332,13 @@ unsafe extern "system-unwind" fn get_token_and_metadata_from_function(
     unsafe {
         answer(
             this,
-            |o| {
-                let (md, t) = o.rt.get_token_and_metadata_from_function(fid(function))?;
-                let module = o.rt.get_function_info(fid(function))?.module_id;
-                Ok((md, t, module))
-            },
-            |o, (md, t, module)| {
+            |o| o.rt.get_token_and_metadata_from_function(fid(function)),
+            |o, (md, t)| {
                 put(token, t);
                 if import.is_null() {
                     hr(HResult::S_OK)
                 } else {
-                    o.import_object(md, module, riid, import)
+                    o.import_object(md, riid, import)
                 }
             },
         )
@@ -439,7 +441,7 @@ unsafe extern "system-unwind" fn get_module_metadata(
                     out.write(std::ptr::null_mut());
                     hr(e)
                 }
-                Ok(md) => o.import_object(md, ModuleId(module as u64), riid, out),
+                Ok(md) => o.import_object(md, riid, out),
             }
         })
     }

@@ -50,11 +50,7 @@ impl Forked {
         T: serde::Serialize + serde::de::DeserializeOwned,
         F: FnOnce() -> T,
     {
-        let ended = in_worker(self.timeout, f)?;
-        ended.result.ok_or(Death {
-            how: Ending::Exited(ended.status),
-            stderr: ended.stderr,
-        })
+        in_worker(self.timeout, f).map(|(result, _stderr)| result)
     }
 }
 
@@ -75,22 +71,10 @@ impl Isolation for Forked {
         });
         let choices = self.record.replay_into(chooser)?;
         match ended {
-            Ok(Ended {
-                result: Some(report),
-                stderr,
-                ..
-            }) => {
+            Ok((report, stderr)) => {
                 eprint!("{stderr}");
                 report.map_err(ScheduleError)
             }
-            Ok(Ended { status, stderr, .. }) => Ok(died(
-                &self.library,
-                Death {
-                    how: Ending::Exited(status),
-                    stderr,
-                },
-                choices,
-            )),
             Err(death) => Ok(died(&self.library, death, choices)),
         }
     }
@@ -345,18 +329,9 @@ impl Drop for Record {
     }
 }
 
-/// What a worker that ended by itself left.
-struct Ended<T> {
-    /// Its result, if it wrote one.
-    result: Option<T>,
-    /// Its exit status.
-    status: i32,
-    /// Its standard error.
-    stderr: String,
-}
-
-/// Runs `f` in a forked worker; its result comes back as JSON down a pipe.
-fn in_worker<T, F>(timeout: Duration, f: F) -> Result<Ended<T>, Death>
+/// Runs `f` in a forked worker; its result comes back as JSON down a pipe, with what the
+/// worker wrote to stderr. A worker that leaves no result is a [`Death`].
+fn in_worker<T, F>(timeout: Duration, f: F) -> Result<(T, String), Death>
 where
     T: serde::Serialize + serde::de::DeserializeOwned,
     F: FnOnce() -> T,
@@ -416,11 +391,13 @@ where
             stderr,
         });
     }
-    Ok(Ended {
-        result: serde_json::from_slice(&result).ok(),
-        status: libc::WEXITSTATUS(status),
-        stderr,
-    })
+    match serde_json::from_slice(&result) {
+        Ok(result) => Ok((result, stderr)),
+        Err(_) => Err(Death {
+            how: Ending::Exited(libc::WEXITSTATUS(status)),
+            stderr,
+        }),
+    }
 }
 
 fn os_death(e: std::io::Error) -> Death {

@@ -44,16 +44,26 @@ fn wait_for(
     let os = SimOs::new();
     loop {
         let (id, generation) = cond(&os, kind, object);
-        // SAFETY: `word` is the object's first word; only this simulated thread runs now.
-        let now = unsafe { word.read_volatile() };
-        if let Some(next) = take(now) {
-            // SAFETY: as above.
-            unsafe { word.write_volatile(next) };
+        if try_take(word, &take) {
             return true;
         }
         if !os.cond_wait(id, generation, timeout) {
             return false;
         }
+    }
+}
+
+/// Changes the word at `word` as `take` says, if it says so (true); on a simulated thread,
+/// where only this thread runs until its next scheduling point.
+fn try_take(word: *mut u64, take: impl Fn(u64) -> Option<u64>) -> bool {
+    // SAFETY: `word` is a redirected object's first word, its caller's.
+    match take(unsafe { word.read_volatile() }) {
+        Some(next) => {
+            // SAFETY: as above.
+            unsafe { word.write_volatile(next) };
+            true
+        }
+        None => false,
     }
 }
 
@@ -86,15 +96,12 @@ unsafe fn rwlock(
     let word = lock.cast::<u64>();
     if wait {
         wait_for(RWLOCK, lock, word, Duration::MAX, take);
-        return 0;
+        0
+    } else if try_take(word, take) {
+        0
+    } else {
+        EBUSY
     }
-    // SAFETY: the lock's first word; only this simulated thread runs now.
-    match take(unsafe { word.read_volatile() }) {
-        // SAFETY: as above.
-        Some(next) => unsafe { word.write_volatile(next) },
-        None => return EBUSY,
-    }
-    0
 }
 
 fn read_lock(word: u64) -> Option<u64> {
@@ -229,15 +236,10 @@ pub(super) unsafe extern "C-unwind" fn sem_trywait(sem: *mut c_void) -> c_int {
         // SAFETY: the C library's own function, with the caller's argument.
         return unsafe { original::<LockFn>(&SEM_TRYWAIT)(sem) };
     }
-    let word = sem.cast::<u64>();
-    // SAFETY: the caller's sem_t; only this simulated thread runs now.
-    match sem_take(unsafe { word.read_volatile() }) {
-        Some(next) => {
-            // SAFETY: as above.
-            unsafe { word.write_volatile(next) };
-            0
-        }
-        None => fail(EAGAIN),
+    if try_take(sem.cast(), sem_take) {
+        0
+    } else {
+        fail(EAGAIN)
     }
 }
 
@@ -261,9 +263,7 @@ pub(super) unsafe extern "C-unwind" fn sem_post(sem: *mut c_void) -> c_int {
         // SAFETY: the C library's own function, with the caller's argument.
         return unsafe { original::<LockFn>(&SEM_POST)(sem) };
     }
-    let word = sem.cast::<u64>();
-    // SAFETY: the caller's sem_t; only this simulated thread runs now.
-    unsafe { word.write_volatile((word.read_volatile() & u64::from(u32::MAX)) + 1) };
+    try_take(sem.cast(), |word| Some((word & u64::from(u32::MAX)) + 1));
     wake(SEMAPHORE, sem);
     0
 }

@@ -54,6 +54,16 @@ pub struct ModuleDef {
     pub import: Arc<ModuleImport>,
 }
 
+impl ModuleDef {
+    /// Its assembly's simple name: the file name without its folders and `.dll` or `.exe`.
+    pub fn assembly_name(&self) -> &str {
+        let name = self.name.rsplit(['/', '\\']).next().unwrap_or(&self.name);
+        name.strip_suffix(".dll")
+            .or_else(|| name.strip_suffix(".exe"))
+            .unwrap_or(name)
+    }
+}
+
 /// A class some managed method is declared in.
 #[derive(Clone, Debug)]
 pub struct ClassDef {

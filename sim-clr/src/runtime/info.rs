@@ -299,13 +299,8 @@ impl ProfilerInfo for Runtime {
             .metadata()
             .assembly(assembly)
             .ok_or(HResult::E_INVALIDARG)?;
-        let name = m.name.rsplit(['/', '\\']).next().unwrap_or(&m.name);
-        let name = name
-            .strip_suffix(".dll")
-            .or_else(|| name.strip_suffix(".exe"))
-            .unwrap_or(name);
         Ok(AssemblyInfo {
-            name: name.to_string(),
+            name: m.assembly_name().to_string(),
             app_domain_id: APP_DOMAIN,
             module_id: m.id,
         })

@@ -493,6 +493,14 @@ impl<O: Os> Sampler<O> {
         Ok(())
     }
 
+    /// The OS thread of `target`, with its per-thread lock now held, if it is to be sampled
+    /// ([`Sampler::eligible`], then [`Sampler::lock_alive`]).
+    fn claim(&self, round: &Round<'_>, target: &Tracked) -> Result<OsThread, Option<Skip>> {
+        let os_thread = self.eligible(round, target)?;
+        self.lock_alive(target).map_err(Some)?;
+        Ok(os_thread)
+    }
+
     /// Tells the sink why `thread` has no sample this round, and counts it.
     fn skip(round: &mut Round<'_>, sink: &mut dyn Sink, thread: ThreadId, why: Skip) {
         round.stats.count(why);
@@ -501,7 +509,7 @@ impl<O: Os> Sampler<O> {
 
     /// One thread, by suspension or signal.
     fn sample_one(&self, round: &mut Round<'_>, target: &Tracked, sink: &mut dyn Sink) {
-        let os_thread = match self.eligible(round, target) {
+        let os_thread = match self.claim(round, target) {
             Ok(os_thread) => os_thread,
             Err(why) => {
                 if let Some(why) = why {
@@ -510,9 +518,6 @@ impl<O: Os> Sampler<O> {
                 return;
             }
         };
-        if let Err(why) = self.lock_alive(target) {
-            return Self::skip(round, sink, target.id, why);
-        }
         let taken = if self.config.canary && !self.canary(round, target) {
             Err(Skip::Canary)
         } else {
@@ -740,11 +745,8 @@ impl<O: Os> Sampler<O> {
         let mut locked = Vec::with_capacity(round.targets.len());
         for i in 0..round.targets.len() {
             let target = round.targets[i].clone();
-            match self.eligible(round, &target) {
-                Ok(os_thread) => match self.lock_alive(&target) {
-                    Ok(()) => locked.push((target, os_thread)),
-                    Err(why) => Self::skip(round, sink, target.id, why),
-                },
+            match self.claim(round, &target) {
+                Ok(os_thread) => locked.push((target, os_thread)),
                 Err(Some(why)) => Self::skip(round, sink, target.id, why),
                 Err(None) => {}
             }
