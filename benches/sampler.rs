@@ -100,6 +100,7 @@ fn fuzz(c: &mut Criterion) {
         schedules: 25,
         seed: 1,
         shrinks: fixtures::fuzz::SHRINKS,
+        max_failures: None,
     };
     let reference = built_in(fixtures::sampling::Variant::REFERENCE);
     let mut runner = fixtures::strategies::seeded_runner(options.seed);

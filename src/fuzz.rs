@@ -5,7 +5,7 @@ use crate::explore::{replay_command, variant};
 use crate::print_json;
 use crate::progress::Progress;
 use fixtures::fuzz::{built_in, fuzz, Failure, Options};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Fuzzes `sampler` (`reference` or a mutant) with `processes` processes of `schedules`
@@ -25,6 +25,7 @@ pub fn run(processes: u64, schedules: u64, sampler: &str, seed: u64, json: bool,
         schedules,
         seed,
         shrinks: fixtures::fuzz::SHRINKS,
+        max_failures: None,
     };
     let report = fuzz(options, &built_in(variant), |done, failures| {
         bar.set_position(done);
@@ -40,14 +41,10 @@ pub fn run(processes: u64, schedules: u64, sampler: &str, seed: u64, json: bool,
     };
     let mut files = Vec::new();
     for f in &report.failures {
-        let file = out.join(format!("fuzz-{seed}-{}.toml", f.process));
-        let written = std::fs::create_dir_all(out)
-            .and_then(|()| std::fs::write(&file, reproducer(f, sampler, seed, &file)));
-        if let Err(e) = written {
-            eprintln!("error: cannot write {}: {e}", file.display());
-            return ExitCode::from(2);
+        match write_reproducer(out, f, sampler, seed) {
+            Ok(file) => files.push(file),
+            Err(code) => return code,
         }
-        files.push(file);
     }
     if json {
         #[derive(serde::Serialize)]
@@ -127,6 +124,25 @@ pub fn run(processes: u64, schedules: u64, sampler: &str, seed: u64, json: bool,
     } else {
         ExitCode::from(1)
     }
+}
+
+/// Writes failure `f` of fuzzing `sampler` from `seed` into folder `out` as a reproducer
+/// file (`fuzz-SEED-PROCESS.toml`, `fuzz-SAMPLER-SEED-PROCESS.toml` for a mutant); exit 2
+/// if it cannot be written.
+pub fn write_reproducer(out: &Path, f: &Failure, sampler: &str, seed: u64) -> Result<PathBuf, ExitCode> {
+    let name = if sampler == "reference" {
+        format!("fuzz-{seed}-{}.toml", f.process)
+    } else {
+        format!("fuzz-{sampler}-{seed}-{}.toml", f.process)
+    };
+    let file = out.join(name);
+    std::fs::create_dir_all(out)
+        .and_then(|()| std::fs::write(&file, reproducer(f, sampler, seed, &file)))
+        .map_err(|e| {
+            eprintln!("error: cannot write {}: {e}", file.display());
+            ExitCode::from(2)
+        })?;
+    Ok(file)
 }
 
 /// The reproducer file: what failed and how to replay it, then the scenario.

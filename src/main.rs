@@ -186,16 +186,26 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Run every mutant of the reference sampler (each breaks one rule) on the pitfall
-    /// scenarios under PCT schedules; say which scenario caught it, after how many
-    /// schedules, with a shrunk schedule to replay.
+    /// Hunt every mutant of the reference sampler (each breaks one rule) twice: on the
+    /// pitfall scenarios under PCT schedules, and with the fuzzer alone in random processes;
+    /// say what caught it, after how many schedules, with a shrunk reproducer to replay; exit
+    /// 1 if one escapes either hunt.
     Mutants {
         /// PCT schedules per pitfall scenario at most.
         #[arg(long, default_value_t = 1000)]
         schedules: u64,
-        /// The first seed (run i uses seed + i).
+        /// The first seed (run i uses seed + i) of both hunts.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Random processes the fuzzer tries at most, per mutant.
+        #[arg(long, default_value_t = 200)]
+        fuzz_processes: u64,
+        /// Schedules per random process (the first half random, the rest PCT).
+        #[arg(long, default_value_t = 5)]
+        fuzz_schedules: u64,
+        /// Where the fuzzer's shrunk reproducers are written.
+        #[arg(long, default_value = "fuzz-failures")]
+        out: PathBuf,
         /// Print one JSON document (docs/json-output.md).
         #[arg(long)]
         json: bool,
@@ -405,8 +415,20 @@ fn main() -> ExitCode {
         Command::Mutants {
             schedules,
             seed,
+            fuzz_processes,
+            fuzz_schedules,
+            out,
             json,
-        } => mutants::run(schedules, seed, json),
+        } => mutants::run(
+            &mutants::Budget {
+                schedules,
+                seed,
+                fuzz_processes,
+                fuzz_schedules,
+            },
+            &out,
+            json,
+        ),
         Command::SampleRates {
             runs,
             seed,

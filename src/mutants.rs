@@ -1,62 +1,158 @@
-//! `simclr mutants`: every deliberately broken sampler against the pitfall scenarios, each
-//! caught or not, with a shrunk reproducer.
+//! `simclr mutants`: every deliberately broken sampler hunted twice, by the pitfall scenarios
+//! and by the fuzzer alone (random processes, nothing written for it), each catch shrunk to a
+//! reproducer that replays.
 
 use crate::conclude;
 use crate::explore::replay_command;
+use crate::fuzz::write_reproducer;
 use crate::progress::Progress;
-use fixtures::sampling::{hunt, mutants, Hunt};
+use fixtures::fuzz::{built_in, fuzz, Options};
+use fixtures::sampling::{hunt, mutants, Hunt, Mutant};
+use std::path::Path;
 use std::process::ExitCode;
 
-/// Hunts every mutant with up to `schedules` PCT schedules per pitfall scenario from `seed`;
-/// exit 1 if one escapes.
-pub fn run(schedules: u64, seed: u64, json: bool) -> ExitCode {
-    if schedules == 0 {
-        eprintln!("error: --schedules must be at least 1");
+/// What to hunt with.
+pub struct Budget {
+    /// PCT schedules per pitfall scenario at most.
+    pub schedules: u64,
+    /// The first seed, for both hunts.
+    pub seed: u64,
+    /// Random processes the fuzzer tries at most.
+    pub fuzz_processes: u64,
+    /// Schedules per random process (half random, half PCT).
+    pub fuzz_schedules: u64,
+}
+
+/// What the fuzzer alone found for one mutant.
+#[derive(serde::Serialize)]
+struct Fuzzed {
+    /// A random process failed with it.
+    caught: bool,
+    /// Schedules run until the first failure, the failing one included (all of them when
+    /// none failed).
+    schedules_run: u64,
+    /// The failing run's outcome.
+    fault: Option<String>,
+    /// What happened, in the shrunk run.
+    message: Option<String>,
+    /// The shrunk reproducer file.
+    file: Option<String>,
+    /// The command that replays it.
+    replay: Option<String>,
+}
+
+/// One mutant's two hunts.
+#[derive(serde::Serialize)]
+struct Hunted {
+    #[serde(flatten)]
+    catalog: Hunt,
+    fuzz: Fuzzed,
+}
+
+/// Hunts every mutant with the pitfall scenarios and with the fuzzer, writing the fuzzer's
+/// reproducers into `out`; exit 1 if one escapes either.
+pub fn run(budget: &Budget, out: &Path, json: bool) -> ExitCode {
+    if budget.schedules == 0 || budget.fuzz_processes == 0 || budget.fuzz_schedules == 0 {
+        eprintln!("error: --schedules, --fuzz-processes and --fuzz-schedules must be at least 1");
         return ExitCode::from(2);
     }
-    let mut hunts: Vec<Hunt> = Vec::new();
+    let mut hunts: Vec<Hunted> = Vec::new();
     let all = mutants();
     let bar = Progress::new(all.len() as u64, json, "mutants");
     for mutant in all {
-        match hunt(&mutant, schedules, seed) {
-            Ok(h) => {
-                if !json {
-                    bar.println(&line(&h));
-                }
-                bar.inc(1);
-                hunts.push(h);
-            }
+        let catalog = match hunt(&mutant, budget.schedules, budget.seed) {
+            Ok(h) => h,
             Err(e) => {
                 eprintln!("error: {e}");
                 return ExitCode::from(2);
             }
+        };
+        let fuzz = match fuzzed(&mutant, budget, out) {
+            Ok(f) => f,
+            Err(code) => return code,
+        };
+        let h = Hunted { catalog, fuzz };
+        if !json {
+            bar.println(&lines(&h));
         }
+        bar.inc(1);
+        hunts.push(h);
     }
     bar.finish();
-    let escaped = hunts.iter().filter(|h| !h.caught).count();
+    let by_catalog = hunts.iter().filter(|h| h.catalog.caught).count();
+    let by_fuzz = hunts.iter().filter(|h| h.fuzz.caught).count();
+    let escaped = hunts
+        .iter()
+        .filter(|h| !h.catalog.caught || !h.fuzz.caught)
+        .count();
     let summary = format!(
-        "{} mutants, {} caught, {escaped} escaped",
+        "{} mutants: {by_catalog} caught by the pitfalls, {by_fuzz} by the fuzzer alone; {escaped} escaped one or both",
         hunts.len(),
-        hunts.len() - escaped
     );
     conclude(json, &hunts, &summary, escaped > 0)
 }
 
-/// One mutant's line: caught where and how, and the replay command.
-fn line(h: &Hunt) -> String {
-    match (&h.scenario, &h.fault, &h.schedule, h.schedules_to_catch) {
+/// The fuzzer alone on `mutant`: random processes until the first failure, shrunk and
+/// written out.
+fn fuzzed(mutant: &Mutant, budget: &Budget, out: &Path) -> Result<Fuzzed, ExitCode> {
+    let options = Options {
+        processes: budget.fuzz_processes,
+        schedules: budget.fuzz_schedules,
+        seed: budget.seed,
+        shrinks: fixtures::fuzz::SHRINKS,
+        max_failures: Some(1),
+    };
+    let report = fuzz(options, &built_in(mutant.variant), |_, _| {}).map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::from(2)
+    })?;
+    let mut fuzzed = Fuzzed {
+        caught: false,
+        schedules_run: report.schedules_run,
+        fault: None,
+        message: None,
+        file: None,
+        replay: None,
+    };
+    if let Some(f) = report.failures.first() {
+        let file = write_reproducer(out, f, mutant.name, budget.seed)?;
+        fuzzed.caught = true;
+        fuzzed.fault = Some(f.outcome.clone());
+        fuzzed.message = Some(f.message.clone());
+        fuzzed.replay = Some(replay_command(&file, mutant.name, &f.schedule));
+        fuzzed.file = Some(file.display().to_string());
+    }
+    Ok(fuzzed)
+}
+
+/// One mutant's lines: caught where and how, with the replay commands.
+fn lines(h: &Hunted) -> String {
+    let c = &h.catalog;
+    let catalog = match (&c.scenario, &c.fault, &c.schedule, c.schedules_to_catch) {
         (Some(scenario), Some(fault), Some(schedule), Some(n)) => {
             let file = format!("fixtures/pitfalls/{scenario}.toml");
             format!(
                 "caught  {:<30} by {scenario} after {n} schedules: {fault}\n        {}\n        replay: {}",
-                h.name,
-                h.message.as_deref().unwrap_or(""),
-                replay_command(std::path::Path::new(&file), &h.name, schedule)
+                c.name,
+                c.message.as_deref().unwrap_or(""),
+                replay_command(Path::new(&file), &c.name, schedule)
             )
         }
         _ => format!(
             "ESCAPED {:<30} ({}): no pitfall scenario failed in {} schedules",
-            h.name, h.rule, h.schedules_run
+            c.name, c.rule, c.schedules_run
         ),
-    }
+    };
+    let f = &h.fuzz;
+    let fuzz = match (&f.fault, &f.replay) {
+        (Some(fault), Some(replay)) => format!(
+            "        fuzzer alone: caught after {} schedules: {fault}\n        replay: {replay}",
+            f.schedules_run
+        ),
+        _ => format!(
+            "        fuzzer alone: ESCAPED: no random process failed in {} schedules",
+            f.schedules_run
+        ),
+    };
+    format!("{catalog}\n{fuzz}")
 }

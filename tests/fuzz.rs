@@ -18,6 +18,7 @@ fn run(variant: Variant, processes: u64, seed: u64) -> Report {
         schedules: 20,
         seed,
         shrinks: 8,
+        max_failures: None,
     };
     fuzz(options, &built_in(variant), |_, _| {}).expect("every generated process builds")
 }
@@ -103,6 +104,7 @@ fn the_guides_fuzzing_example_runs() -> Result<(), String> {
         schedules: 10,
         seed: 1,
         shrinks: 8,
+        max_failures: None,
     };
     let report = fuzz(options, &attach, |_, _| {})?;
     assert!(report.failures.is_empty(), "{:#?}", report.failures);

@@ -32,6 +32,7 @@ fn the_catalog_covers_the_failure_stories() {
         "mutual-suspension-gc",
         "thread-destroyed-no-lock",
         "thread-destroyed-with-lock",
+        "thread-destroyed-walk-unix",
         "exit-before-suspend",
         "async-suspend-torn-read",
         "leaked-suspend-runtime",

@@ -53,7 +53,11 @@ const STORIES: [(&str, &str, &[&str]); 24] = [
     (
         "no-destroyed-recheck",
         "s24-canary",
-        &["walk_of_destroyed_thread", "thread_use_after_free"],
+        &[
+            "walk_of_destroyed_thread",
+            "thread_use_after_free",
+            "wrong_sample",
+        ],
     ),
     ("read-before-context", "s08-async-suspend", &["torn_stack_read"]),
     (
@@ -75,7 +79,11 @@ const STORIES: [(&str, &str, &[&str]); 24] = [
     (
         "unlocked-thread-destroyed",
         "s24-canary",
-        &["walk_of_destroyed_thread", "thread_use_after_free"],
+        &[
+            "walk_of_destroyed_thread",
+            "thread_use_after_free",
+            "wrong_sample",
+        ],
     ),
     ("ignore-crash", "s20-crash", &["sampled_after_crash"]),
     ("no-watchdog", "s05-code-manager-lock", &["deadlock"]),
@@ -101,7 +109,11 @@ const STORIES: [(&str, &str, &[&str]); 24] = [
     (
         "ignored-thread-destroyed",
         "s24-canary",
-        &["walk_of_destroyed_thread", "thread_use_after_free"],
+        &[
+            "walk_of_destroyed_thread",
+            "thread_use_after_free",
+            "wrong_sample",
+        ],
     ),
     (
         "managed-sampler-thread",
@@ -229,4 +241,28 @@ fn the_watchdog_gives_a_thread_up_after_5_rescues() {
         }
     }
     assert!(exhausted > 0, "no schedule spent the budget");
+}
+
+#[test]
+fn a_sample_of_a_thread_whose_thread_destroyed_returned_is_wrong() {
+    // The schedule `simclr explore fixtures/pitfalls/s07-thread-exits.toml --sampler
+    // unlocked-thread-destroyed --strategy pct --seed 1` finds: the sampler re-checks the
+    // worker under its per-thread lock, the worker's ThreadDestroyed (which does not take
+    // the lock) runs and returns, and only then does the sampler suspend it.
+    let schedule = "3x3.2x32.0.2x37.0x12.1x12.2x4".parse().unwrap();
+    let unlocked = fixtures::sampling::variant("unlocked-thread-destroyed").unwrap();
+    let run = process(pitfall("s07-thread-exits"), unlocked)
+        .unwrap()
+        .replay(&schedule)
+        .unwrap();
+    assert_eq!(run.outcome, "wrong_sample");
+    let message = run.fault.unwrap().message;
+    assert!(
+        message.contains("worker was stopped for a sample after its ThreadDestroyed returned"),
+        "{message}"
+    );
+    // The reference's ThreadDestroyed waits for the sample: its PCT schedules end ok.
+    let reference = process(pitfall("s07-thread-exits"), Variant::REFERENCE).unwrap();
+    let report = reference.explore(Strategy::Pct(3), 200, 1, |_, _| {});
+    assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"]);
 }

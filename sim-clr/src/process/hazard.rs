@@ -26,6 +26,8 @@ pub enum Hazard {
     DeepStack,
     /// Another thread's runtime suspension (a GC, a `SuspendRuntime`) was in effect.
     RuntimeSuspended,
+    /// The thread is exiting: its `ThreadDestroyed` has begun (it may have returned).
+    Exiting,
 }
 
 /// The frame count above which a stack is [`Hazard::DeepStack`]: the reference sampler's
@@ -34,7 +36,7 @@ pub const DEEP_FRAMES: usize = 128;
 
 impl Hazard {
     /// Every hazard.
-    pub const ALL: [Hazard; 7] = [
+    pub const ALL: [Hazard; 8] = [
         Hazard::HoldsLock,
         Hazard::InWait,
         Hazard::BadStackPointer,
@@ -42,6 +44,7 @@ impl Hazard {
         Hazard::LaterCodeVersion,
         Hazard::DeepStack,
         Hazard::RuntimeSuspended,
+        Hazard::Exiting,
     ];
 
     /// Its name in reports.
@@ -54,6 +57,7 @@ impl Hazard {
             Hazard::LaterCodeVersion => "later_code_version",
             Hazard::DeepStack => "deep_stack",
             Hazard::RuntimeSuspended => "runtime_suspended",
+            Hazard::Exiting => "exiting",
         }
     }
 }

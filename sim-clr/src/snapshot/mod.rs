@@ -193,6 +193,17 @@ fn decide_locked(
         let id = st.threads[t].id;
         st.notify(Notification::ThreadSuspended(id));
     }
+    // R37 on the other paths: under the profiler's runtime suspension nothing checks the
+    // target, and the walk goes on as the runtime would; but the ThreadID "is no longer
+    // valid" once ThreadDestroyed ran (corprof.idl, ICorProfilerCallback::ThreadDestroyed),
+    // so the profiler broke its contract even though this call survives.
+    if st.threads[t].lifecycle == Lifecycle::Dead {
+        let message = format!(
+            "DoStackSnapshot of {} after its ThreadDestroyed returned: the ThreadID is no longer valid (the walk goes on, the Thread may be freed at any moment)",
+            st.threads[t].name
+        );
+        st.fault(FaultKind::WalkOfDestroyedThread, false, message);
+    }
     // R12: a preemptive target's seed is discarded before any validation.
     walk.set_seed(seed);
     if st.threads[t].mode == Mode::Preemptive && walk.take_seed() {

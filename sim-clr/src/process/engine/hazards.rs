@@ -3,7 +3,7 @@
 use super::{Run, Status};
 use crate::code::images::has_unwind_info;
 use crate::process::hazard::{Hazard, DEEP_FRAMES};
-use crate::thread::{Mode, StackEntry};
+use crate::thread::{Lifecycle, Mode, StackEntry};
 
 impl Run<'_> {
     /// Tallies a stop of thread `x` by profiler code: a suspension `GetThreadContext`
@@ -11,7 +11,7 @@ impl Run<'_> {
     pub(super) fn stopped(&mut self, x: usize) {
         self.stops += 1;
         let platform = self.rt.platform();
-        let (cooperative_native_leaf, later, deep) = {
+        let (cooperative_native_leaf, later, deep, exiting) = {
             let st = self.rt.lock();
             let thread = &st.threads[x];
             let mut calls = thread
@@ -29,7 +29,8 @@ impl Run<'_> {
             let (depth, later) = calls.fold((0, false), |(depth, later), f| {
                 (depth + 1, later || f.version_of.is_some())
             });
-            (cooperative && leaf_native, later, depth > DEEP_FRAMES)
+            let exiting = matches!(thread.lifecycle, Lifecycle::Destroying | Lifecycle::Dead);
+            (cooperative && leaf_native, later, depth > DEEP_FRAMES, exiting)
         };
         // A signal stops a waiting thread before the handler's activation goes on it.
         let waiting =
@@ -42,6 +43,7 @@ impl Run<'_> {
             (Hazard::LaterCodeVersion, later),
             (Hazard::DeepStack, deep),
             (Hazard::RuntimeSuspended, self.suspended_by_other(x)),
+            (Hazard::Exiting, exiting),
         ];
         for (hazard, yes) in met {
             self.hazards[hazard as usize] += u64::from(yes);
