@@ -32,6 +32,8 @@ pub enum OsError {
     /// The operation does not exist on this platform (`SuspendThread` on Unix, signals on
     /// Windows).
     Unsupported,
+    /// `GetThreadContext` failed for a live thread: the OS could not give its registers.
+    ContextUnavailable,
 }
 
 impl std::fmt::Display for OsError {
@@ -42,6 +44,7 @@ impl std::fmt::Display for OsError {
             OsError::NotSuspended => write!(f, "the thread is not suspended"),
             OsError::BadAddress(a) => write!(f, "address {a:#x} is outside the thread's stack"),
             OsError::Unsupported => write!(f, "not supported on this platform"),
+            OsError::ContextUnavailable => write!(f, "the thread's context is unavailable"),
         }
     }
 }

@@ -226,9 +226,10 @@ pub enum Skip {
     Destroyed,
     /// The watchdog's budgets exclude it for now.
     OverBudget,
-    /// `SuspendThread`, `GetThreadContext` or the signal could not reach it (it is exiting).
+    /// `SuspendThread` or the signal could not reach it (it is exiting).
     Unreachable,
-    /// Its stack pointer lay outside its stack.
+    /// No usable context: `GetThreadContext` failed, or the stack pointer lay outside its
+    /// stack.
     BadContext,
     /// The canary walk of another thread failed.
     Canary,
@@ -279,9 +280,9 @@ pub struct Stats {
     pub destroyed: u64,
     /// Threads skipped by the watchdog's budgets.
     pub over_budget: u64,
-    /// `SuspendThread` or `GetThreadContext` failures (thread exited or exiting).
+    /// `SuspendThread` or signal failures (thread exited or exiting).
     pub stop_failures: u64,
-    /// Contexts whose stack pointer lay outside the stack.
+    /// `GetThreadContext` failures, and contexts whose stack pointer lay outside the stack.
     pub bad_contexts: u64,
     /// Samples the watchdog rescued (and discarded).
     pub rescued: u64,
@@ -599,7 +600,7 @@ impl<O: Os> Sampler<O> {
                 if !self.config.has(Defect::LeakSuspendOnFailure) {
                     self.release(target, os_thread);
                 }
-                return Err(Skip::Unreachable);
+                return Err(Skip::BadContext);
             }
         };
         sink.stopped(target.id);

@@ -9,7 +9,7 @@ use crate::process::fiber::{Code, Fiber, Home, Reply, Request, ThreadStart, Yiel
 use crate::process::program::LockId;
 use crate::process::{Ending, SimOs, ThreadBody};
 use crate::runtime::{CallbackKind, Notification, Platform, Runtime};
-use crate::thread::Lifecycle;
+use crate::thread::{Lifecycle, OsContext};
 use crate::trace::FaultKind;
 use corprof::os::{EventId, MutexId, OsError, OsThread};
 use corprof::Context;
@@ -97,8 +97,11 @@ impl Run<'_> {
         Ok(previous as u32)
     }
 
-    /// `GetThreadContext` of `x`: completes a pending suspension; fails for a thread that is
-    /// terminating.
+    /// `GetThreadContext` of `x`: completes a pending suspension. It fails where the thread
+    /// declares that it does (`os_context = "get_context_fails"`: the same call fails inside
+    /// `DoStackSnapshot`, R13.1) and for a thread whose stack is gone. A thread inside its
+    /// `ThreadDestroyed` is alive and running that callback, so it answers as any live
+    /// thread (no observation says otherwise).
     pub(super) fn os_context(&mut self, t: usize, x: usize, line: usize) -> Result<Context, OsError> {
         let r = self.context(x);
         let answer = match &r {
@@ -111,14 +114,14 @@ impl Run<'_> {
 
     fn context(&mut self, x: usize) -> Result<Context, OsError> {
         self.os_target(x)?;
-        let context = {
+        let mut context = {
             let st = self.rt.lock();
-            if st.threads[x].lifecycle == Lifecycle::Destroying {
-                return Err(OsError::Terminated);
+            let thread = &st.threads[x];
+            if thread.os_context == OsContext::GetContextFails {
+                return Err(OsError::ContextUnavailable);
             }
-            st.threads[x].leaf_context().ok_or(OsError::Terminated)?
+            thread.leaf_context().ok_or(OsError::Terminated)?
         };
-        let mut context = context;
         if self.th[x].rsp_hijacked {
             context.rsp = super::HIJACKED_RSP;
         }
