@@ -101,12 +101,13 @@ fn fuzz(c: &mut Criterion) {
         seed: 1,
         shrinks: fixtures::fuzz::SHRINKS,
         max_failures: None,
+        platform: None,
     };
     let reference = built_in(fixtures::sampling::Variant::REFERENCE);
     let mut runner = fixtures::strategies::seeded_runner(options.seed);
     let bare: Vec<Process> = (0..options.processes)
         .map(|_| {
-            let generated = random_process()
+            let generated = random_process(None)
                 .new_tree(&mut runner)
                 .expect("generated")
                 .current();

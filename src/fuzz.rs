@@ -8,9 +8,28 @@ use fixtures::fuzz::{built_in, fuzz, Failure, Options};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// Fuzzes `sampler` (`reference` or a mutant) with `processes` processes of `schedules`
-/// schedules each from `seed`, writing reproducers into `out`; exit 1 on any failure.
-pub fn run(processes: u64, schedules: u64, sampler: &str, seed: u64, json: bool, out: &Path) -> ExitCode {
+/// What to fuzz with.
+#[derive(Clone, Copy)]
+pub struct Budget {
+    /// Random processes.
+    pub processes: u64,
+    /// Schedules per process.
+    pub schedules: u64,
+    /// The generator's seed.
+    pub seed: u64,
+    /// The one platform to generate (`None`: both).
+    pub platform: Option<&'static str>,
+}
+
+/// Fuzzes `sampler` (`reference` or a mutant) within `budget`, writing reproducers into
+/// `out`; exit 1 on any failure.
+pub fn run(budget: &Budget, sampler: &str, json: bool, out: &Path) -> ExitCode {
+    let Budget {
+        processes,
+        schedules,
+        seed,
+        platform,
+    } = *budget;
     if processes == 0 || schedules == 0 {
         eprintln!("error: --processes and --schedules must be at least 1");
         return ExitCode::from(2);
@@ -26,6 +45,7 @@ pub fn run(processes: u64, schedules: u64, sampler: &str, seed: u64, json: bool,
         seed,
         shrinks: fixtures::fuzz::SHRINKS,
         max_failures: None,
+        platform,
     };
     let report = fuzz(options, &built_in(variant), |done, failures| {
         bar.set_position(done);
@@ -41,7 +61,13 @@ pub fn run(processes: u64, schedules: u64, sampler: &str, seed: u64, json: bool,
     };
     let mut files = Vec::new();
     for f in &report.failures {
-        match write_reproducer(out, f, sampler, seed) {
+        let origin = match platform {
+            Some(p) => format!(
+                "simclr fuzz --seed {seed} --sampler {sampler} --schedules {schedules} --platform {p}"
+            ),
+            None => format!("simclr fuzz --seed {seed} --sampler {sampler} --schedules {schedules}"),
+        };
+        match write_reproducer(out, f, sampler, seed, &origin) {
             Ok(file) => files.push(file),
             Err(code) => return code,
         }
@@ -51,6 +77,7 @@ pub fn run(processes: u64, schedules: u64, sampler: &str, seed: u64, json: bool,
         struct Summary<'a> {
             sampler: &'a str,
             seed: u64,
+            platform: &'a str,
             processes: u64,
             schedules_per_process: u64,
             schedules_run: u64,
@@ -78,6 +105,7 @@ pub fn run(processes: u64, schedules: u64, sampler: &str, seed: u64, json: bool,
         let summary = Summary {
             sampler,
             seed,
+            platform: platform.unwrap_or("all"),
             processes,
             schedules_per_process: schedules,
             schedules_run: report.schedules_run,
@@ -127,9 +155,15 @@ pub fn run(processes: u64, schedules: u64, sampler: &str, seed: u64, json: bool,
 }
 
 /// Writes failure `f` of fuzzing `sampler` from `seed` into folder `out` as a reproducer
-/// file (`fuzz-SEED-PROCESS.toml`, `fuzz-SAMPLER-SEED-PROCESS.toml` for a mutant); exit 2
-/// if it cannot be written.
-pub fn write_reproducer(out: &Path, f: &Failure, sampler: &str, seed: u64) -> Result<PathBuf, ExitCode> {
+/// file (`fuzz-SEED-PROCESS.toml`, `fuzz-SAMPLER-SEED-PROCESS.toml` for a mutant), its first
+/// line naming `origin`, the command that found it; exit 2 if it cannot be written.
+pub fn write_reproducer(
+    out: &Path,
+    f: &Failure,
+    sampler: &str,
+    seed: u64,
+    origin: &str,
+) -> Result<PathBuf, ExitCode> {
     let name = if sampler == "reference" {
         format!("fuzz-{seed}-{}.toml", f.process)
     } else {
@@ -137,7 +171,7 @@ pub fn write_reproducer(out: &Path, f: &Failure, sampler: &str, seed: u64) -> Re
     };
     let file = out.join(name);
     std::fs::create_dir_all(out)
-        .and_then(|()| std::fs::write(&file, reproducer(f, sampler, seed, &file)))
+        .and_then(|()| std::fs::write(&file, reproducer(f, sampler, origin, &file)))
         .map_err(|e| {
             eprintln!("error: cannot write {}: {e}", file.display());
             ExitCode::from(2)
@@ -146,10 +180,10 @@ pub fn write_reproducer(out: &Path, f: &Failure, sampler: &str, seed: u64) -> Re
 }
 
 /// The reproducer file: what failed and how to replay it, then the scenario.
-fn reproducer(f: &Failure, sampler: &str, seed: u64, file: &Path) -> String {
+fn reproducer(f: &Failure, sampler: &str, origin: &str, file: &Path) -> String {
     let message: String = f.message.lines().map(|l| format!("# {l}\n")).collect();
     format!(
-        "# simclr fuzz --seed {seed} --sampler {sampler}, process {}: {}\n{message}# replay: {}\n{}",
+        "# {origin}, process {}: {}\n{message}# replay: {}\n{}",
         f.process,
         f.outcome,
         replay_command(file, sampler, &f.schedule),

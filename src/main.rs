@@ -243,6 +243,9 @@ enum Command {
         /// The generator's seed (same seed, same processes and schedules).
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Generate processes on `windows`, `unix` or `all` (either, drawn at random).
+        #[arg(long, default_value = "all")]
+        platform: String,
         /// Print one JSON document (docs/json-output.md).
         #[arg(long)]
         json: bool,
@@ -440,9 +443,26 @@ fn main() -> ExitCode {
             schedules,
             sampler,
             seed,
+            platform,
             json,
             out,
-        } => fuzz::run(processes, schedules, &sampler, seed, json, &out),
+        } => match hybrid::platforms(&platform) {
+            Some(platforms) => fuzz::run(
+                &fuzz::Budget {
+                    processes,
+                    schedules,
+                    seed,
+                    platform: (platforms.len() == 1).then(|| platforms[0]),
+                },
+                &sampler,
+                json,
+                &out,
+            ),
+            None => {
+                eprintln!("error: unknown platform `{platform}` (unix, windows or all)");
+                ExitCode::from(2)
+            }
+        },
         Command::UnwindCheck { files } => unwind_check::run(&files),
         Command::Walk {
             file,

@@ -101,6 +101,7 @@ fn fuzzed(mutant: &Mutant, budget: &Budget, out: &Path) -> Result<Fuzzed, ExitCo
         seed: budget.seed,
         shrinks: fixtures::fuzz::SHRINKS,
         max_failures: Some(1),
+        platform: None,
     };
     let report = fuzz(options, &built_in(mutant.variant), |_, _| {}).map_err(|e| {
         eprintln!("error: {e}");
@@ -115,7 +116,11 @@ fn fuzzed(mutant: &Mutant, budget: &Budget, out: &Path) -> Result<Fuzzed, ExitCo
         replay: None,
     };
     if let Some(f) = report.failures.first() {
-        let file = write_reproducer(out, f, mutant.name, budget.seed)?;
+        let origin = format!(
+            "simclr mutants --seed {} --fuzz-processes {} --fuzz-schedules {}, mutant {}",
+            budget.seed, budget.fuzz_processes, budget.fuzz_schedules, mutant.name
+        );
+        let file = write_reproducer(out, f, mutant.name, budget.seed, &origin)?;
         fuzzed.caught = true;
         fuzzed.fault = Some(f.outcome.clone());
         fuzzed.message = Some(f.message.clone());

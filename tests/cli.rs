@@ -331,6 +331,21 @@ fn fuzz_passes_the_reference_and_writes_a_replayable_file_for_a_mutant() {
         Some("2 processes, 8 schedules, 0 failures (sampler reference, seed 1)"),
         "{text}"
     );
+    let windows = simclr(&[
+        "fuzz",
+        "--processes",
+        "2",
+        "--schedules",
+        "2",
+        "--platform",
+        "windows",
+        "--json",
+        "--out",
+        out_dir,
+    ]);
+    let summary: serde_json::Value = serde_json::from_slice(&windows.stdout).unwrap();
+    assert_eq!(summary["platform"], "windows");
+    assert_eq!(simclr(&["fuzz", "--platform", "mac"]).status.code(), Some(2));
     let mutant = simclr(&[
         "fuzz",
         "--processes",

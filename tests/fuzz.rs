@@ -19,6 +19,7 @@ fn run(variant: Variant, processes: u64, seed: u64) -> Report {
         seed,
         shrinks: 8,
         max_failures: None,
+        platform: None,
     };
     fuzz(options, &built_in(variant), |_, _| {}).expect("every generated process builds")
 }
@@ -69,7 +70,7 @@ fn the_same_seed_gives_the_same_processes_and_report() {
 #[test]
 fn generated_processes_cover_every_platform_and_sampler_method() {
     let mut runner = fixtures::strategies::seeded_runner(5);
-    let strategy = random_process();
+    let strategy = random_process(None);
     let mut seen = std::collections::BTreeSet::new();
     for _ in 0..64 {
         let p = strategy.new_tree(&mut runner).unwrap().current();
@@ -105,6 +106,7 @@ fn the_guides_fuzzing_example_runs() -> Result<(), String> {
         seed: 1,
         shrinks: 8,
         max_failures: None,
+        platform: None,
     };
     let report = fuzz(options, &attach, |_, _| {})?;
     assert!(report.failures.is_empty(), "{:#?}", report.failures);
@@ -120,7 +122,7 @@ fn the_guides_fuzzing_example_runs() -> Result<(), String> {
 #[test]
 fn a_leaf_placed_on_the_parsed_scenario_equals_the_reproducer_file_parsed() {
     let mut runner = fixtures::strategies::seeded_runner(9);
-    let strategy = random_process();
+    let strategy = random_process(None);
     for _ in 0..12 {
         let generated = strategy.new_tree(&mut runner).unwrap().current();
         let (text, placed) = generated
@@ -134,5 +136,24 @@ fn a_leaf_placed_on_the_parsed_scenario_equals_the_reproducer_file_parsed() {
             placed.thread("main").unwrap().stack,
             parsed.thread("main").unwrap().stack
         );
+    }
+}
+
+#[test]
+fn a_platform_limits_every_generated_process_to_it() {
+    let mut runner = fixtures::strategies::seeded_runner(5);
+    for platform in ["windows", "unix"] {
+        let strategy = random_process(Some(platform));
+        for _ in 0..32 {
+            let p = strategy.new_tree(&mut runner).unwrap().current();
+            assert_eq!(p.stack.platform, platform);
+            assert!(p.text(None).contains(&format!("platform = \"{platform}\"")));
+            let sampler_platform = match p.sampler {
+                "canary-sampler" | "runtime-sampler" => "windows",
+                "signal-sampler" => "unix",
+                _ => platform,
+            };
+            assert_eq!(sampler_platform, platform, "{}", p.sampler);
+        }
     }
 }

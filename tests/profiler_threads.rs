@@ -691,3 +691,49 @@ fn a_thread_polling_while_another_sleeps_long_is_not_idle() {
     assert_eq!(run.outcome, "ok", "{:?}", run.fault);
     assert!(run.steps > 5_000, "{}", run.steps);
 }
+
+/// The guide's hand-placed scheduling points (`docs/profiler-guide.md` §7): a race between
+/// two memory accesses is scheduled only where `fiber::point()` marks them.
+#[test]
+fn a_hand_placed_point_lets_a_race_between_memory_accesses_be_scheduled() {
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    // Two native threads, each running a body below.
+    const TWO: &str = r#"
+platform = "unix"
+code = [{ name = "sampler!loop", kind = "native" }]
+threads = [
+  { name = "writer", kind = "native", frames = [{ fn = "sampler!loop" }] },
+  { name = "reader", kind = "native", frames = [{ fn = "sampler!loop" }] },
+]
+"#;
+    // Whether, in any schedule, the reader sees the flag the writer sets and clears.
+    let seen_in_between = |points: bool| -> bool {
+        let (flag, saw) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+        let mut p = Process::new(Scenario::parse("two.toml", TWO).unwrap());
+        let f = flag.clone();
+        let writer: sim_clr::process::ThreadBody = Arc::new(move |_: &sim_clr::Runtime, _: &SimOs| {
+            f.store(true, SeqCst);
+            if points {
+                sim_clr::process::fiber::point();
+            }
+            f.store(false, SeqCst);
+        });
+        let (f, s) = (flag.clone(), saw.clone());
+        let reader: sim_clr::process::ThreadBody = Arc::new(move |_: &sim_clr::Runtime, _: &SimOs| {
+            if points {
+                sim_clr::process::fiber::point();
+            }
+            if f.load(SeqCst) {
+                s.store(true, SeqCst);
+            }
+        });
+        p.thread_body("writer", writer).unwrap();
+        p.thread_body("reader", reader).unwrap();
+        let report = p.explore(Strategy::Dfs(2), 100, 0, |_, _| {});
+        assert!(report.exhaustive, "{report:?}");
+        assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"]);
+        saw.load(SeqCst)
+    };
+    assert!(seen_in_between(true));
+    assert!(!seen_in_between(false));
+}
