@@ -61,12 +61,8 @@ pub fn run(budget: &Budget, sampler: &str, json: bool, out: &Path) -> ExitCode {
     };
     let mut files = Vec::new();
     for f in &report.failures {
-        let origin = match platform {
-            Some(p) => format!(
-                "simclr fuzz --seed {seed} --sampler {sampler} --schedules {schedules} --platform {p}"
-            ),
-            None => format!("simclr fuzz --seed {seed} --sampler {sampler} --schedules {schedules}"),
-        };
+        let only = platform.map(|p| format!(" --platform {p}")).unwrap_or_default();
+        let origin = format!("simclr fuzz --seed {seed} --sampler {sampler} --schedules {schedules}{only}");
         match write_reproducer(out, f, sampler, seed, &origin) {
             Ok(file) => files.push(file),
             Err(code) => return code,

@@ -73,16 +73,6 @@ pub fn walk_file(file: &Path, target: &str, sampler: &str) -> ExitCode {
     }
 }
 
-/// Which platforms to generate.
-pub fn platforms(text: &str) -> Option<&'static [&'static str]> {
-    match text {
-        "unix" => Some(&["unix"]),
-        "windows" => Some(&["windows"]),
-        "all" => Some(&["windows", "unix"]),
-        _ => None,
-    }
-}
-
 /// Runs `processes` random processes from `seed` on `platforms` (alternating), writing
 /// reproducers into `out`; exit code 1 on any mismatch, 2 if a process cannot be built.
 pub fn run(processes: usize, seed: u64, platforms: &[&'static str], json: bool, out: &Path) -> ExitCode {

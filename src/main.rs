@@ -140,9 +140,9 @@ enum Command {
         /// The generator's seed (same seed, same processes).
         #[arg(long, default_value_t = 1)]
         seed: u64,
-        /// `unix`, `windows` or `all` (alternating).
-        #[arg(long, default_value = "all")]
-        platform: String,
+        /// Which platforms (`all`: alternating).
+        #[arg(long, value_enum, default_value = "all")]
+        platform: Platforms,
         /// Print one JSON document.
         #[arg(long)]
         json: bool,
@@ -243,9 +243,9 @@ enum Command {
         /// The generator's seed (same seed, same processes and schedules).
         #[arg(long, default_value_t = 1)]
         seed: u64,
-        /// Generate processes on `windows`, `unix` or `all` (either, drawn at random).
-        #[arg(long, default_value = "all")]
-        platform: String,
+        /// Generate processes on this platform (`all`: either, drawn at random).
+        #[arg(long, value_enum, default_value = "all")]
+        platform: Platforms,
         /// Print one JSON document (docs/json-output.md).
         #[arg(long)]
         json: bool,
@@ -446,23 +446,17 @@ fn main() -> ExitCode {
             platform,
             json,
             out,
-        } => match hybrid::platforms(&platform) {
-            Some(platforms) => fuzz::run(
-                &fuzz::Budget {
-                    processes,
-                    schedules,
-                    seed,
-                    platform: (platforms.len() == 1).then(|| platforms[0]),
-                },
-                &sampler,
-                json,
-                &out,
-            ),
-            None => {
-                eprintln!("error: unknown platform `{platform}` (unix, windows or all)");
-                ExitCode::from(2)
-            }
-        },
+        } => fuzz::run(
+            &fuzz::Budget {
+                processes,
+                schedules,
+                seed,
+                platform: platform.only(),
+            },
+            &sampler,
+            json,
+            &out,
+        ),
         Command::UnwindCheck { files } => unwind_check::run(&files),
         Command::Walk {
             file,
@@ -475,13 +469,7 @@ fn main() -> ExitCode {
             platform,
             json,
             out,
-        } => match hybrid::platforms(&platform) {
-            Some(platforms) => hybrid::run(processes, seed, platforms, json, &out),
-            None => {
-                eprintln!("error: unknown platform `{platform}` (unix, windows or all)");
-                ExitCode::from(2)
-            }
-        },
+        } => hybrid::run(processes, seed, platform.list(), json, &out),
         Command::UnwindFuzz {
             functions,
             seed,
@@ -613,6 +601,36 @@ fn load(file: &std::path::Path) -> Result<Scenario, ExitCode> {
         eprintln!("error: {e}");
         ExitCode::from(2)
     })
+}
+
+/// Which platforms a generator makes processes for (`--platform`).
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Platforms {
+    /// Windows only.
+    Windows,
+    /// Unix only.
+    Unix,
+    /// Both.
+    All,
+}
+
+impl Platforms {
+    /// The platforms' names, in the order they alternate.
+    fn list(self) -> &'static [&'static str] {
+        match self {
+            Platforms::Windows => &["windows"],
+            Platforms::Unix => &["unix"],
+            Platforms::All => &["windows", "unix"],
+        }
+    }
+
+    /// The one platform, if only one.
+    fn only(self) -> Option<&'static str> {
+        match self.list() {
+            [one] => Some(one),
+            _ => None,
+        }
+    }
 }
 
 /// The end of a command that judges a list: the list as JSON, or `summary`; exit 1 when

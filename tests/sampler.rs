@@ -38,6 +38,14 @@ fn the_reference_sampler_survives_every_pitfall() {
     }
 }
 
+/// How a sampler that uses a thread after its `ThreadDestroyed` returned may fail: the
+/// runtime's fatal error or use-after-free, or the oracle's verdict on the sample.
+const AFTER_DESTROYED: &[&str] = &[
+    "walk_of_destroyed_thread",
+    "thread_use_after_free",
+    "wrong_sample",
+];
+
 /// Each mutant, on the scenario that tells its failure story, and how that run may end.
 const STORIES: [(&str, &str, &[&str]); 24] = [
     (
@@ -50,15 +58,7 @@ const STORIES: [(&str, &str, &[&str]); 24] = [
         "s04-profiler-lock",
         &["lock_while_suspending"],
     ),
-    (
-        "no-destroyed-recheck",
-        "s24-canary",
-        &[
-            "walk_of_destroyed_thread",
-            "thread_use_after_free",
-            "wrong_sample",
-        ],
-    ),
+    ("no-destroyed-recheck", "s24-canary", AFTER_DESTROYED),
     ("read-before-context", "s08-async-suspend", &["torn_stack_read"]),
     (
         "leak-suspend-on-failure",
@@ -76,15 +76,7 @@ const STORIES: [(&str, &str, &[&str]); 24] = [
         &["lock_in_signal_handler"],
     ),
     ("no-bounds-check", "s12-hijacked-rsp", &["access_violation"]),
-    (
-        "unlocked-thread-destroyed",
-        "s24-canary",
-        &[
-            "walk_of_destroyed_thread",
-            "thread_use_after_free",
-            "wrong_sample",
-        ],
-    ),
+    ("unlocked-thread-destroyed", "s24-canary", AFTER_DESTROYED),
     ("ignore-crash", "s20-crash", &["sampled_after_crash"]),
     ("no-watchdog", "s05-code-manager-lock", &["deadlock"]),
     ("dropped-seed", "s29-helper-on-top", &["lost_sample"]),
@@ -106,15 +98,7 @@ const STORIES: [(&str, &str, &[&str]); 24] = [
         "s32-unix-bad-stack-pointer",
         &["access_violation"],
     ),
-    (
-        "ignored-thread-destroyed",
-        "s24-canary",
-        &[
-            "walk_of_destroyed_thread",
-            "thread_use_after_free",
-            "wrong_sample",
-        ],
-    ),
+    ("ignored-thread-destroyed", "s24-canary", AFTER_DESTROYED),
     (
         "managed-sampler-thread",
         "s06-gc-while-suspended",
