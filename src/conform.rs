@@ -13,6 +13,7 @@
 use corprof::FunctionId;
 use serde_json::Value;
 use sim_clr::code::CodeMap;
+use sim_clr::runtime::RuntimeVersion;
 use sim_clr::scenario::{CallReport, FaultReport, Scenario};
 use sim_clr::trace::FaultKind;
 use std::collections::BTreeMap;
@@ -33,7 +34,13 @@ struct Row {
 /// that cannot be compared are errors, never an empty pass: a missing or empty scenarios
 /// folder, a missing results folder, results for none of the scenarios (the folders swapped,
 /// say), a results file that cannot be read, and two records of one case.
-pub fn compare(scenarios: &Path, results: &Path, hosted: Option<&Path>) -> Result<Comparison, String> {
+/// The scenarios answer as `runtime` when it is given, whatever they say.
+pub fn compare(
+    scenarios: &Path,
+    results: &Path,
+    hosted: Option<&Path>,
+    runtime: Option<RuntimeVersion>,
+) -> Result<Comparison, String> {
     let mut files: Vec<_> = std::fs::read_dir(scenarios)
         .map_err(|e| format!("{}: {e}", scenarios.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -52,7 +59,7 @@ pub fn compare(scenarios: &Path, results: &Path, hosted: Option<&Path>) -> Resul
     let mut runs = 0;
     for file in files {
         let stem = file.file_stem().unwrap().to_string_lossy().into_owned();
-        let scenario = Scenario::load(&file).map_err(|e| e.to_string())?;
+        let scenario = Scenario::load_as(&file, runtime).map_err(|e| e.to_string())?;
         let exit = read(&results.join(format!("{stem}.exit")))?;
         // A run that crashed before its first record may leave no log.
         let log = read(&results.join(format!("{stem}.jsonl")))?.unwrap_or_default();
@@ -75,7 +82,8 @@ pub fn compare(scenarios: &Path, results: &Path, hosted: Option<&Path>) -> Resul
             }
             let out = results.join("hosted");
             std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
-            let (hosted_exit, hosted_log) = host_run(&file, library, &out.join(format!("{stem}.jsonl")))?;
+            let log_path = out.join(format!("{stem}.jsonl"));
+            let (hosted_exit, hosted_log) = host_run(&file, library, &log_path, runtime)?;
             hosted_rows.extend(compare_hosted(
                 &scenario.name,
                 exit.trim(),
@@ -122,11 +130,21 @@ const HOSTED_TIMEOUT: Duration = Duration::from_secs(60);
 /// Runs `simclr run SCENARIO --profiler LIBRARY` as its own process (a crash of the simulated
 /// process ends it, as the real one would end), with the profiler's log at `log`; returns the
 /// exit (`ok`, `crash`, `hang`, `failed(N)`) and the log.
-fn host_run(scenario: &Path, library: &Path, log: &Path) -> Result<(String, String), String> {
+fn host_run(
+    scenario: &Path,
+    library: &Path,
+    log: &Path,
+    runtime: Option<RuntimeVersion>,
+) -> Result<(String, String), String> {
     let _ = std::fs::remove_file(log);
     let exe = std::env::current_exe().map_err(|e| format!("simclr's own path: {e}"))?;
-    let mut child = Command::new(exe)
-        .arg("run")
+    let mut command = Command::new(exe);
+    if let Some(version) = runtime {
+        command.arg("run").arg("--runtime").arg(version.as_str());
+    } else {
+        command.arg("run");
+    }
+    let mut child = command
         .arg(scenario)
         .arg("--profiler")
         .arg(library)

@@ -8,18 +8,20 @@
 use crate::{EXIT_CRASH, EXIT_HANG};
 use corprof::com::Guid;
 use host::{Ending, Hosted};
+use sim_clr::runtime::RuntimeVersion;
 use sim_clr::scenario::Scenario;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 /// Hosts `library` (class `clsid`) in `file`'s runtime and runs its `[host]` steps.
-pub fn run(file: &Path, library: &Path, clsid: &str) -> ExitCode {
+/// Answers as `runtime` when it is given, whatever the file says.
+pub fn run(file: &Path, library: &Path, clsid: &str, runtime: Option<RuntimeVersion>) -> ExitCode {
     let clsid = match guid(clsid) {
         Ok(g) => g,
         Err(code) => return code,
     };
-    let scenario = match Scenario::load(file) {
+    let scenario = match Scenario::load_as(file, runtime) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");

@@ -37,6 +37,7 @@ mod unwind_fuzz;
 use clap::{Parser, Subcommand};
 use fixtures::unwind_oracle::Format;
 use sim_clr::process::HeapLockAllocator;
+use sim_clr::runtime::RuntimeVersion;
 use sim_clr::scenario::{cut, Report, Scenario};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -73,6 +74,9 @@ enum Command {
         /// `NO_COLOR` environment variable is set).
         #[arg(long)]
         no_color: bool,
+        /// Answer as this runtime version (`3.1`, `8.0`), whatever the files say.
+        #[arg(long, value_name = "VERSION", value_parser = runtime_version)]
+        runtime: Option<RuntimeVersion>,
         #[command(flatten)]
         hosting: HostingArgs,
     },
@@ -262,6 +266,10 @@ enum Command {
         /// Where to write the scenario (a folder when LOG is one); standard output if absent.
         #[arg(short, long)]
         out: Option<PathBuf>,
+        /// The version of the runtime that wrote the log (`3.1`, `8.0`): the scenario's
+        /// `[runtime] version`.
+        #[arg(long, value_name = "VERSION", value_parser = runtime_version, default_value = "8.0")]
+        runtime: RuntimeVersion,
     },
     /// Compare a real runtime's answers with the simulator's (see conformance/run.sh).
     Conform {
@@ -274,7 +282,18 @@ enum Command {
         /// (its logs go to RESULTS/hosted/).
         #[arg(long, value_name = "LIB")]
         hosted: Option<PathBuf>,
+        /// Answer as this runtime version (`3.1`, `8.0`), whatever the scenarios say.
+        #[arg(long, value_name = "VERSION", value_parser = runtime_version)]
+        runtime: Option<RuntimeVersion>,
     },
+}
+
+/// Parses a `--runtime` version.
+fn runtime_version(text: &str) -> Result<RuntimeVersion, String> {
+    RuntimeVersion::parse(text).ok_or_else(|| {
+        let known: Vec<&str> = RuntimeVersion::ALL.iter().map(|v| v.as_str()).collect();
+        format!("not a runtime version simclr answers as ({})", known.join(", "))
+    })
 }
 
 /// A native profiler library to host (`run`, `explore`, `replay`).
@@ -365,11 +384,12 @@ fn main() -> ExitCode {
             files,
             json,
             no_color,
+            runtime,
             hosting: HostingArgs { profiler, clsid, .. },
         } => match (profiler, files.as_slice()) {
-            (None, _) => run(&files, json, !no_color && colors()),
+            (None, _) => run(&files, json, !no_color && colors(), runtime),
             #[cfg(unix)]
-            (Some(library), [file]) => hosted::run(file, &library, &clsid),
+            (Some(library), [file]) => hosted::run(file, &library, &clsid, runtime),
             #[cfg(not(unix))]
             (Some(_), [_]) => {
                 eprintln!("error: hosting a profiler library needs a Unix loader (dlopen)");
@@ -413,8 +433,9 @@ fn main() -> ExitCode {
             scenarios,
             results,
             hosted,
-        } => conform(&scenarios, &results, hosted.as_deref()),
-        Command::Record { log, out } => record(&log, out.as_deref()),
+            runtime,
+        } => conform(&scenarios, &results, hosted.as_deref(), runtime),
+        Command::Record { log, out, runtime } => record(&log, out.as_deref(), runtime),
         Command::Mutants {
             schedules,
             seed,
@@ -496,10 +517,10 @@ fn colors() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
-fn run(files: &[PathBuf], json: bool, color: bool) -> ExitCode {
+fn run(files: &[PathBuf], json: bool, color: bool, runtime: Option<RuntimeVersion>) -> ExitCode {
     let mut scenarios = Vec::new();
     for file in files {
-        match scenarios_named(file) {
+        match scenarios_named(file, runtime) {
             Ok(found) => scenarios.extend(found),
             Err(code) => return code,
         }
@@ -534,8 +555,18 @@ fn run(files: &[PathBuf], json: bool, color: bool) -> ExitCode {
 }
 
 /// The scenarios an argument of `simclr run` names: a file, every `*.toml` of a folder (sorted),
-/// or a bundled scenario; an error (exit 2) says why not.
-fn scenarios_named(arg: &std::path::Path) -> Result<Vec<Scenario>, ExitCode> {
+/// or a bundled scenario, answering as `runtime` when it is given; an error (exit 2) says why
+/// not.
+fn scenarios_named(
+    arg: &std::path::Path,
+    runtime: Option<RuntimeVersion>,
+) -> Result<Vec<Scenario>, ExitCode> {
+    let load = |file: &std::path::Path| {
+        Scenario::load_as(file, runtime).map_err(|e| {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        })
+    };
     if arg.is_dir() {
         let mut files: Vec<PathBuf> = std::fs::read_dir(arg)
             .map_err(|e| {
@@ -562,7 +593,7 @@ fn scenarios_named(arg: &std::path::Path) -> Result<Vec<Scenario>, ExitCode> {
         );
         return Err(ExitCode::from(2));
     };
-    Scenario::parse(&format!("fixtures/{path}"), text)
+    Scenario::parse_as(&format!("fixtures/{path}"), text, runtime)
         .map(|s| vec![s])
         .map_err(|e| {
             eprintln!("error: {e}");
@@ -700,7 +731,7 @@ fn catalog() -> ExitCode {
 
 /// `simclr record`: one log into a scenario, or a results folder into a folder of scenarios
 /// compared with their logs.
-fn record(log: &std::path::Path, out: Option<&std::path::Path>) -> ExitCode {
+fn record(log: &std::path::Path, out: Option<&std::path::Path>, runtime: RuntimeVersion) -> ExitCode {
     let fail = |e: String| {
         eprintln!("error: {e}");
         ExitCode::from(2)
@@ -713,7 +744,7 @@ fn record(log: &std::path::Path, out: Option<&std::path::Path>) -> ExitCode {
             Ok(text) => text,
             Err(e) => return fail(format!("cannot read {}: {e}", log.display())),
         };
-        return match (record::scenario(&name, &text), out) {
+        return match (record::scenario(&name, &text, runtime), out) {
             (Err(e), _) => fail(format!("{}: {e}", log.display())),
             (Ok(scenario), None) => {
                 print!("{scenario}");
@@ -728,10 +759,10 @@ fn record(log: &std::path::Path, out: Option<&std::path::Path>) -> ExitCode {
     let Some(out) = out else {
         return fail("recording a folder needs `-o FOLDER` for the scenarios".into());
     };
-    if let Err(e) = record::folder(log, out) {
+    if let Err(e) = record::folder(log, out, runtime) {
         return fail(e);
     }
-    match conform::compare(out, log, None) {
+    match conform::compare(out, log, None, None) {
         Ok(comparison) => {
             let (passed, failed, table) = comparison.simulated;
             print!("{table}");
@@ -750,8 +781,9 @@ fn conform(
     scenarios: &std::path::Path,
     results: &std::path::Path,
     hosted: Option<&std::path::Path>,
+    runtime: Option<RuntimeVersion>,
 ) -> ExitCode {
-    match conform::compare(scenarios, results, hosted) {
+    match conform::compare(scenarios, results, hosted, runtime) {
         Ok(comparison) => {
             let (passed, failed, table) = comparison.simulated;
             print!("{table}");

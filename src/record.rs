@@ -20,6 +20,7 @@ use corprof::{Context, HResult};
 use fixtures::compose::{CallSpec, CodeSpec, Compose, Frame, ThreadSpec};
 use serde_json::Value;
 use sim_clr::code::CodeKind;
+use sim_clr::runtime::RuntimeVersion;
 use sim_clr::scenario::{CallbackBehavior, IpRef, NestedAt, Seed, SeedBase, Target};
 use sim_clr::thread::FrameKind;
 use sim_clr::{CallContext, Platform};
@@ -348,8 +349,8 @@ impl Moments {
     }
 }
 
-/// The scenario text reproducing the log `log` (named `name`).
-pub fn scenario(name: &str, log: &str) -> Result<String, String> {
+/// The scenario text reproducing the log `log` (named `name`) that runtime `version` wrote.
+pub fn scenario(name: &str, log: &str, version: RuntimeVersion) -> Result<String, String> {
     let records: Vec<Record> = log
         .lines()
         .enumerate()
@@ -379,6 +380,7 @@ pub fn scenario(name: &str, log: &str) -> Result<String, String> {
     }
     let mut compose = Compose::new(Platform::Unix)
         .named(name, "Recorded from a real runtime by `simclr record`.")
+        .runtime("version", version.as_str())
         .event_mask(&mask);
     for spec in code.specs(&unloaded) {
         compose = compose.function(spec);
@@ -568,8 +570,12 @@ impl Shape {
     }
 }
 
-/// Records every `NAME.jsonl` of `results` into `out/NAME.toml`.
-pub fn folder(results: &std::path::Path, out: &std::path::Path) -> Result<(), String> {
+/// Records every `NAME.jsonl` of `results`, which runtime `version` wrote, into `out/NAME.toml`.
+pub fn folder(
+    results: &std::path::Path,
+    out: &std::path::Path,
+    version: RuntimeVersion,
+) -> Result<(), String> {
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let entries =
         std::fs::read_dir(results).map_err(|e| format!("cannot read {}: {e}", results.display()))?;
@@ -585,7 +591,7 @@ pub fn folder(results: &std::path::Path, out: &std::path::Path) -> Result<(), St
         let name = log.file_stem().unwrap_or_default().to_string_lossy().into_owned();
         let text =
             std::fs::read_to_string(&log).map_err(|e| format!("cannot read {}: {e}", log.display()))?;
-        let scenario = scenario(&name, &text).map_err(|e| format!("{}: {e}", log.display()))?;
+        let scenario = scenario(&name, &text, version).map_err(|e| format!("{}: {e}", log.display()))?;
         let path = out.join(format!("{name}.toml"));
         std::fs::write(&path, scenario).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }

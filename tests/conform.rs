@@ -252,17 +252,27 @@ fn inputs_that_cannot_be_compared_are_errors_not_passes() {
     }
 }
 
-/// Runs `simclr conform` on `runtime.toml` and the real runtime's recorded log of it
-/// (`conformance/recorded/`), after `edit` has changed the log; returns the exit status and
-/// the output.
-fn conform_recorded(name: &str, edit: impl Fn(String) -> String) -> (Option<i32>, String) {
+/// The real runtimes whose logs of `Runtime.exe` are recorded (`conformance/recorded/`), with
+/// the `--runtime` version the simulator answers as for each.
+const RECORDED: [(&str, &str); 2] = [("3.1.23", "3.1"), ("8.0.4", "8.0")];
+
+/// Runs `simclr conform --runtime VERSION` on `runtime.toml` and the real runtime `real`'s
+/// recorded log of it (`conformance/recorded/REAL/`), after `edit` has changed the log;
+/// returns the exit status and the output.
+fn conform_recorded(
+    name: &str,
+    (real, version): (&str, &str),
+    edit: impl Fn(String) -> String,
+) -> (Option<i32>, String) {
     let (scenarios, results) = (
-        results_dir(&format!("{name}-scenarios")),
-        results_dir(&format!("{name}-results")),
+        results_dir(&format!("{name}-{real}-scenarios")),
+        results_dir(&format!("{name}-{real}-results")),
     );
     std::fs::create_dir_all(&scenarios).unwrap();
     std::fs::create_dir_all(&results).unwrap();
-    let recorded = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/recorded");
+    let recorded = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("conformance/recorded")
+        .join(real);
     std::fs::copy(
         scenarios_dir().join("runtime.toml"),
         scenarios.join("runtime.toml"),
@@ -271,25 +281,61 @@ fn conform_recorded(name: &str, edit: impl Fn(String) -> String) -> (Option<i32>
     std::fs::copy(recorded.join("runtime.exit"), results.join("runtime.exit")).unwrap();
     let log = std::fs::read_to_string(recorded.join("runtime.jsonl")).unwrap();
     std::fs::write(results.join("runtime.jsonl"), edit(log)).unwrap();
-    let out = simclr(&["conform", scenarios.to_str().unwrap(), results.to_str().unwrap()]);
+    let out = simclr(&[
+        "conform",
+        scenarios.to_str().unwrap(),
+        results.to_str().unwrap(),
+        "--runtime",
+        version,
+    ]);
     (out.status.code(), String::from_utf8(out.stdout).unwrap())
 }
 
-/// The runtime frame templates, code versions and unloading against the real runtime's
+/// The runtime frame templates, code versions, OSR and unloading against each real runtime's
 /// recorded log (`conformance/recorded/`): every case agrees, without a runtime on this
 /// machine.
 #[test]
-fn the_frame_templates_reproduce_the_recorded_real_runtime() {
-    let (code, text) = conform_recorded("templates", |log| log);
-    assert_eq!(code, Some(0), "{text}");
-    assert_eq!(text.lines().last().unwrap(), "47 passed, 0 failed", "{text}");
+fn the_frame_templates_reproduce_each_recorded_real_runtime() {
+    for runtime in RECORDED {
+        let (code, text) = conform_recorded("templates", runtime, |log| log);
+        assert_eq!(code, Some(0), "{runtime:?}: {text}");
+        assert_eq!(
+            text.lines().last().unwrap(),
+            "47 passed, 0 failed",
+            "{runtime:?}: {text}"
+        );
+    }
+}
+
+/// Each version answers as its own runtime only: .NET 8.0.4's log against the simulator as
+/// CoreCLR 3.1 differs in the thread-start, thread-pool, reflection and wait frames, the
+/// context sizes and the OSR frames, and the other way round.
+#[test]
+fn a_recorded_runtime_differs_from_the_other_version() {
+    for ((real, _), (_, other)) in [(RECORDED[0], RECORDED[1]), (RECORDED[1], RECORDED[0])] {
+        let (code, text) = conform_recorded("crossed", (real, other), |log| log);
+        assert_eq!(code, Some(1), "{real} as {other}: {text}");
+        for case in [
+            "t_thread",
+            "t_pool",
+            "t_reflection",
+            "t_wait/target_regctx",
+            "t_in_catch/target",
+        ] {
+            assert!(
+                text.lines()
+                    .any(|l| l.starts_with(&format!("{case} ")) && l.ends_with("FAIL: differs")),
+                "{real} as {other}: {case}: {text}"
+            );
+        }
+    }
 }
 
 /// Code ranges are compared: a record whose tier-1 frame lay inside `GetCodeInfo2`'s regions
 /// differs from the simulator's.
 #[test]
 fn a_record_with_other_code_ranges_differs() {
-    let (code, text) = conform_recorded("ranges", |log| {
+    let (code, text) = conform_recorded("ranges", RECORDED[0], |log| {
         assert!(log.contains("\"in_code\":false"), "{log}");
         log.replace("\"in_code\":false", "\"in_code\":true")
     });
@@ -325,10 +371,17 @@ fn a_record_with_other_function_identities_differs() {
     );
 }
 
-/// `simclr record DIR -o OUT`, returning the exit code and the output.
-fn record_all(dir: &Path, name: &str) -> (Option<i32>, String) {
+/// `simclr record DIR -o OUT --runtime VERSION`, returning the exit code and the output.
+fn record_all(dir: &Path, name: &str, version: &str) -> (Option<i32>, String) {
     let out = results_dir(name);
-    let run = simclr(&["record", dir.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let run = simclr(&[
+        "record",
+        dir.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--runtime",
+        version,
+    ]);
     let text = String::from_utf8(run.stdout).unwrap() + &String::from_utf8(run.stderr).unwrap();
     (run.status.code(), text)
 }
@@ -345,26 +398,36 @@ fn every_log_records_into_a_scenario_that_reproduces_it() {
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
         .map(|p| std::fs::read_to_string(p).unwrap().lines().count())
         .sum();
-    let (code, text) = record_all(&dir, "record-synthesized-out");
+    let (code, text) = record_all(&dir, "record-synthesized-out", "8.0");
     assert_eq!(code, Some(0), "{text}");
     assert_eq!(
         text.lines().last().unwrap(),
         format!("recorded: {records} passed, 0 failed"),
         "{text}"
     );
-    let real = results_dir("record-real");
-    std::fs::create_dir_all(&real).unwrap();
-    let recorded = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/recorded");
-    for file in ["runtime.jsonl", "runtime.exit"] {
-        std::fs::copy(recorded.join(file), real.join(file)).unwrap();
+    for (runtime, version) in RECORDED {
+        let real = results_dir(&format!("record-real-{runtime}"));
+        std::fs::create_dir_all(&real).unwrap();
+        let recorded = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("conformance/recorded")
+            .join(runtime);
+        for file in ["runtime.jsonl", "runtime.exit"] {
+            std::fs::copy(recorded.join(file), real.join(file)).unwrap();
+        }
+        let (code, text) = record_all(&real, &format!("record-real-{runtime}-out"), version);
+        assert_eq!(code, Some(0), "{runtime}: {text}");
+        assert_eq!(
+            text.lines().last().unwrap(),
+            "recorded: 47 passed, 0 failed",
+            "{runtime}: {text}"
+        );
+        let written = results_dir(&format!("record-real-{runtime}-out")).join("runtime.toml");
+        let scenario = std::fs::read_to_string(written).unwrap();
+        assert!(
+            scenario.contains(&format!("version = \"{version}\"")),
+            "{scenario}"
+        );
     }
-    let (code, text) = record_all(&real, "record-real-out");
-    assert_eq!(code, Some(0), "{text}");
-    assert_eq!(
-        text.lines().last().unwrap(),
-        "recorded: 47 passed, 0 failed",
-        "{text}"
-    );
 }
 
 /// A log that is not the profiler's is an error naming its line, not a scenario.

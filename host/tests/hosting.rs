@@ -27,6 +27,8 @@ const CLSID: Guid = Guid::new(
 
 const SCENARIO: &str = r#"
 platform = "unix"
+[runtime]
+version = "3.1"
 [[code]]
 name = "Shop.Cart::Add"
 kind = "jit"
@@ -242,10 +244,7 @@ fn misuse_of_the_com_surface_gets_the_documented_hresult() {
     // With detaching set as a runtime would after a successful request, every call fails.
     let detaching = Scenario::parse(
         "detaching.toml",
-        &SCENARIO.replace(
-            "platform = \"unix\"",
-            "platform = \"unix\"\n[runtime]\ndetaching = true",
-        ),
+        &SCENARIO.replace("[runtime]\n", "[runtime]\ndetaching = true\n"),
     )
     .unwrap()
     .runtime();
@@ -262,10 +261,7 @@ fn a_runtime_whose_profiler_attached_after_startup_cannot_host_a_library() {
     let _one = serial();
     let attached = Scenario::parse(
         "attached.toml",
-        &SCENARIO.replace(
-            "platform = \"unix\"",
-            "platform = \"unix\"\n[runtime]\nattached = true",
-        ),
+        &SCENARIO.replace("[runtime]\n", "[runtime]\nattached = true\n"),
     )
     .unwrap()
     .runtime();

@@ -8,6 +8,8 @@ use simclr_walker::{snapshot, Frame, StackBuffer, WalkOutcome};
 
 const SCENARIO: &str = r#"
 platform = "unix"
+[runtime]
+version = "3.1"
 [[code]]
 name = "App::Inner"
 kind = "jit"

@@ -23,6 +23,7 @@ mod info;
 mod notifications;
 mod suspension;
 mod unload;
+mod version;
 
 pub use callbacks::{builtin, CallContext, CallbackKind, UnknownThread};
 pub(crate) use callbacks::{Entered, OBJECT_BASE};
@@ -31,13 +32,14 @@ pub use notifications::Notification;
 pub(crate) use notifications::Queued;
 pub(crate) use suspension::Suspension;
 pub use unload::Unload;
+pub use version::RuntimeVersion;
 
 use crate::code::{CodeMap, FunctionIndex};
 use crate::memory::AddressSpace;
 use crate::thread::{Lifecycle, Thread};
 use crate::trace::{Event, Fault, FaultKind};
 use corprof::flags::event;
-use corprof::{Context, FunctionId, HResult, ProfilerCallback, ThreadId};
+use corprof::{FunctionId, HResult, ProfilerCallback, ThreadId};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Which operating system's runtime is simulated (R11, R13, R43).
@@ -81,8 +83,19 @@ pub struct RuntimeConfig {
     pub event_mask: u32,
     /// The high word of the event mask (`SetEventMask2`).
     pub event_mask_high: u32,
-    /// `sizeof(CONTEXT)` the runtime reports to callbacks (1232; 3104 on newer Unix PALs, R44).
-    pub context_size: u32,
+    /// The runtime version answered as.
+    pub version: RuntimeVersion,
+    /// `sizeof(CONTEXT)` the runtime reports to callbacks when it is not the version's own
+    /// ([`RuntimeVersion::context_size`], R44).
+    pub context_size: Option<u32>,
+}
+
+impl RuntimeConfig {
+    /// `sizeof(CONTEXT)` the runtime reports to callbacks (R25, R44).
+    pub fn context_size(&self) -> u32 {
+        self.context_size
+            .unwrap_or_else(|| self.version.context_size(self.platform))
+    }
 }
 
 impl Default for RuntimeConfig {
@@ -96,7 +109,8 @@ impl Default for RuntimeConfig {
             suspend_in_progress: false,
             event_mask: event::ENABLE_STACK_SNAPSHOT,
             event_mask_high: 0,
-            context_size: Context::SIZE as u32,
+            version: RuntimeVersion::default(),
+            context_size: None,
         }
     }
 }

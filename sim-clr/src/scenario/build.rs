@@ -8,7 +8,7 @@ use super::model::FileModel;
 use super::names::PLATFORMS;
 use super::types::*;
 use crate::code::CodeMap;
-use crate::runtime::{Runtime, RuntimeConfig};
+use crate::runtime::{Runtime, RuntimeConfig, RuntimeVersion};
 use crate::thread::StackEntry;
 use corprof::flags::{event, high};
 use corprof::Context;
@@ -18,15 +18,54 @@ use toml::{Spanned, Value};
 impl Scenario {
     /// Parses and validates scenario text; `file` is used in error messages only.
     pub fn parse(file: &str, text: &str) -> Result<Scenario, ScenarioError> {
+        Scenario::parse_as(file, text, None)
+    }
+
+    /// [`Scenario::parse`], answering as `version` when it is given, whatever the file's
+    /// `[runtime] version` says.
+    pub fn parse_as(
+        file: &str,
+        text: &str,
+        version: Option<RuntimeVersion>,
+    ) -> Result<Scenario, ScenarioError> {
         let src = Source::new(file, text);
         let model: FileModel = toml::from_str(text).map_err(|e| src.toml_error(&e))?;
-        Builder { src: &src }.scenario(model, file)
+        let mut builder = Builder {
+            src: &src,
+            version: RuntimeVersion::default(),
+        };
+        builder.version = match (version, &model.runtime.version) {
+            (Some(v), _) => v,
+            (None, Some(named)) => RuntimeVersion::parse(named.get_ref()).ok_or_else(|| {
+                let known: Vec<String> = RuntimeVersion::ALL.iter().map(|v| format!("`{v}`")).collect();
+                builder.err(
+                    named.span(),
+                    "version",
+                    format!(
+                        "`{}` is not a runtime version simclr answers as ({})",
+                        named.get_ref(),
+                        known.join(", ")
+                    ),
+                )
+            })?,
+            (None, None) => RuntimeVersion::default(),
+        };
+        builder.scenario(model, file)
     }
 
     /// Reads, parses and validates a scenario file.
     /// Only regular files of at most [`MAX_FILE_BYTES`] are read: a FIFO or a device is
     /// refused before it is opened (opening a FIFO would block).
     pub fn load(path: &std::path::Path) -> Result<Scenario, ScenarioError> {
+        Scenario::load_as(path, None)
+    }
+
+    /// [`Scenario::load`], answering as `version` when it is given, whatever the file's
+    /// `[runtime] version` says.
+    pub fn load_as(
+        path: &std::path::Path,
+        version: Option<RuntimeVersion>,
+    ) -> Result<Scenario, ScenarioError> {
         use std::io::Read;
         let file = path.display().to_string();
         let fail = |message: String| ScenarioError {
@@ -69,7 +108,7 @@ impl Scenario {
                 message: format!("invalid UTF-8 at column {column}"),
             }
         })?;
-        Scenario::parse(&file, &text)
+        Scenario::parse_as(&file, &text, version)
     }
 
     /// A fresh runtime in the scenario's initial state.
@@ -81,6 +120,8 @@ impl Scenario {
 /// Turns the model of one file into a [`Scenario`], every error located in the file.
 pub(super) struct Builder<'a> {
     pub src: &'a Source<'a>,
+    /// The runtime version the scenario answers as.
+    pub version: RuntimeVersion,
 }
 
 /// A validation step's result.
@@ -149,6 +190,7 @@ impl Builder<'_> {
         let platform = self.choice(&m.platform, "platform", PLATFORMS)?;
         let mut config = RuntimeConfig {
             platform,
+            version: self.version,
             ..RuntimeConfig::default()
         };
         let r = &m.runtime;
@@ -174,7 +216,7 @@ impl Builder<'_> {
                     format!("must be at least {}", Context::SIZE),
                 ));
             }
-            config.context_size = *size.get_ref();
+            config.context_size = Some(*size.get_ref());
         }
         let functions = self.functions(&m.code, &m.threads)?;
         let code = CodeMap::build(&functions, platform).map_err(|e| match m.code.get(e.function) {

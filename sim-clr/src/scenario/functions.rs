@@ -5,6 +5,7 @@ use super::build::{Builder, Res};
 use super::model::{CodeModel, ThreadModel};
 use super::names::CODE_KINDS;
 use super::templates;
+use super::threads::osr_name;
 use crate::code::{CodeKind, FunctionSpec};
 use crate::runtime::{builtin, CallbackKind};
 use crate::synth::{Epilogue, FunctionShape, PrologStep};
@@ -99,8 +100,11 @@ impl Builder<'_> {
             .map(|name| self.template(name))
             .collect::<Res<Vec<_>>>()?;
         let declared = out.iter().map(|f| f.name.as_str()).collect();
-        let from_templates = templates::functions(used, &declared);
+        let from_templates = templates::functions(used, self.version, &declared);
         out.extend(from_templates);
+        if self.version.replaces_loops_on_stack() {
+            out.extend(osr_bodies(&out, threads));
+        }
         Ok(out)
     }
 
@@ -193,4 +197,27 @@ fn builtins() -> Vec<FunctionSpec> {
     out.push(FunctionSpec::new(builtin::WAIT, CodeKind::Helper));
     out.push(FunctionSpec::new(builtin::HIJACK_STUB, CodeKind::Stub));
     out
+}
+
+/// The on-stack-replacement bodies of the JIT-compiled methods that `threads` run in a loop
+/// (`in_loop`), one per method: another code version of it, as the runtime compiles when a
+/// tier-0 loop has run long (see `RuntimeVersion::replaces_loops_on_stack`).
+fn osr_bodies(functions: &[FunctionSpec], threads: &[Spanned<ThreadModel>]) -> Vec<FunctionSpec> {
+    let in_loop: std::collections::BTreeSet<&str> = threads
+        .iter()
+        .flat_map(|t| &t.get_ref().frames)
+        .map(|f| f.get_ref())
+        .filter(|f| f.in_loop.as_ref().is_some_and(|l| *l.get_ref()))
+        .filter_map(|f| f.function.as_ref().map(|n| n.get_ref().as_str()))
+        .collect();
+    functions
+        .iter()
+        .filter(|f| f.kind == CodeKind::Jit && in_loop.contains(f.name.as_str()))
+        .map(|f| {
+            let mut body = FunctionSpec::new(&osr_name(&f.name), CodeKind::Jit);
+            body.module = f.module.clone();
+            body.version_of = Some(f.name.clone());
+            body
+        })
+        .collect()
 }

@@ -87,6 +87,7 @@ pub(crate) struct LimitsModel {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RuntimeModel {
+    pub version: Option<Spanned<String>>,
     pub started: Option<bool>,
     pub gc_initialized: Option<bool>,
     pub detaching: Option<bool>,
@@ -157,6 +158,7 @@ pub(crate) struct FrameModel {
     pub offset: Option<Spanned<Value>>,
     pub funclet: Option<Spanned<String>>,
     pub template: Option<Spanned<String>>,
+    pub in_loop: Option<Spanned<bool>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -3,12 +3,14 @@
 //! a reflection call, a static constructor, the finalizer thread, a wait — usable in a
 //! thread's `frames` as `{ template = "NAME" }`.
 //!
-//! The managed frames and where the native runs lie are what `DoStackSnapshot` reported on
-//! CoreCLR 3.1.23 for each shape (`conformance/programs/Runtime.cs`, compared again by every
-//! run of the conformance lane). A walk cannot name native frames, so the native ones are the
-//! functions CoreCLR 3.1's sources run there, one or a few per run.
+//! Each template has its entries per runtime version. The managed frames and where the native
+//! runs lie are what `DoStackSnapshot` reported on CoreCLR 3.1.23 and on .NET 8.0.4 for each
+//! shape (`conformance/programs/Runtime.cs`, compared again by every run of the conformance
+//! lane on both runtimes). A walk cannot name native frames, so the native ones are the
+//! functions CoreCLR 3.1's sources run there, one or a few per run, kept for .NET 8.
 
 use crate::code::{CodeKind, FunctionSpec};
+use crate::runtime::RuntimeVersion;
 use crate::thread::FrameKind;
 
 /// One entry of a template, leaf first.
@@ -31,11 +33,51 @@ pub struct Template {
     pub name: &'static str,
     /// Where it goes on a stack.
     pub doc: &'static str,
-    /// Its entries, leaf first, in parts that templates share.
-    pub(super) entries: &'static [&'static [Entry]],
+    /// Its entries on CoreCLR 3.1, leaf first, in parts that templates share.
+    pub(super) core31: &'static [&'static [Entry]],
+    /// Its entries on .NET 8, where they differ from 3.1's.
+    pub(super) net8: Option<&'static [&'static [Entry]]>,
 }
 
-/// A thread-pool worker's frames below the work item's own.
+/// The bottom of a thread started with `new Thread(…)` on CoreCLR 3.1, below its start method.
+const THREAD_START_31: &[Entry] = &[
+    CoreLib("System.Threading.ThreadHelper::ThreadStart_Context"),
+    CoreLib("System.Threading.ExecutionContext::RunInternal"),
+    CoreLib("System.Threading.ThreadHelper::ThreadStart"),
+    Runtime("libcoreclr.so!CallDescrWorkerInternal"),
+    Runtime("libcoreclr.so!ThreadNative::KickOffThread"),
+];
+
+/// The same on .NET 8: no managed frame is reported below the start method (observed:
+/// `t_thread`, `t_wait`, `t_in_catch`).
+const THREAD_START_8: &[Entry] = &[
+    Runtime("libcoreclr.so!CallDescrWorkerInternal"),
+    Runtime("libcoreclr.so!ThreadNative::KickOffThread"),
+];
+
+/// .NET 8's thread-pool worker below a work item: the portable thread pool's managed worker
+/// thread (observed: `t_pool`, `t_async`).
+const POOL_DISPATCH_8: &[Entry] = &[
+    CoreLib("System.Threading.ThreadPoolWorkQueue::Dispatch"),
+    CoreLib("WorkerThread::WorkerThreadStart"),
+];
+
+/// The native run of a reflection call between the called method and its managed caller.
+const INVOKE_NATIVE: &[Entry] = &[
+    Runtime("libcoreclr.so!CallDescrWorkerInternal"),
+    Runtime("libcoreclr.so!RuntimeMethodHandle::InvokeMethod"),
+    Frame(FrameKind::HelperMethod),
+];
+
+/// The async continuation's own frames above the thread pool's.
+const ASYNC_BOX: &[Entry] = &[
+    CoreLib("AsyncStateMachineBox`1::ExecutionContextCallback"),
+    CoreLib("System.Threading.ExecutionContext::RunFromThreadPoolDispatchLoop"),
+    CoreLib("AsyncStateMachineBox`1::MoveNext"),
+    CoreLib("AsyncStateMachineBox`1::ExecuteFromThreadPool"),
+];
+
+/// A thread-pool worker's frames below the work item's own on CoreCLR 3.1.
 const POOL_DISPATCH: &[Entry] = &[
     CoreLib("System.Threading.ThreadPoolWorkQueue::Dispatch"),
     CoreLib("System.Threading._ThreadPoolWaitCallback::PerformWaitCallback"),
@@ -45,80 +87,99 @@ const POOL_DISPATCH: &[Entry] = &[
 ];
 
 /// Every template, by name.
-pub const TEMPLATES: [Template; 7] = [
+pub const TEMPLATES: [Template; 8] = [
     Template {
         name: "thread_start",
         doc: "the bottom of a thread started with `new Thread(…)`, below its start method",
-        entries: &[&[
-            CoreLib("System.Threading.ThreadHelper::ThreadStart_Context"),
-            CoreLib("System.Threading.ExecutionContext::RunInternal"),
-            CoreLib("System.Threading.ThreadHelper::ThreadStart"),
-            Runtime("libcoreclr.so!CallDescrWorkerInternal"),
-            Runtime("libcoreclr.so!ThreadNative::KickOffThread"),
-        ]],
+        core31: &[THREAD_START_31],
+        net8: Some(&[THREAD_START_8]),
     },
     Template {
         name: "thread_pool",
         doc: "the bottom of a thread-pool thread running a `ThreadPool.QueueUserWorkItem` callback, below the callback",
-        entries: &[
+        core31: &[
             &[CoreLib("System.Threading.QueueUserWorkItemCallbackDefaultContext::Execute")],
             POOL_DISPATCH,
         ],
+        // The work item's `Execute` is not reported (observed: `t_pool`).
+        net8: Some(&[POOL_DISPATCH_8, THREAD_START_8]),
     },
     Template {
         name: "async_continuation",
         doc: "the bottom of a thread-pool thread resuming an async method after an `await`, below the state machine's `MoveNext`",
-        entries: &[
-            &[
-                CoreLib("AsyncStateMachineBox`1::ExecutionContextCallback"),
-                CoreLib("System.Threading.ExecutionContext::RunFromThreadPoolDispatchLoop"),
-                CoreLib("AsyncStateMachineBox`1::MoveNext"),
-                CoreLib("AsyncStateMachineBox`1::ExecuteFromThreadPool"),
-            ],
-            POOL_DISPATCH,
-        ],
+        core31: &[ASYNC_BOX, POOL_DISPATCH],
+        net8: Some(&[ASYNC_BOX, POOL_DISPATCH_8, THREAD_START_8]),
     },
     Template {
         name: "reflection_invoke",
-        doc: "between a method called through `MethodInfo.Invoke` and its caller",
-        entries: &[&[
-            Runtime("libcoreclr.so!CallDescrWorkerInternal"),
-            Runtime("libcoreclr.so!RuntimeMethodHandle::InvokeMethod"),
-            Frame(FrameKind::HelperMethod),
-            CoreLib("System.Reflection.RuntimeMethodInfo::Invoke"),
-        ]],
+        doc: "between a method called through `MethodInfo.Invoke(obj, null)` (no arguments) and its caller",
+        core31: &[INVOKE_NATIVE, &[CoreLib("System.Reflection.RuntimeMethodInfo::Invoke")]],
+        // .NET 8's invoker (observed: `t_reflection`).
+        net8: Some(&[
+            INVOKE_NATIVE,
+            &[CoreLib("System.Reflection.MethodBaseInvoker::InvokeWithNoArgs")],
+        ]),
+    },
+    Template {
+        name: "reflection_invoke_one_arg",
+        doc: "between a method called through `MethodBase.Invoke(obj, args)` with one argument and its caller",
+        core31: &[
+            INVOKE_NATIVE,
+            &[
+                CoreLib("System.Reflection.RuntimeMethodInfo::Invoke"),
+                CoreLib("System.Reflection.MethodBase::Invoke"),
+            ],
+        ],
+        // `MethodBase::Invoke` is not reported on .NET 8 (observed: `t_unload/save`).
+        net8: Some(&[
+            INVOKE_NATIVE,
+            &[
+                CoreLib("System.Reflection.MethodBaseInvoker::InvokeDirectByRefWithFewArgs"),
+                CoreLib("System.Reflection.MethodBaseInvoker::InvokeWithOneArg"),
+            ],
+        ]),
     },
     Template {
         name: "cctor_trigger",
         doc: "between a static constructor and the method whose access ran it",
-        entries: &[&[
+        core31: &[&[
             Runtime("libcoreclr.so!CallDescrWorkerInternal"),
             Runtime("libcoreclr.so!MethodTable::RunClassInitEx"),
             Runtime("libcoreclr.so!MethodTable::DoRunClassInitThrowing"),
             Runtime("libcoreclr.so!JIT_GetSharedNonGCStaticBase_Helper"),
             Frame(FrameKind::HelperMethod),
         ]],
+        // The same walk (observed: `t_cctor`).
+        net8: None,
     },
     Template {
         name: "finalizer",
         doc: "the bottom of the finalizer thread, below a `Finalize` method",
-        entries: &[&[
+        core31: &[&[
             Runtime("libcoreclr.so!FastCallFinalizeWorker"),
             Runtime("libcoreclr.so!MethodTable::CallFinalizer"),
             Runtime("libcoreclr.so!FinalizerThread::FinalizeAllObjects"),
             Runtime("libcoreclr.so!FinalizerThread::FinalizerThreadWorker"),
             Runtime("libcoreclr.so!FinalizerThread::FinalizerThreadStart"),
         ]],
+        // The same walk (observed: `t_finalizer`).
+        net8: None,
     },
     Template {
         name: "wait",
         doc: "the top of a thread blocked in `WaitHandle.WaitOne`, above its caller",
-        entries: &[&[
+        core31: &[&[
             Runtime("libcoreclr.so!WaitHandleNative::CorWaitOneNative"),
             Frame(FrameKind::HelperMethod),
             CoreLib("System.Threading.WaitHandle::WaitOneNoCheck"),
             CoreLib("System.Threading.WaitHandle::WaitOne"),
         ]],
+        // `WaitOne` is inlined into its caller (observed: `t_wait/target`).
+        net8: Some(&[&[
+            Runtime("libcoreclr.so!WaitHandleNative::CorWaitOneNative"),
+            Frame(FrameKind::HelperMethod),
+            CoreLib("System.Threading.WaitHandle::WaitOneNoCheck"),
+        ]]),
     },
 ];
 
@@ -128,22 +189,27 @@ impl Template {
         TEMPLATES.iter().find(|t| t.name == name)
     }
 
-    /// Its entries, leaf first.
-    pub(super) fn entries(&self) -> impl Iterator<Item = Entry> + '_ {
-        self.entries.iter().flat_map(|part| part.iter().copied())
+    /// Its entries on `version`, leaf first.
+    pub(super) fn entries(&self, version: RuntimeVersion) -> impl Iterator<Item = Entry> + '_ {
+        let parts = match version {
+            RuntimeVersion::Core31 => self.core31,
+            RuntimeVersion::Net8 => self.net8.unwrap_or(self.core31),
+        };
+        parts.iter().flat_map(|part| part.iter().copied())
     }
 }
 
-/// The functions the templates in `used` call, each once, except those named in `declared`
-/// (a scenario may declare a template's function itself, with its own kind or size).
+/// The functions the templates in `used` call on `version`, each once, except those named in
+/// `declared` (a scenario may declare a template's function itself, with its own kind or size).
 pub(super) fn functions<'a>(
     used: impl IntoIterator<Item = &'a Template>,
+    version: RuntimeVersion,
     declared: &std::collections::BTreeSet<&str>,
 ) -> Vec<FunctionSpec> {
     let mut seen = std::collections::BTreeSet::new();
     let mut out = Vec::new();
     for template in used {
-        for entry in template.entries() {
+        for entry in template.entries(version) {
             let (name, kind, module) = match entry {
                 CoreLib(name) => (name, CodeKind::ReadyToRun, "System.Private.CoreLib.dll"),
                 Runtime(name) => (name, CodeKind::Helper, "libcoreclr.so"),

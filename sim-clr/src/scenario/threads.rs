@@ -5,7 +5,7 @@ use super::build::{Builder, Res};
 use super::model::{FrameModel, ThreadModel};
 use super::names::{name_of, EXCEPTION_STATES, FUNCLETS, LIFECYCLES, MODES, OS_CONTEXTS, THREAD_KINDS};
 use super::templates::{Entry, Template, TEMPLATES};
-use crate::code::CodeMap;
+use crate::code::{CodeKind, CodeMap};
 use crate::thread::{ExceptionState, FrameKind, Funclet, Mode, StackEntry, Thread, ThreadKind, STACK_SIZE};
 use toml::{Spanned, Value};
 
@@ -192,14 +192,15 @@ impl Builder<'_> {
                 || m.repeat.is_some()
                 || m.offset.is_some()
                 || m.funclet.is_some()
+                || m.in_loop.is_some()
             {
                 return Err(self.err(
                     name.span(),
                     "template",
-                    "a template entry stands alone: no `fn`, `frame`, `repeat`, `offset` or `funclet`",
+                    "a template entry stands alone: no `fn`, `frame`, `repeat`, `offset`, `funclet` or `in_loop`",
                 ));
             }
-            for entry in self.template(name)?.entries() {
+            for entry in self.template(name)?.entries(self.version) {
                 t.stack.push(match entry {
                     Entry::Frame(kind) => StackEntry::Frame(kind),
                     Entry::CoreLib(function) | Entry::Runtime(function) => StackEntry::Call {
@@ -226,13 +227,27 @@ impl Builder<'_> {
         };
         let entry = match (&m.function, &m.frame) {
             (Some(name), None) => {
-                let function = code.by_name(name.get_ref()).ok_or_else(|| {
+                let mut function = code.by_name(name.get_ref()).ok_or_else(|| {
                     self.err(
                         name.span(),
                         "fn",
                         format!("no function named `{}` in [[code]]", name.get_ref()),
                     )
                 })?;
+                if let Some(in_loop) = m.in_loop.as_ref().filter(|l| *l.get_ref()) {
+                    if code.function(function).kind != CodeKind::Jit {
+                        return Err(self.err(
+                            in_loop.span(),
+                            "in_loop",
+                            "only a JIT-compiled method (kind = \"jit\") runs its loop in replaced code",
+                        ));
+                    }
+                    if self.version.replaces_loops_on_stack() {
+                        function = code
+                            .by_name(&osr_name(name.get_ref()))
+                            .expect("the OSR body of every method in a loop is declared");
+                    }
+                }
                 let func = code.function(function);
                 if !func.compiled {
                     return Err(self.err(
@@ -260,8 +275,12 @@ impl Builder<'_> {
                 }
             }
             (None, Some(kind)) => {
-                if m.offset.is_some() || m.funclet.is_some() {
-                    return Err(self.err(f.span(), "offset", "an explicit Frame has no offset or funclet"));
+                if m.offset.is_some() || m.funclet.is_some() || m.in_loop.is_some() {
+                    return Err(self.err(
+                        f.span(),
+                        "offset",
+                        "an explicit Frame has no offset, funclet or in_loop",
+                    ));
                 }
                 let known: Vec<(&str, FrameKind)> = FrameKind::ALL.iter().map(|k| (k.as_str(), *k)).collect();
                 StackEntry::Frame(self.choice(kind, "frame", &known)?)
@@ -277,4 +296,10 @@ impl Builder<'_> {
         t.stack.extend(std::iter::repeat_n(entry, repeat));
         Ok(())
     }
+}
+
+/// The name of the on-stack-replacement body of the method `name`, which frames marked
+/// `in_loop` run on versions that replace loops on the stack.
+pub(super) fn osr_name(name: &str) -> String {
+    format!("{name} [OSR]")
 }

@@ -137,7 +137,7 @@ fn decide(st: &mut State, thread: ThreadId, flags: u32, seed: Option<&Context>) 
                 target: t,
                 suspended,
                 unix: st.config.platform == Platform::Unix,
-                context_size: st.config.context_size as usize,
+                context_size: st.config.context_size() as usize,
             })
         }
         Err(hr) => {

@@ -2,7 +2,8 @@
 //! it. It starts from the seed, or else from the first explicit Frame that returns into
 //! managed code; unwinds managed frames by reading the target's stack with each code
 //! address's unwind rule; reports a `funcId == 0` marker when a managed frame returns into
-//! native code, and hops over the native run with the Frame chain.
+//! native code (from .NET 8, not when that native code called it through a reverse P/Invoke),
+//! and hops over the native run with the Frame chain.
 //!
 //! It runs with the runtime's lock held and records the frames it reports into a [`Walk`],
 //! [`BATCH`] at a time; the profiler is called for a batch with the lock released, and the
@@ -15,7 +16,7 @@ use super::MAX_WALK_FRAMES;
 use crate::code::machine::UnwindRule;
 use crate::memory::Reader;
 use crate::runtime::State;
-use crate::thread::Thread;
+use crate::thread::{FrameKind, Thread};
 use corprof::{Context, FrameInfo, FunctionId, Register, StackSnapshotCallback};
 
 /// What a frame's CONTEXT is made of.
@@ -482,9 +483,21 @@ impl<const GPRS: bool> Iter<'_, GPRS> {
     /// when no Frame does.
     #[inline(never)]
     fn native_run(&mut self, at: &mut Cursor) -> bool {
-        let marker = FrameInfo::for_snapshot(FunctionId::NULL, at.ip);
-        record::<GPRS>(self.frames, self.contexts, marker, at);
+        if self.st.config.version.reports_reverse_pinvoke_runs() || !self.entered_by_reverse_pinvoke(at.sp) {
+            let marker = FrameInfo::for_snapshot(FunctionId::NULL, at.ip);
+            record::<GPRS>(self.frames, self.contexts, marker, at);
+        }
         hop(self.st, self.thread, self.next_frame, at.sp, at)
+    }
+
+    /// Whether the native run at `sp` called the managed code above it through a reverse
+    /// P/Invoke: the next Frame of the chain at or above `sp` is the reverse transition's.
+    fn entered_by_reverse_pinvoke(&self, sp: u64) -> bool {
+        let chain = &self.thread.layout.frames;
+        chain
+            .get(*self.next_frame..)
+            .and_then(|rest| rest.iter().find(|f| f.address >= sp))
+            .is_some_and(|f| f.kind == FrameKind::ReversePInvoke)
     }
 
     /// Unwinds the managed frame at `at` in full, restoring every register it saved: `at`
