@@ -24,8 +24,12 @@ fn my_walker(info: &dyn ProfilerInfo, thread: ThreadId) -> Result<Vec<FunctionId
 
 /// A Windows process: `worker` runs managed code called back from native code; `sampler` is
 /// the profiler's own thread.
+/// It answers as CoreCLR 3.1, which reports the native run below the reverse P/Invoke with a
+/// `funcId == 0` callback; .NET 8 reports none there.
 const SCENARIO: &str = r#"
 platform = "windows"
+[runtime]
+version = "3.1"
 [[code]]
 name = "App::Leaf"
 kind = "jit"
