@@ -139,10 +139,9 @@ fn host_run(
     let _ = std::fs::remove_file(log);
     let exe = std::env::current_exe().map_err(|e| format!("simclr's own path: {e}"))?;
     let mut command = Command::new(exe);
+    command.arg("run");
     if let Some(version) = runtime {
-        command.arg("run").arg("--runtime").arg(version.as_str());
-    } else {
-        command.arg("run");
+        command.args(["--runtime", version.as_str()]);
     }
     let mut child = command
         .arg(scenario)

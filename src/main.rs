@@ -75,7 +75,7 @@ enum Command {
         #[arg(long)]
         no_color: bool,
         /// Answer as this runtime version (`3.1`, `8.0`), whatever the files say.
-        #[arg(long, value_name = "VERSION", value_parser = runtime_version)]
+        #[arg(long, value_name = "VERSION", value_parser = str::parse::<RuntimeVersion>)]
         runtime: Option<RuntimeVersion>,
         #[command(flatten)]
         hosting: HostingArgs,
@@ -268,7 +268,7 @@ enum Command {
         out: Option<PathBuf>,
         /// The version of the runtime that wrote the log (`3.1`, `8.0`): the scenario's
         /// `[runtime] version`.
-        #[arg(long, value_name = "VERSION", value_parser = runtime_version, default_value = "8.0")]
+        #[arg(long, value_name = "VERSION", value_parser = str::parse::<RuntimeVersion>, default_value = "8.0")]
         runtime: RuntimeVersion,
     },
     /// Compare a real runtime's answers with the simulator's (see conformance/run.sh).
@@ -283,17 +283,9 @@ enum Command {
         #[arg(long, value_name = "LIB")]
         hosted: Option<PathBuf>,
         /// Answer as this runtime version (`3.1`, `8.0`), whatever the scenarios say.
-        #[arg(long, value_name = "VERSION", value_parser = runtime_version)]
+        #[arg(long, value_name = "VERSION", value_parser = str::parse::<RuntimeVersion>)]
         runtime: Option<RuntimeVersion>,
     },
-}
-
-/// Parses a `--runtime` version.
-fn runtime_version(text: &str) -> Result<RuntimeVersion, String> {
-    RuntimeVersion::parse(text).ok_or_else(|| {
-        let known: Vec<&str> = RuntimeVersion::ALL.iter().map(|v| v.as_str()).collect();
-        format!("not a runtime version simclr answers as ({})", known.join(", "))
-    })
 }
 
 /// A native profiler library to host (`run`, `explore`, `replay`).

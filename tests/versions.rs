@@ -3,31 +3,26 @@
 //! with their line.
 
 use sim_clr::runtime::RuntimeVersion;
-use sim_clr::scenario::Scenario;
+use sim_clr::scenario::{FrameReport, Scenario};
 
 /// The bundled scenario of what differs on .NET 8.
 const NET8: &str = include_str!("../fixtures/scenarios/net8-differences.toml");
 
-/// The callbacks of call `index` (0-based) as `expect_stack` writes them.
+/// The callbacks of call `index` (0-based) of a run of `scenario`.
+fn walk(scenario: &Scenario, index: usize) -> Vec<FrameReport> {
+    let mut report = scenario.run();
+    report.calls.swap_remove(index).frames.expect("a walk")
+}
+
+/// The callbacks of call `index` as `expect_stack` writes them.
 fn stack(scenario: &Scenario, index: usize) -> Vec<String> {
-    let report = scenario.run();
-    let frames = report.calls[index].frames.as_ref().expect("a walk");
-    frames
-        .iter()
-        .map(|f| {
-            f.method
-                .clone()
-                .or_else(|| f.function.clone())
-                .unwrap_or_else(|| "0".into())
-        })
-        .collect()
+    let name = |f: FrameReport| f.method.or(f.function).unwrap_or_else(|| "0".into());
+    walk(scenario, index).into_iter().map(name).collect()
 }
 
 /// The context sizes the callbacks of call `index` received.
 fn context_sizes(scenario: &Scenario, index: usize) -> Vec<u32> {
-    let report = scenario.run();
-    let frames = report.calls[index].frames.as_ref().expect("a walk");
-    frames.iter().map(|f| f.context_size).collect()
+    walk(scenario, index).iter().map(|f| f.context_size).collect()
 }
 
 #[test]
@@ -85,9 +80,8 @@ fn each_version_walks_the_same_stacks_as_its_real_runtime() {
 fn a_frame_in_a_loop_runs_the_osr_body_on_net8_only() {
     for (version, osr) in [(RuntimeVersion::Net8, true), (RuntimeVersion::Core31, false)] {
         let scenario = Scenario::parse_as("net8.toml", NET8, Some(version)).unwrap();
-        let report = scenario.run();
-        let walk = report.calls[1].frames.as_ref().unwrap();
-        let poll = &walk[1];
+        let frames = walk(&scenario, 1);
+        let poll = &frames[1];
         assert_eq!(
             poll.method.as_deref().or(poll.function.as_deref()),
             Some("Program::Poll")
@@ -160,4 +154,14 @@ fn a_bad_version_or_in_loop_is_an_error_with_its_line() {
             assert!(err.message.contains(why), "{version}: {err}");
         }
     }
+    // A code version is not what loops (its method is), and the OSR bodies' names are taken.
+    let version_in_loop = "platform = \"unix\"\n[[code]]\nname = \"M\"\nkind = \"jit\"\n[[code]]\nname = \"M1\"\nkind = \"jit\"\nversion_of = \"M\"\n\
+         [[threads]]\nname = \"t\"\nframes = [{ fn = \"M1\", in_loop = true }, { fn = \"M\" }]\n";
+    let err = Scenario::parse("v.toml", version_in_loop).unwrap_err();
+    assert_eq!((err.line, err.field.as_str()), (11, "in_loop"), "{err}");
+    assert!(err.message.contains("not one of its code versions"), "{err}");
+    let taken = "platform = \"unix\"\n[[code]]\nname = \"M\"\nkind = \"jit\"\n[[code]]\nname = \"M [OSR]\"\nkind = \"jit\"\n";
+    let err = Scenario::parse("o.toml", taken).unwrap_err();
+    assert_eq!((err.line, err.field.as_str()), (6, "name"), "{err}");
+    assert!(err.message.contains("OSR bodies"), "{err}");
 }

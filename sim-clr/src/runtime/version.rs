@@ -72,6 +72,21 @@ impl RuntimeVersion {
     }
 }
 
+impl std::str::FromStr for RuntimeVersion {
+    type Err = String;
+
+    /// [`RuntimeVersion::parse`], or an error that lists the versions there are.
+    fn from_str(text: &str) -> Result<RuntimeVersion, String> {
+        RuntimeVersion::parse(text).ok_or_else(|| {
+            let known: Vec<String> = RuntimeVersion::ALL.iter().map(|v| format!("`{v}`")).collect();
+            format!(
+                "`{text}` is not a runtime version simclr answers as ({})",
+                known.join(", ")
+            )
+        })
+    }
+}
+
 impl std::fmt::Display for RuntimeVersion {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())

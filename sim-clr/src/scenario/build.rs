@@ -36,18 +36,10 @@ impl Scenario {
         };
         builder.version = match (version, &model.runtime.version) {
             (Some(v), _) => v,
-            (None, Some(named)) => RuntimeVersion::parse(named.get_ref()).ok_or_else(|| {
-                let known: Vec<String> = RuntimeVersion::ALL.iter().map(|v| format!("`{v}`")).collect();
-                builder.err(
-                    named.span(),
-                    "version",
-                    format!(
-                        "`{}` is not a runtime version simclr answers as ({})",
-                        named.get_ref(),
-                        known.join(", ")
-                    ),
-                )
-            })?,
+            (None, Some(named)) => named
+                .get_ref()
+                .parse()
+                .map_err(|message: String| builder.err(named.span(), "version", message))?,
             (None, None) => RuntimeVersion::default(),
         };
         builder.scenario(model, file)

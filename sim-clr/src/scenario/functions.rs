@@ -5,7 +5,7 @@ use super::build::{Builder, Res};
 use super::model::{CodeModel, ThreadModel};
 use super::names::CODE_KINDS;
 use super::templates;
-use super::threads::osr_name;
+use super::threads::{osr_name, OSR_SUFFIX};
 use crate::code::{CodeKind, FunctionSpec};
 use crate::runtime::{builtin, CallbackKind};
 use crate::synth::{Epilogue, FunctionShape, PrologStep};
@@ -27,6 +27,13 @@ impl Builder<'_> {
             let name = c.name.get_ref();
             if name.trim().is_empty() {
                 return Err(self.err(c.name.span(), "name", "a function needs a name"));
+            }
+            if name.ends_with(OSR_SUFFIX) {
+                return Err(self.err(
+                    c.name.span(),
+                    "name",
+                    format!("names ending in `{OSR_SUFFIX}` are the OSR bodies of frames marked `in_loop`"),
+                ));
             }
             if !names.insert(name.as_str()) {
                 return Err(self.err(
@@ -212,7 +219,7 @@ fn osr_bodies(functions: &[FunctionSpec], threads: &[Spanned<ThreadModel>]) -> V
         .collect();
     functions
         .iter()
-        .filter(|f| f.kind == CodeKind::Jit && in_loop.contains(f.name.as_str()))
+        .filter(|f| f.kind == CodeKind::Jit && f.version_of.is_none() && in_loop.contains(f.name.as_str()))
         .map(|f| {
             let mut body = FunctionSpec::new(&osr_name(&f.name), CodeKind::Jit);
             body.module = f.module.clone();

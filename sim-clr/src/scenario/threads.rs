@@ -235,11 +235,12 @@ impl Builder<'_> {
                     )
                 })?;
                 if let Some(in_loop) = m.in_loop.as_ref().filter(|l| *l.get_ref()) {
-                    if code.function(function).kind != CodeKind::Jit {
+                    let looping = code.function(function);
+                    if looping.kind != CodeKind::Jit || looping.version_of.is_some() {
                         return Err(self.err(
                             in_loop.span(),
                             "in_loop",
-                            "only a JIT-compiled method (kind = \"jit\") runs its loop in replaced code",
+                            "only a JIT-compiled method (kind = \"jit\", not one of its code versions) runs its loop in replaced code",
                         ));
                     }
                     if self.version.replaces_loops_on_stack() {
@@ -298,8 +299,11 @@ impl Builder<'_> {
     }
 }
 
+/// What ends the name of an on-stack-replacement body; no declared function's name does.
+pub(super) const OSR_SUFFIX: &str = " [OSR]";
+
 /// The name of the on-stack-replacement body of the method `name`, which frames marked
 /// `in_loop` run on versions that replace loops on the stack.
 pub(super) fn osr_name(name: &str) -> String {
-    format!("{name} [OSR]")
+    format!("{name}{OSR_SUFFIX}")
 }
