@@ -19,7 +19,7 @@ use sim_clr::CallContext;
 use walker::hybrid::{resolve_with, HybridOutcome, HybridWalker, Stopped};
 use walker::images::Images;
 use walker::unwind::StackBounds;
-use walker::{snapshot, StackBuffer};
+use walker::{snapshot, Contexts, StackBuffer};
 
 fn mixed(platform: &str) -> Scenario {
     let run = |from: &str| {
@@ -124,10 +124,18 @@ fn hybrid(c: &mut Criterion) {
                     let seed = rt.thread("main").map(|t| t.call_context(8)).expect("frame 8");
                     let mut buffer = StackBuffer::with_capacity(128);
                     group.bench_function("peer/dss_unix", |b| {
-                        b.iter(|| snapshot(rt, thread.id, Some(&seed), true, &mut buffer))
+                        b.iter(|| snapshot(rt, thread.id, Some(&seed), Contexts::NativeRuns, &mut buffer))
                     });
                     rt.resume_runtime();
                 } else {
+                    // JIT code has unwind data here: the walk keeps every frame's registers and
+                    // steps from each managed frame whose caller is managed too, looking for a
+                    // native run the runtime did not report.
+                    let mut resolve = |ip| by_ranges(ip);
+                    let mut walk = || walker.walk(rt, &unwinder, &stopped, &mut read, &mut resolve);
+                    assert_eq!(walk(), HybridOutcome::Complete);
+                    group.bench_function("windows_code_ranges", |b| b.iter(&mut walk));
+                    assert_eq!(walker.frames().len(), 64);
                     for (name, resolve) in [
                         ("windows_native", &mut by_runtime as &mut dyn FnMut(u64) -> _),
                         ("windows_native_code_ranges", &mut by_ranges),

@@ -6,7 +6,7 @@ use corprof::{ClassId, FunctionId, HResult, ObjectId, ProfilerCallback, Profiler
 use sim_clr::scenario::Scenario;
 use sim_clr::{CallbackKind, Runtime, Unload};
 use std::sync::{Arc, Mutex, Weak};
-use walker::{snapshot, Frame, StackBuffer, WalkOutcome};
+use walker::{snapshot, Contexts, Frame, StackBuffer, WalkOutcome};
 
 /// One walk: its outcome and the frames collected.
 type Walk = (Result<WalkOutcome, HResult>, Vec<Frame>);
@@ -39,7 +39,7 @@ impl ProfilerCallback for Recorder {
     fn object_allocated(&self, _object: ObjectId, _class: ClassId) -> HResult {
         let rt = self.runtime.upgrade().unwrap();
         let mut buffer = StackBuffer::with_capacity(32);
-        let outcome = snapshot(&*rt, ThreadId::NULL, None, false, &mut buffer);
+        let outcome = snapshot(&*rt, ThreadId::NULL, None, Contexts::None, &mut buffer);
         self.walks
             .lock()
             .unwrap()

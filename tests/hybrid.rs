@@ -6,7 +6,7 @@ use corprof::ProfilerInfo;
 use fixtures::hybrid::{describe, expected, judge, walk, Judged, Mode};
 use fixtures::random_stack::{random_stack, scenario};
 use proptest::prelude::*;
-use sim_clr::runtime::Runtime;
+use sim_clr::runtime::{Runtime, RuntimeVersion};
 use sim_clr::scenario::Scenario;
 use sim_clr::CallContext;
 use walker::hybrid::{resolve_with, HybridFrame, HybridOutcome};
@@ -58,6 +58,40 @@ fn the_stub_scenario_truncates_only_at_the_interrupted_stub() {
     assert_eq!(markers, [1], "{}", describe(&runtime, &judged));
     // Every frame below the marker is there: the stub in the middle unwinds by its RBP frame.
     assert_eq!(judged.frames.len(), judged.expected.len() + 1);
+}
+
+#[test]
+fn on_net8_a_run_below_a_reverse_pinvoke_is_found_where_jit_code_has_unwind_data() {
+    // .NET 8 reports no `funcId == 0` for the 13 native frames between App::Inner and
+    // App::Outer. On Windows one native step from App::Inner finds them; on Unix JIT code has
+    // no unwind data, so they stay hidden, as the ground truth of a DoStackSnapshot walk says.
+    let text = std::fs::read_to_string("fixtures/walks/deep-native-run.toml").unwrap();
+    let natives = |frames: &[HybridFrame]| {
+        frames
+            .iter()
+            .filter(|f| matches!(f, HybridFrame::Native { .. }))
+            .count()
+    };
+    for (platform, found) in [("windows", 13), ("unix", 0)] {
+        let text = text.replace("platform = \"unix\"", &format!("platform = \"{platform}\""));
+        let runtime = Scenario::parse_as("deep-native-run.toml", &text, Some(RuntimeVersion::Net8))
+            .unwrap()
+            .runtime();
+        let judged = walk(&runtime, "main", "sampler", Mode::Hybrid).unwrap();
+        assert_eq!(
+            judged.mismatch,
+            None,
+            "{platform}\n{}",
+            describe(&runtime, &judged)
+        );
+        // host!main, the root, is native too and always found.
+        assert_eq!(
+            natives(&judged.frames),
+            found + 1,
+            "{platform}\n{}",
+            describe(&runtime, &judged)
+        );
+    }
 }
 
 /// The naive way: follow the RBP chain from the leaf (return address at RBP + 8, the

@@ -12,7 +12,10 @@
 //!   frame and asked for contexts (`COR_PRF_SNAPSHOT_REGISTER_CONTEXT`).
 //! - **Native runs.** Each `funcId == 0` callback's context is the most recent frame of a
 //!   native run; unwinding from it stops before the first managed IP, which is the frame
-//!   the runtime reports next, so no frame appears twice.
+//!   the runtime reports next, so no frame appears twice. .NET 8 makes no such callback
+//!   for a run that called managed code through a reverse P/Invoke: where managed code has
+//!   unwind data (Windows), one native step from a managed frame's context finds such a run
+//!   between two managed frames, and it is expanded the same way.
 //! - **Refusals.** Wherever native unwinding refuses (no unwind data, an unmapped read, a
 //!   step that does not move up the stack) a [`HybridFrame::Truncated`] marker takes the
 //!   place of the frames that could not be found, and the walk goes on with the runtime's
@@ -24,7 +27,7 @@
 //! A walk allocates nothing: the frame buffer, the runtime's buffer and the rule cache are
 //! preallocated, and each walk is bounded by the buffer's capacity.
 
-use crate::snapshot::{snapshot, Frame, StackBuffer, WalkOutcome};
+use crate::snapshot::{snapshot, Contexts, Frame, StackBuffer, WalkOutcome};
 use crate::unwind::{FrameKind, Regs, StackBounds, UnwindCache, UnwindError, Unwinder};
 use corprof::{Context, FunctionId, HResult, ProfilerInfo, Register, ThreadId};
 
@@ -194,6 +197,35 @@ impl HybridWalker {
         }
     }
 
+    /// The native run between a managed frame (registers `regs`, kind `kind`) and the next
+    /// managed frame the runtime reported (at `next`), if there is one: .NET 8 reports no
+    /// `funcId == 0` callback for a native run that called managed code through a reverse
+    /// P/Invoke (3.1 does). `Done` when there is no such run. Where the managed frame's code has unwind data (Windows: the
+    /// runtime registers the JIT heap's), one native step finds its caller; a caller that is
+    /// neither the next frame nor managed code begins a run, unwound up to that frame. Where
+    /// it has none (Unix), the run cannot be found and the walk goes on as reported.
+    #[allow(clippy::too_many_arguments)]
+    fn unreported_run(
+        &mut self,
+        unwinder: &Unwinder<'_>,
+        mut regs: Regs,
+        kind: FrameKind,
+        next: u64,
+        bounds: StackBounds,
+        read: &mut impl FnMut(u64) -> Option<u64>,
+        resolve: &mut impl FnMut(u64) -> Option<FunctionId>,
+    ) -> RunEnd {
+        if !unwinder.covers(regs.rip) {
+            return RunEnd::Done;
+        }
+        match unwinder.step_frame(&mut regs, kind, bounds, &mut self.cache, read) {
+            Ok(Some(caller)) if regs.rip != next && resolve(regs.rip).is_none() => {
+                self.native_run(unwinder, regs, caller, bounds, read, resolve, true)
+            }
+            _ => RunEnd::Done,
+        }
+    }
+
     fn cut(&mut self, why: Truncation) -> RunEnd {
         if self.push(HybridFrame::Truncated(why)) {
             RunEnd::Cut
@@ -249,14 +281,36 @@ impl HybridWalker {
             self.cut(Truncation::Resumed);
             return HybridOutcome::Complete;
         }
-        let result = snapshot(info, thread, seed.as_ref(), true, &mut self.runtime);
+        let leaf_is_managed = self.frames.is_empty();
+        // Managed frames' registers are kept only where JIT code has unwind data to step
+        // from (the seed's frame is JIT code): see `unreported_run`.
+        let contexts = match &seed {
+            Some(seed) if unwinder.covers(seed.rip) => Contexts::Every,
+            _ => Contexts::NativeRuns,
+        };
+        let result = snapshot(info, thread, seed.as_ref(), contexts, &mut self.runtime);
         for i in 0..self.runtime.frames().len() {
             let end = match self.runtime.frames()[i] {
-                Frame::Managed { function, ip } => {
-                    if self.push(HybridFrame::Managed { function, ip }) {
+                Frame::Managed {
+                    function,
+                    ip,
+                    context,
+                } => {
+                    if !self.push(HybridFrame::Managed { function, ip }) {
+                        RunEnd::Full
+                    } else if let (Some(index), Some(&Frame::Managed { ip: next, .. })) =
+                        (context, self.runtime.frames().get(i + 1))
+                    {
+                        let kind = if i == 0 && leaf_is_managed {
+                            FrameKind::First
+                        } else {
+                            FrameKind::Caller
+                        };
+                        let regs = regs_of(self.runtime.context(index));
+                        self.unreported_run(unwinder, regs, kind, next, bounds, read, resolve)
+                    } else {
                         continue;
                     }
-                    RunEnd::Full
                 }
                 Frame::NativeRun { context: None, .. } => self.cut(Truncation::NoContext),
                 Frame::NativeRun {
@@ -291,9 +345,9 @@ impl HybridWalker {
     /// [`Truncation::Snapshot`] marker after the frames reported before the failure.
     pub fn walk_managed(&mut self, info: &dyn ProfilerInfo, thread: ThreadId) -> HybridOutcome {
         self.frames.clear();
-        let result = snapshot(info, thread, None, false, &mut self.runtime);
+        let result = snapshot(info, thread, None, Contexts::None, &mut self.runtime);
         for i in 0..self.runtime.frames().len() {
-            if let Frame::Managed { function, ip } = self.runtime.frames()[i] {
+            if let Frame::Managed { function, ip, .. } = self.runtime.frames()[i] {
                 if !self.push(HybridFrame::Managed { function, ip }) {
                     return HybridOutcome::Full;
                 }

@@ -25,4 +25,4 @@ pub mod sampler;
 pub mod snapshot;
 pub mod unwind;
 
-pub use snapshot::{snapshot, Frame, StackBuffer, WalkOutcome};
+pub use snapshot::{snapshot, Contexts, Frame, StackBuffer, WalkOutcome};

@@ -6,12 +6,14 @@ use corprof::{Context, FunctionId, HResult, ProfilerInfo, SnapshotFrame, ThreadI
 /// One frame of a collected stack, leaf first.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Frame {
-    /// A managed frame.
+    /// A managed frame; its registers are [`StackBuffer::context`]`(index)`.
     Managed {
         /// The method.
         function: FunctionId,
         /// Its instruction pointer (the leaf IP or a return address).
         ip: u64,
+        /// Index of its registers in the buffer, when contexts were requested.
+        context: Option<usize>,
     },
     /// A run of native frames the runtime reported once (`funcId == 0`); its context — the
     /// registers of the run's most recent frame, where a native unwind starts — is
@@ -24,10 +26,24 @@ pub enum Frame {
     },
 }
 
+/// Which frames' registers a walk keeps ([`snapshot`] asks the runtime for a CONTEXT per
+/// frame, `COR_PRF_SNAPSHOT_REGISTER_CONTEXT`, unless `None`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Contexts {
+    /// None: the runtime is not asked for them.
+    None,
+    /// The native runs' (`funcId == 0`): where their native unwinding starts.
+    NativeRuns,
+    /// Every frame's, managed ones too (reading each costs about as much as the frame's
+    /// walk itself).
+    Every,
+}
+
 /// A preallocated stack buffer: filling it never allocates.
 #[derive(Debug)]
 pub struct StackBuffer {
     frames: Vec<Frame>,
+    keep_managed: bool,
     contexts: Vec<Context>,
     used_contexts: usize,
     capacity: usize,
@@ -35,13 +51,12 @@ pub struct StackBuffer {
 }
 
 impl StackBuffer {
-    /// A buffer for up to `capacity` frames, of which up to `capacity / 2 + 1` native runs can
-    /// keep their context (runs alternate with managed frames).
+    /// A buffer for up to `capacity` frames, each of which can keep its context.
     pub fn with_capacity(capacity: usize) -> StackBuffer {
-        let runs = capacity / 2 + 1;
         StackBuffer {
             frames: Vec::with_capacity(capacity),
-            contexts: vec![Context::zeroed(); runs],
+            keep_managed: false,
+            contexts: vec![Context::zeroed(); capacity],
             used_contexts: 0,
             capacity,
             truncated: false,
@@ -58,7 +73,7 @@ impl StackBuffer {
         self.truncated
     }
 
-    /// The registers of a native run (the `context` index of [`Frame::NativeRun`]).
+    /// The registers of a frame (the `context` index of a [`Frame`]).
     pub fn context(&self, index: usize) -> &Context {
         &self.contexts[index]
     }
@@ -75,19 +90,21 @@ impl StackBuffer {
             self.truncated = true;
             return HResult::S_FALSE;
         }
+        let slot = self.used_contexts;
+        let wanted = f.func_id.is_null() || self.keep_managed;
+        let read = match (f.context.filter(|_| wanted), self.contexts.get_mut(slot)) {
+            (Some(bytes), Some(place)) => place.read_bytes(bytes),
+            _ => false,
+        };
+        self.used_contexts += usize::from(read);
+        let context = read.then_some(slot);
         let frame = if f.func_id.is_null() {
-            let slot = self.used_contexts;
-            let read = match (f.context, self.contexts.get_mut(slot)) {
-                (Some(bytes), Some(place)) => place.read_bytes(bytes),
-                _ => false,
-            };
-            self.used_contexts += usize::from(read);
-            let context = read.then_some(slot);
             Frame::NativeRun { ip: f.ip, context }
         } else {
             Frame::Managed {
                 function: f.func_id,
                 ip: f.ip,
+                context,
             }
         };
         self.frames.push(frame);
@@ -104,8 +121,8 @@ pub enum WalkOutcome {
     Truncated,
 }
 
-/// Walks `thread` (0 = the calling thread) with `DoStackSnapshot` into `buffer`, asking for
-/// the native runs' contexts when `with_contexts` is set.
+/// Walks `thread` (0 = the calling thread) with `DoStackSnapshot` into `buffer`, keeping the
+/// `contexts` asked for.
 ///
 /// A walk aborted because the buffer was full counts as a success ([`WalkOutcome::Truncated`]);
 /// any other failure returns the runtime's HRESULT, with whatever frames arrived before it
@@ -114,11 +131,16 @@ pub fn snapshot(
     info: &dyn ProfilerInfo,
     thread: ThreadId,
     seed: Option<&Context>,
-    with_contexts: bool,
+    contexts: Contexts,
     buffer: &mut StackBuffer,
 ) -> Result<WalkOutcome, HResult> {
     buffer.clear();
-    let flags = if with_contexts { REGISTER_CONTEXT } else { 0 };
+    buffer.keep_managed = contexts == Contexts::Every;
+    let flags = if contexts == Contexts::None {
+        0
+    } else {
+        REGISTER_CONTEXT
+    };
     let size = if seed.is_some() { Context::SIZE as u32 } else { 0 };
     let mut callback = |f: &SnapshotFrame<'_>| buffer.push(f);
     let hr = info.do_stack_snapshot(thread, Some(&mut callback), flags, seed, size);

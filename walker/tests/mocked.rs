@@ -3,7 +3,7 @@
 
 use corprof::mock::report_frames;
 use corprof::{FunctionId, HResult, MockProfilerInfo, ThreadId};
-use simclr_walker::{snapshot, Frame, StackBuffer, WalkOutcome};
+use simclr_walker::{snapshot, Contexts, Frame, StackBuffer, WalkOutcome};
 
 /// A mock whose walk reports `frames` (funcId, ip) and returns what the runtime would.
 fn mock_reporting(frames: Vec<(u64, u64)>) -> MockProfilerInfo {
@@ -19,7 +19,7 @@ fn collects_managed_frames_and_native_runs() {
     let info = mock_reporting(vec![(0x10, 0x1000), (0, 0x2000), (0x20, 0x3000)]);
     let mut buffer = StackBuffer::with_capacity(8);
     assert_eq!(
-        snapshot(&info, ThreadId(7), None, false, &mut buffer),
+        snapshot(&info, ThreadId(7), None, Contexts::None, &mut buffer),
         Ok(WalkOutcome::Complete)
     );
     assert_eq!(
@@ -27,7 +27,8 @@ fn collects_managed_frames_and_native_runs() {
         [
             Frame::Managed {
                 function: FunctionId(0x10),
-                ip: 0x1000
+                ip: 0x1000,
+                context: None
             },
             Frame::NativeRun {
                 ip: 0x2000,
@@ -35,7 +36,8 @@ fn collects_managed_frames_and_native_runs() {
             },
             Frame::Managed {
                 function: FunctionId(0x20),
-                ip: 0x3000
+                ip: 0x3000,
+                context: None
             },
         ]
     );
@@ -46,7 +48,7 @@ fn a_full_buffer_truncates_instead_of_failing() {
     let info = mock_reporting((1..=10).map(|i| (i, i * 0x100)).collect());
     let mut buffer = StackBuffer::with_capacity(4);
     assert_eq!(
-        snapshot(&info, ThreadId(7), None, false, &mut buffer),
+        snapshot(&info, ThreadId(7), None, Contexts::None, &mut buffer),
         Ok(WalkOutcome::Truncated)
     );
     assert_eq!(buffer.frames().len(), 4);
@@ -61,7 +63,7 @@ fn runtime_failures_are_returned() {
         .returning(|_, _, _, _, _| HResult::E_NOTIMPL);
     let mut buffer = StackBuffer::with_capacity(4);
     assert_eq!(
-        snapshot(&info, ThreadId(7), None, false, &mut buffer),
+        snapshot(&info, ThreadId(7), None, Contexts::None, &mut buffer),
         Err(HResult::E_NOTIMPL)
     );
 }

@@ -4,7 +4,7 @@
 use corprof::{FunctionId, ProfilerInfo};
 use sim_clr::scenario::Scenario;
 use sim_clr::CallContext;
-use simclr_walker::{snapshot, Frame, StackBuffer, WalkOutcome};
+use simclr_walker::{snapshot, Contexts, Frame, StackBuffer, WalkOutcome};
 
 const SCENARIO: &str = r#"
 platform = "unix"
@@ -42,7 +42,13 @@ fn a_synchronous_walk_matches_the_ground_truth() {
         .on_thread("main", CallContext::PInvoke, |rt| {
             let mut buffer = StackBuffer::with_capacity(16);
             assert_eq!(
-                snapshot(rt, corprof::ThreadId::NULL, None, true, &mut buffer),
+                snapshot(
+                    rt,
+                    corprof::ThreadId::NULL,
+                    None,
+                    Contexts::NativeRuns,
+                    &mut buffer
+                ),
                 Ok(WalkOutcome::Complete)
             );
             let thread = rt.thread("main").unwrap();
@@ -68,7 +74,7 @@ fn a_synchronous_walk_matches_the_ground_truth() {
                 .frames()
                 .iter()
                 .filter_map(|f| match f {
-                    Frame::Managed { function, ip } => Some((*function, *ip)),
+                    Frame::Managed { function, ip, .. } => Some((*function, *ip)),
                     Frame::NativeRun { .. } => None,
                 })
                 .collect();

@@ -478,4 +478,9 @@ impl Runtime {
     pub fn platform(&self) -> Platform {
         self.lock().config.platform
     }
+
+    /// The runtime version simulated.
+    pub fn version(&self) -> RuntimeVersion {
+        self.lock().config.version
+    }
 }
