@@ -197,13 +197,14 @@ impl HybridWalker {
         }
     }
 
-    /// The native run between a managed frame (registers `regs`, kind `kind`) and the next
-    /// managed frame the runtime reported (at `next`), if there is one: .NET 8 reports no
-    /// `funcId == 0` callback for a native run that called managed code through a reverse
-    /// P/Invoke (3.1 does). `Done` when there is no such run. Where the managed frame's code has unwind data (Windows: the
-    /// runtime registers the JIT heap's), one native step finds its caller; a caller that is
-    /// neither the next frame nor managed code begins a run, unwound up to that frame. Where
-    /// it has none (Unix), the run cannot be found and the walk goes on as reported.
+    /// Expands the native run between a managed frame (registers `regs`, kind `kind`) and the
+    /// next managed frame the runtime reported (at `next`), if there is one (`None` if not):
+    /// .NET 8 reports no `funcId == 0` callback for a native run that called managed code
+    /// through a reverse P/Invoke (3.1 does). Where the managed frame's code has unwind data
+    /// (Windows: the runtime registers the JIT heap's), one native step finds its caller; a
+    /// caller that is neither the next frame nor managed code begins a run, unwound up to that
+    /// frame. Where it has none (Unix), the run cannot be found and the walk goes on as
+    /// reported.
     #[allow(clippy::too_many_arguments)]
     fn unreported_run(
         &mut self,
@@ -214,15 +215,15 @@ impl HybridWalker {
         bounds: StackBounds,
         read: &mut impl FnMut(u64) -> Option<u64>,
         resolve: &mut impl FnMut(u64) -> Option<FunctionId>,
-    ) -> RunEnd {
+    ) -> Option<RunEnd> {
         if !unwinder.covers(regs.rip) {
-            return RunEnd::Done;
+            return None;
         }
         match unwinder.step_frame(&mut regs, kind, bounds, &mut self.cache, read) {
             Ok(Some(caller)) if regs.rip != next && resolve(regs.rip).is_none() => {
-                self.native_run(unwinder, regs, caller, bounds, read, resolve, true)
+                Some(self.native_run(unwinder, regs, caller, bounds, read, resolve, true))
             }
-            _ => RunEnd::Done,
+            _ => None,
         }
     }
 
@@ -307,7 +308,10 @@ impl HybridWalker {
                             FrameKind::Caller
                         };
                         let regs = regs_of(self.runtime.context(index));
-                        self.unreported_run(unwinder, regs, kind, next, bounds, read, resolve)
+                        match self.unreported_run(unwinder, regs, kind, next, bounds, read, resolve) {
+                            Some(end) => end,
+                            None => continue,
+                        }
                     } else {
                         continue;
                     }

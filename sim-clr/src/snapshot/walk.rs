@@ -16,7 +16,7 @@ use super::MAX_WALK_FRAMES;
 use crate::code::machine::UnwindRule;
 use crate::memory::Reader;
 use crate::runtime::State;
-use crate::thread::{FrameKind, Thread};
+use crate::thread::Thread;
 use corprof::{Context, FrameInfo, FunctionId, Register, StackSnapshotCallback};
 
 /// What a frame's CONTEXT is made of.
@@ -483,21 +483,14 @@ impl<const GPRS: bool> Iter<'_, GPRS> {
     /// when no Frame does.
     #[inline(never)]
     fn native_run(&mut self, at: &mut Cursor) -> bool {
-        if self.st.config.version.reports_reverse_pinvoke_runs() || !self.entered_by_reverse_pinvoke(at.sp) {
+        let layout = &self.thread.layout;
+        if self.st.config.version.reports_reverse_pinvoke_runs()
+            || !layout.entered_by_reverse_pinvoke(*self.next_frame, at.sp)
+        {
             let marker = FrameInfo::for_snapshot(FunctionId::NULL, at.ip);
             record::<GPRS>(self.frames, self.contexts, marker, at);
         }
         hop(self.st, self.thread, self.next_frame, at.sp, at)
-    }
-
-    /// Whether the native run at `sp` called the managed code above it through a reverse
-    /// P/Invoke: the next Frame of the chain at or above `sp` is the reverse transition's.
-    fn entered_by_reverse_pinvoke(&self, sp: u64) -> bool {
-        let chain = &self.thread.layout.frames;
-        chain
-            .get(*self.next_frame..)
-            .and_then(|rest| rest.iter().find(|f| f.address >= sp))
-            .is_some_and(|f| f.kind == FrameKind::ReversePInvoke)
     }
 
     /// Unwinds the managed frame at `at` in full, restoring every register it saved: `at`
