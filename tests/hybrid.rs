@@ -138,7 +138,7 @@ fn a_frame_pointer_walker_is_caught_on_frameless_code() {
         let runtime = scenario.runtime();
         let frames = frame_pointer_walk(&runtime, "main");
         let truth = expected(&runtime, "main", Mode::Native).unwrap();
-        let mismatch = judge(&frames, HybridOutcome::Complete, &truth, false);
+        let mismatch = judge(&frames, HybridOutcome::Complete, &truth, None);
         let judged = Judged {
             frames,
             outcome: HybridOutcome::Complete,

@@ -394,7 +394,7 @@ fn a_sampler_walks_a_suspended_thread_with_the_os_layers_module_list() {
                 let truth = expected(rt, "main", Mode::Native).expect("main");
                 seen.lock()
                     .unwrap()
-                    .push(judge(walker.frames(), outcome, &truth, false));
+                    .push(judge(walker.frames(), outcome, &truth, None));
             });
             assert_eq!(outcome, HybridOutcome::Complete);
         }

@@ -47,7 +47,7 @@ const AFTER_DESTROYED: &[&str] = &[
 ];
 
 /// Each mutant, on the scenario that tells its failure story, and how that run may end.
-const STORIES: [(&str, &str, &[&str]); 24] = [
+const STORIES: [(&str, &str, &[&str]); 25] = [
     (
         "allocate-while-suspended",
         "s03-heap-lock",
@@ -99,6 +99,7 @@ const STORIES: [(&str, &str, &[&str]); 24] = [
         &["access_violation"],
     ),
     ("ignored-thread-destroyed", "s24-canary", AFTER_DESTROYED),
+    ("unchecked-reads", "s33-stack-overrun", &["access_violation"]),
     (
         "managed-sampler-thread",
         "s06-gc-while-suspended",
@@ -249,4 +250,40 @@ fn a_sample_of_a_thread_whose_thread_destroyed_returned_is_wrong() {
     let reference = process(pitfall("s07-thread-exits"), Variant::REFERENCE).unwrap();
     let report = reference.explore(Strategy::Pct(3), 200, 1, |_, _| {});
     assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"]);
+}
+
+#[test]
+fn the_reference_samples_a_thread_whose_stack_a_buffer_overrun_corrupted() {
+    use sim_clr::process::schedule::{Random, Rng};
+    let p = process(pitfall("s33-stack-overrun"), Variant::REFERENCE).unwrap();
+    let mut corrupt = 0;
+    for seed in 0..40 {
+        let run = p.run(&mut Random(Rng::new(seed))).unwrap();
+        assert_eq!(run.outcome, "ok", "{run:?}");
+        corrupt += run.hazards.get("corrupt_stack").copied().unwrap_or(0);
+    }
+    // Each of those stops was judged: the walk stopped at the corrupt frame, inside the stack.
+    assert!(corrupt >= 40, "{corrupt} stops met the overrun");
+}
+
+#[test]
+fn leaving_a_frame_a_buffer_overrun_corrupted_ends_the_run() {
+    let text = fixtures::pitfall_catalog()
+        .iter()
+        .find(|(file, _)| file.starts_with("s33"))
+        .unwrap()
+        .1
+        .replace(
+            r#""overrun", "spin 40""#,
+            r#""overrun", "spin 2", "pinvoke_return""#,
+        );
+    let p = process(Scenario::parse("s33.toml", &text).unwrap(), Variant::REFERENCE).unwrap();
+    let run = p
+        .run(&mut sim_clr::process::schedule::Random(
+            sim_clr::process::schedule::Rng::new(1),
+        ))
+        .unwrap();
+    assert_eq!(run.outcome, "unbalanced_return", "{run:?}");
+    let message = run.fault.unwrap().message;
+    assert!(message.contains("stack-cookie check"), "{message}");
 }

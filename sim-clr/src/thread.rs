@@ -228,6 +228,9 @@ pub struct Layout {
     pub frames: Vec<LaidFrame>,
     /// The return-address slot overwritten by a GC hijack, with the original value (R29).
     pub hijacked_slot: Option<(u64, u64)>,
+    /// Index into [`Layout::calls`] of the call whose words a buffer overrun overwrote
+    /// ([`Thread::overrun`]).
+    pub overrun: Option<usize>,
     /// The stack (leaf first) this layout was made from.
     pub stack: Vec<StackEntry>,
 }
@@ -269,6 +272,10 @@ pub struct Thread {
     pub hijack_lock_held: bool,
     /// The GC placed a return-address hijack on the first managed frame (R29).
     pub hijacked: bool,
+    /// A native frame overran a buffer on its own stack (`overrun`): its position in
+    /// [`Thread::stack`] counted from the root. Every word from its stack pointer up to and
+    /// including its return address holds [`OVERRUN_WORD`].
+    pub overrun: Option<usize>,
     /// Exception state (R15, R16).
     pub exception: ExceptionState,
     /// What `GetThreadContext` would show (R13).
@@ -301,6 +308,11 @@ pub struct Thread {
 
 /// Size of each thread's stack region.
 pub const STACK_SIZE: u64 = 0x10_0000;
+
+/// What a buffer overrun leaves in the words it overwrote: the bytes of a text (`AAAAAAAA`),
+/// as a string copied past its buffer leaves. As an address it is non-canonical: nothing is
+/// mapped there.
+pub const OVERRUN_WORD: u64 = 0x4141_4141_4141_4141;
 const STACK_TOP: u64 = 0x7ffe_0000_0000;
 const STACK_STRIDE: u64 = 0x100_0000;
 const THREAD_OBJECT_BASE: u64 = 0x5555_0000_1000;
@@ -338,6 +350,7 @@ impl Thread {
             forbid_suspend: 0,
             hijack_lock_held: false,
             hijacked: false,
+            overrun: None,
             exception: ExceptionState::None,
             os_context: OsContext::Ok,
             mode_race: false,
@@ -538,6 +551,16 @@ impl Thread {
                 let original = memory.read_u64(slot).unwrap_or(0);
                 memory.write_u64(slot, stub.start);
                 layout.hijacked_slot = Some((slot, original));
+            }
+        }
+        // A buffer overrun overwrote its frame's words, return address included.
+        if let Some(depth) = self.overrun {
+            let entry = self.stack.len().checked_sub(depth + 1);
+            layout.overrun = layout.calls.iter().position(|c| Some(c.entry) == entry);
+            if let Some(call) = layout.overrun.map(|i| layout.calls[i]) {
+                for slot in (call.rsp..call.cfa).step_by(8) {
+                    memory.write_u64(slot, OVERRUN_WORD);
+                }
             }
         }
         self.layout = layout;

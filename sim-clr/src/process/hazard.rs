@@ -28,6 +28,10 @@ pub enum Hazard {
     RuntimeSuspended,
     /// The thread is exiting: its `ThreadDestroyed` has begun (it may have returned).
     Exiting,
+    /// A native frame on the thread's stack has overrun a buffer (`overrun`): its saved
+    /// registers and return address point nowhere, and an unwinder that steps past it must
+    /// stop within the stack.
+    CorruptStack,
 }
 
 /// The frame count above which a stack is [`Hazard::DeepStack`]: the reference sampler's
@@ -36,7 +40,7 @@ pub const DEEP_FRAMES: usize = 128;
 
 impl Hazard {
     /// Every hazard.
-    pub const ALL: [Hazard; 8] = [
+    pub const ALL: [Hazard; 9] = [
         Hazard::HoldsLock,
         Hazard::InWait,
         Hazard::BadStackPointer,
@@ -45,6 +49,7 @@ impl Hazard {
         Hazard::DeepStack,
         Hazard::RuntimeSuspended,
         Hazard::Exiting,
+        Hazard::CorruptStack,
     ];
 
     /// Its name in reports.
@@ -58,6 +63,7 @@ impl Hazard {
             Hazard::DeepStack => "deep_stack",
             Hazard::RuntimeSuspended => "runtime_suspended",
             Hazard::Exiting => "exiting",
+            Hazard::CorruptStack => "corrupt_stack",
         }
     }
 }

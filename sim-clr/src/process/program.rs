@@ -77,6 +77,12 @@ pub enum Op {
     HijackRsp,
     /// The agent puts the stack pointer back.
     RestoreRsp,
+    /// The native leaf frame overruns a buffer on its own stack: every word from its stack
+    /// pointer up to and including its return address is overwritten (with text,
+    /// [`crate::thread::OVERRUN_WORD`]). The frame can never be left again (its stack-cookie
+    /// check would end the process), and an unwinder that steps past it reads a return
+    /// address and saved registers that point nowhere.
+    Overrun,
     /// Blocks the profiling signal (Unix).
     MaskSignals,
     /// Unblocks the profiling signal.
@@ -281,6 +287,7 @@ pub fn parse(lines: &[Line<'_>], names: &Names<'_>) -> Result<Vec<Instr>, Progra
             "exit" => simple(Op::Exit)?,
             "hijack_rsp" => simple(Op::HijackRsp)?,
             "restore_rsp" => simple(Op::RestoreRsp)?,
+            "overrun" => simple(Op::Overrun)?,
             "mask_signals" => simple(Op::MaskSignals)?,
             "unmask_signals" => simple(Op::UnmaskSignals)?,
             "replace_signal_handler" => simple(Op::ReplaceSignalHandler)?,

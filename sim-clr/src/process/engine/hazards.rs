@@ -11,7 +11,7 @@ impl Run<'_> {
     pub(super) fn stopped(&mut self, x: usize) {
         self.stops += 1;
         let platform = self.rt.platform();
-        let (cooperative_native_leaf, later, deep, exiting) = {
+        let (cooperative_native_leaf, later, deep, exiting, corrupt) = {
             let st = self.rt.lock();
             let thread = &st.threads[x];
             let mut calls = thread
@@ -30,7 +30,14 @@ impl Run<'_> {
                 (depth + 1, later || f.version_of.is_some())
             });
             let exiting = matches!(thread.lifecycle, Lifecycle::Destroying | Lifecycle::Dead);
-            (cooperative && leaf_native, later, depth > DEEP_FRAMES, exiting)
+            let corrupt = thread.overrun.is_some();
+            (
+                cooperative && leaf_native,
+                later,
+                depth > DEEP_FRAMES,
+                exiting,
+                corrupt,
+            )
         };
         // A signal stops a waiting thread before the handler's activation goes on it.
         let waiting =
@@ -44,6 +51,7 @@ impl Run<'_> {
             (Hazard::DeepStack, deep),
             (Hazard::RuntimeSuspended, self.suspended_by_other(x)),
             (Hazard::Exiting, exiting),
+            (Hazard::CorruptStack, corrupt),
         ];
         for (hazard, yes) in met {
             self.hazards[hazard as usize] += u64::from(yes);

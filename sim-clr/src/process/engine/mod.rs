@@ -1470,6 +1470,7 @@ impl<'p> Run<'p> {
             Op::Exit => "exit".into(),
             Op::HijackRsp => "hijack_rsp".into(),
             Op::RestoreRsp => "restore_rsp".into(),
+            Op::Overrun => "overrun".into(),
             Op::MaskSignals => "mask_signals".into(),
             Op::UnmaskSignals => "unmask_signals".into(),
             Op::ReplaceSignalHandler => "replace_signal_handler".into(),

@@ -9,6 +9,9 @@ use crate::thread::{ExceptionState, FrameKind, Funclet, Lifecycle, Mode, StackEn
 use corprof::flags::SuspendReason;
 use corprof::{HResult, ProfilerInfo, ThreadId};
 
+/// Why a thread cannot leave a frame whose buffer overrun overwrote its return address.
+const OVERRUN_RETURN: &str = "leaves a frame whose return address its buffer overrun overwrote: the process would end at the frame's stack-cookie check";
+
 impl Run<'_> {
     /// Runs one step of `instr` (its `phase`-th, for instructions that take several) on `t`.
     pub(super) fn exec(&mut self, t: usize, instr: Instr, phase: u32) -> Done {
@@ -172,6 +175,9 @@ impl Run<'_> {
                 }
                 Done::Next
             }
+            Op::Exit if phase == 0 && self.rt.lock().threads[t].overrun.is_some() => {
+                self.unbalanced(t, line, OVERRUN_RETURN)
+            }
             Op::Exit => self.exit(t, line, phase),
             Op::Join(x) => {
                 if self.th[x].status != Status::Done {
@@ -199,6 +205,29 @@ impl Run<'_> {
                 }
                 self.note(t, line, describe);
                 Done::Next
+            }
+            Op::Overrun => {
+                let leaf = self.rt.lock().threads[t].stack.first().copied();
+                let native = match leaf {
+                    Some(StackEntry::Call { function, .. }) => {
+                        self.rt.with_code(|c| !c.function(function).kind.is_managed())
+                    }
+                    _ => false,
+                };
+                if !native {
+                    return self.unbalanced(
+                        t,
+                        line,
+                        "overruns a buffer, but its leaf frame is not native code",
+                    );
+                }
+                self.edit_stack(t, instr, |thread| {
+                    if thread.overrun.is_some() {
+                        return Err("overruns a buffer again: one overrun frame per thread");
+                    }
+                    thread.overrun = Some(thread.stack.len() - 1);
+                    Ok(())
+                })
             }
             Op::InitThread => {
                 if self.passes(t, LockId::LOADER).is_err() {
@@ -345,7 +374,8 @@ impl Run<'_> {
     }
 
     /// Edits `t`'s stack under the runtime's lock and re-lays it; when `edit` says why it
-    /// cannot, nothing is laid and the run ends (`unbalanced_return`).
+    /// cannot, or the edit leaves a frame a buffer overrun overwrote, nothing is laid and the
+    /// run ends (`unbalanced_return`).
     fn edit_stack(
         &mut self,
         t: usize,
@@ -353,7 +383,11 @@ impl Run<'_> {
         edit: impl FnOnce(&mut Thread) -> Result<(), &'static str>,
     ) -> Done {
         let mut st = self.rt.lock();
-        let edited = edit(&mut st.threads[t]);
+        let thread = &mut st.threads[t];
+        let mut edited = edit(thread);
+        if edited.is_ok() && thread.overrun.is_some_and(|depth| thread.stack.len() <= depth) {
+            edited = Err(OVERRUN_RETURN);
+        }
         if edited.is_ok() {
             st.relayout(t);
         }
