@@ -212,6 +212,15 @@ pub fn render(report: &ExploreReport, file: &Path, expect: Option<&[String]>, pr
     for (outcome, count) in &report.outcomes {
         writeln!(out, "  {outcome:<26} {count}").unwrap();
     }
+    if report.stops > 0 {
+        let met: Vec<String> = report.hazards.iter().map(|(h, n)| format!("{h} {n}")).collect();
+        let met = if met.is_empty() {
+            "none".to_string()
+        } else {
+            met.join(", ")
+        };
+        writeln!(out, "{} stops of a thread; hazards met: {met}", report.stops).unwrap();
+    }
     if let Some(expect) = expect {
         let found: Vec<&String> = report.outcomes.keys().collect();
         let verdict = if found

@@ -365,7 +365,7 @@ fn fuzz_passes_the_reference_and_writes_a_replayable_file_for_a_mutant() {
     // Every hazard, with how many of the 4 processes generate it and met it.
     let hazards = summary["hazards"].as_array().unwrap();
     let names: Vec<&str> = hazards.iter().map(|h| h["hazard"].as_str().unwrap()).collect();
-    assert_eq!(names.len(), 9, "{names:?}");
+    assert_eq!(names.len(), 10, "{names:?}");
     assert!(
         names.contains(&"in_wait") && names.contains(&"later_code_version") && names.contains(&"exiting"),
         "{names:?}"

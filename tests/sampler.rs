@@ -287,3 +287,16 @@ fn leaving_a_frame_a_buffer_overrun_corrupted_ends_the_run() {
     let message = run.fault.unwrap().message;
     assert!(message.contains("stack-cookie check"), "{message}");
 }
+
+#[test]
+fn the_reference_stops_a_profiler_thread_that_holds_the_samplers_own_lock() {
+    use sim_clr::process::schedule::{Random, Rng};
+    let p = process(pitfall("s34-profiler-thread"), Variant::REFERENCE).unwrap();
+    let mut held = 0;
+    for seed in 0..200 {
+        let run = p.run(&mut Random(Rng::new(seed))).unwrap();
+        assert_eq!(run.outcome, "ok", "{run:?}");
+        held += run.hazards.get("profiler_lock").copied().unwrap_or(0);
+    }
+    assert!(held > 0, "no stop met the exporter holding the registry lock");
+}

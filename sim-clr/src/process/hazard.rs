@@ -12,6 +12,11 @@ pub enum Hazard {
     /// The thread holds a lock (the runtime's, the OS's, the application's or a profiler's):
     /// a stopper that needs it deadlocks.
     HoldsLock,
+    /// The thread holds a lock profiler code created: it runs the profiler's own code (a
+    /// callback such as `ThreadCreated`, or a thread of the profiler's, as a managed exporter
+    /// is). A profiler that needs its own lock while the thread is stopped deadlocks on
+    /// itself.
+    ProfilerLock,
     /// The thread was waiting (blocked, asleep, parked); a signal interrupted the wait.
     InWait,
     /// The thread's stack pointer was off its stack (`hijack_rsp`).
@@ -40,8 +45,9 @@ pub const DEEP_FRAMES: usize = 128;
 
 impl Hazard {
     /// Every hazard.
-    pub const ALL: [Hazard; 9] = [
+    pub const ALL: [Hazard; 10] = [
         Hazard::HoldsLock,
+        Hazard::ProfilerLock,
         Hazard::InWait,
         Hazard::BadStackPointer,
         Hazard::CooperativeNativeLeaf,
@@ -56,6 +62,7 @@ impl Hazard {
     pub fn as_str(self) -> &'static str {
         match self {
             Hazard::HoldsLock => "holds_lock",
+            Hazard::ProfilerLock => "profiler_lock",
             Hazard::InWait => "in_wait",
             Hazard::BadStackPointer => "bad_stack_pointer",
             Hazard::CooperativeNativeLeaf => "cooperative_native_leaf",

@@ -19,6 +19,9 @@ struct LockState {
 pub(crate) struct LockTable {
     states: Vec<LockState>,
     names: Vec<String>,
+    /// How many locks the run began with (the runtime's and the scenario's): those after
+    /// them profiler code created.
+    declared: usize,
 }
 
 impl LockTable {
@@ -27,6 +30,7 @@ impl LockTable {
         LockTable {
             states: vec![LockState::default(); names.len()],
             names: names.to_vec(),
+            declared: names.len(),
         }
     }
 
@@ -43,6 +47,11 @@ impl LockTable {
     /// True when thread `t` holds a lock.
     pub fn held_by(&self, t: usize) -> bool {
         self.states.iter().any(|s| s.owner == Some(t))
+    }
+
+    /// True when thread `t` holds a lock profiler code created.
+    pub fn profiler_lock_held_by(&self, t: usize) -> bool {
+        self.states[self.declared..].iter().any(|s| s.owner == Some(t))
     }
 
     /// The lock named `name`, created free if there is none (named objects are shared).

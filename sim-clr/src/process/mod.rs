@@ -440,6 +440,10 @@ pub struct ExploreReport {
     pub exhaustive: bool,
     /// How many runs ended each way (`ok`, `deadlock`, …).
     pub outcomes: BTreeMap<String, u64>,
+    /// Stops of a thread by profiler code, over every run ([`RunReport::stops`]).
+    pub stops: u64,
+    /// The stops that met each hazard, over every run (hazards no stop met are absent).
+    pub hazards: BTreeMap<String, u64>,
     /// The first schedule that did not end `ok`, if any.
     pub first_failure: Option<FirstFailure>,
 }
@@ -585,12 +589,18 @@ impl Process {
             schedules_run: 0,
             exhaustive: false,
             outcomes: BTreeMap::new(),
+            stops: 0,
+            hazards: BTreeMap::new(),
             first_failure: None,
         };
         let mut faults = 0;
         report.exhaustive = self.each_run(strategy, schedules, seed, |run| {
             report.schedules_run += 1;
             *report.outcomes.entry(run.outcome.clone()).or_default() += 1;
+            report.stops += run.stops;
+            for (hazard, n) in &run.hazards {
+                *report.hazards.entry(hazard.clone()).or_default() += n;
+            }
             if let Some(fault) = run.fault {
                 faults += 1;
                 if report.first_failure.is_none() {

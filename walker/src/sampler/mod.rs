@@ -381,6 +381,15 @@ impl<O: Os> Sampler<O> {
         self.stop.load(Ordering::Acquire)
     }
 
+    /// How many threads the sampler tracks, read under its registry lock: what a profiler's
+    /// exporter reports beside the samples. A profiler thread calling it holds that lock for
+    /// the read, so the sampler may stop a thread of its own profiler that holds it (a managed
+    /// exporter thread is sampled like any managed thread): it never takes the lock while a
+    /// target is stopped.
+    pub fn tracked(&self) -> usize {
+        self.registry.count(&self.os)
+    }
+
     fn done_event(&self) -> EventId {
         once(&self.signal_done, || {
             self.os.event_create("simclr-sampler-signal-done")

@@ -173,6 +173,11 @@ impl Registry {
         }
     }
 
+    /// How many threads are tracked.
+    pub fn count(&self, os: &dyn Sync) -> usize {
+        self.with(os, |list| list.len())
+    }
+
     /// Copies the list into `out` (cleared first; it grows only past its capacity).
     pub fn copy_into(&self, os: &dyn Sync, out: &mut Vec<Arc<Tracked>>) {
         out.clear();

@@ -44,6 +44,7 @@ impl Run<'_> {
             matches!(self.th[x].status, Status::Blocked(_) | Status::Sleeping(_)) || self.th[x].parked;
         let met = [
             (Hazard::HoldsLock, self.locks.held_by(x)),
+            (Hazard::ProfilerLock, self.locks.profiler_lock_held_by(x)),
             (Hazard::InWait, waiting),
             (Hazard::BadStackPointer, self.th[x].rsp_hijacked),
             (Hazard::CooperativeNativeLeaf, cooperative_native_leaf),
