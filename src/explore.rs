@@ -154,7 +154,7 @@ pub fn explore(file: &Path, options: &Options) -> ExitCode {
     }
     if !scenario.process.moves() {
         eprintln!(
-            "error: {}: no thread has a `program`: nothing moves, so there is nothing to schedule (use `simclr run`)",
+            "error: {}: no thread has a program step or a `body`: nothing moves, so there is nothing to schedule (use `simclr run`)",
             file.display()
         );
         return ExitCode::from(2);

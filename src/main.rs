@@ -736,6 +736,13 @@ fn record(log: &std::path::Path, out: Option<&std::path::Path>, runtime: Runtime
             Ok(text) => text,
             Err(e) => return fail(format!("cannot read {}: {e}", log.display())),
         };
+        // A log's scenario is the check of its records: with none there is nothing to check.
+        if text.trim().is_empty() {
+            return fail(format!(
+                "{}: the log holds no record (one JSON object per line): nothing was recorded",
+                log.display()
+            ));
+        }
         return match (record::scenario(&name, &text, runtime), out) {
             (Err(e), _) => fail(format!("{}: {e}", log.display())),
             (Ok(scenario), None) => {
@@ -759,7 +766,13 @@ fn record(log: &std::path::Path, out: Option<&std::path::Path>, runtime: Runtime
             let (passed, failed, table) = comparison.simulated;
             print!("{table}");
             println!("recorded: {passed} passed, {failed} failed");
-            if failed == 0 {
+            if passed + failed == 0 {
+                eprintln!(
+                    "error: {}: no record in any log: nothing was compared",
+                    log.display()
+                );
+                ExitCode::from(1)
+            } else if failed == 0 {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)

@@ -182,6 +182,55 @@ fn a_failed_expectation_exits_1() {
 }
 
 #[test]
+fn an_expectation_of_no_frames_on_a_call_that_never_ran_fails() {
+    let dir = tempdir();
+    let file = dir.join("skipped.toml");
+    // ObjectAllocated is never raised without its mask bits: both walks are skipped.
+    let call = |expect: &str| {
+        format!(
+            "[[calls]]\ncaller = \"t\"\nfrom = \"ObjectAllocated\"\napi = \"DoStackSnapshot\"\n{expect}\n"
+        )
+    };
+    let text = format!(
+        "platform = \"unix\"\n[runtime]\nevent_mask = [\"ENABLE_STACK_SNAPSHOT\"]\n[[code]]\nname = \"M\"\nkind = \"jit\"\n\
+         [[threads]]\nname = \"t\"\nframes = [{{ fn = \"M\" }}]\n{}{}",
+        call("expect_frames = 0"),
+        call("expect_stack = []")
+    );
+    std::fs::write(&file, text).unwrap();
+    let out = simclr(&["run", file.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("expectations: 2 checked, 2 failed"), "{stdout}");
+    assert!(
+        stdout.contains("`expect_frames` expected 0, got nothing (skipped:"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("`expect_stack` expected [], got nothing (skipped:"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn exploring_empty_programs_is_refused_not_passed() {
+    let dir = tempdir();
+    let file = dir.join("idle.toml");
+    let thread =
+        |name: &str| format!("[[threads]]\nname = \"{name}\"\nframes = [{{ fn = \"M\" }}]\nprogram = []\n");
+    let text = format!(
+        "platform = \"unix\"\n[[code]]\nname = \"M\"\nkind = \"jit\"\n{}{}",
+        thread("a"),
+        thread("b")
+    );
+    std::fs::write(&file, text).unwrap();
+    let out = simclr(&["explore", file.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("nothing moves"), "{err}");
+}
+
+#[test]
 fn bad_command_lines_exit_2() {
     assert_eq!(simclr(&["run"]).status.code(), Some(2));
     assert_eq!(simclr(&["frobnicate"]).status.code(), Some(2));

@@ -430,6 +430,18 @@ fn every_log_records_into_a_scenario_that_reproduces_it() {
     }
 }
 
+/// A results folder whose logs hold no record compares nothing: that is no pass.
+#[test]
+fn a_folder_of_blank_logs_is_not_a_pass() {
+    let dir = results_dir("record-blank");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("a.jsonl"), "\n").unwrap();
+    std::fs::write(dir.join("a.exit"), "0\n").unwrap();
+    let (code, text) = record_all(&dir, "record-blank-out", "8.0");
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("nothing was compared"), "{text}");
+}
+
 /// A log that is not the profiler's is an error naming its line, not a scenario.
 #[test]
 fn a_log_record_cannot_read_is_an_error_with_its_line() {
@@ -443,6 +455,9 @@ fn a_log_record_cannot_read_is_an_error_with_its_line() {
             "unknown shape `teleport`",
         ),
         (good.replace("\"caller\":\"pinvoke\",", ""), "no `caller`"),
+        // An empty or blank log recorded nothing: no scenario to check it against.
+        (String::new(), "holds no record"),
+        ("\n  \n".into(), "holds no record"),
     ] {
         let file = dir.join("bad.jsonl");
         std::fs::write(&file, log).unwrap();

@@ -91,9 +91,10 @@ impl Default for ExploreSpec {
 }
 
 impl ProcessSpec {
-    /// True when some thread has a program (the scenario moves).
+    /// True when some thread has a program with a step, or runs profiler code (a `body`): the
+    /// scenario moves. `program = []` on every thread moves nothing.
     pub fn moves(&self) -> bool {
-        self.programs.iter().any(Option::is_some)
+        self.programs.iter().flatten().any(|p| !p.is_empty()) || self.bodies.iter().any(Option::is_some)
     }
 }
 

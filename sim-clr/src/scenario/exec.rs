@@ -604,40 +604,49 @@ fn check(expectations: &mut Expectations, call: &Call, record: &CallReport) {
             }
         }
     }
+    // A skipped call got nothing: every expectation on it fails, even one of no frames. (A call
+    // that never returned, a walk that crashed, reported the frames it reached.)
+    let not_run = record
+        .skipped
+        .as_ref()
+        .map(|why| format!("nothing (skipped: {why})"));
     if let Some(expected) = call.expect {
-        let got = match (&record.hresult, &record.hresult_name) {
-            (Some(hr), Some(name)) => format!("{hr} {name}"),
-            (Some(hr), None) => hr.clone(),
-            (None, _) => match &record.skipped {
-                Some(why) => format!("nothing (skipped: {why})"),
-                None => "nothing (the call never returned)".into(),
-            },
+        let got = match (&record.hresult, &record.hresult_name, &not_run) {
+            (Some(hr), Some(name), _) => format!("{hr} {name}"),
+            (Some(hr), None, _) => hr.clone(),
+            (None, _, Some(nothing)) => nothing.clone(),
+            (None, _, None) => "nothing (the call never returned)".into(),
         };
         expectations.check(record.index, call.line, "expect", expected.to_string(), got);
     }
     if let Some(expected) = &call.expect_stack {
-        let got: Vec<&str> = record
-            .frames
-            .iter()
-            .flatten()
-            .map(|f| f.function.as_deref().unwrap_or(NATIVE_RUN))
-            .collect();
+        let got = not_run.clone().unwrap_or_else(|| {
+            let names: Vec<&str> = record
+                .frames
+                .iter()
+                .flatten()
+                .map(|f| f.function.as_deref().unwrap_or(NATIVE_RUN))
+                .collect();
+            format!("[{}]", names.join(", "))
+        });
         expectations.check(
             record.index,
             call.line,
             "expect_stack",
             format!("[{}]", expected.join(", ")),
-            format!("[{}]", got.join(", ")),
+            got,
         );
     }
     if let Some(expected) = call.expect_frames {
-        let got = record.frames.as_ref().map_or(0, Vec::len);
+        let got = not_run
+            .clone()
+            .unwrap_or_else(|| record.frames.as_ref().map_or(0, Vec::len).to_string());
         expectations.check(
             record.index,
             call.line,
             "expect_frames",
             expected.to_string(),
-            got.to_string(),
+            got,
         );
     }
 }
