@@ -10,6 +10,20 @@ fn simclr(args: &[&str]) -> std::process::Output {
         .expect("simclr runs")
 }
 
+/// `simclr COMMAND FILE REST…` on a fresh file `name` holding `text`.
+fn simclr_on(command: &str, name: &str, text: &str, rest: &[&str]) -> std::process::Output {
+    let file = tempdir().join(name);
+    std::fs::write(&file, text).unwrap();
+    let mut args = vec![command, file.to_str().unwrap()];
+    args.extend(rest);
+    simclr(&args)
+}
+
+/// A scenario file on Unix with one JIT method `M` and then `rest`.
+fn with_method_m(rest: &str) -> String {
+    format!("platform = \"unix\"\n[[code]]\nname = \"M\"\nkind = \"jit\"\n{rest}")
+}
+
 fn scenario_files() -> Vec<std::path::PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/scenarios");
     let mut files: Vec<_> = std::fs::read_dir(dir)
@@ -161,15 +175,13 @@ fn text_report_shows_frames_beside_ground_truth() {
 
 #[test]
 fn a_failed_expectation_exits_1() {
-    let dir = tempdir();
-    let file = dir.join("mismatch.toml");
-    std::fs::write(&file, "platform = \"unix\"\n[[code]]\nname = \"M\"\nkind = \"jit\"\n[[threads]]\nname = \"t\"\nframes = [{ fn = \"M\" }]\n[[calls]]\ncaller = \"t\"\nfrom = \"pinvoke\"\napi = \"DoStackSnapshot\"\nexpect = \"E_FAIL\"\n").unwrap();
-    let out = simclr(&["run", file.to_str().unwrap()]);
+    let text = with_method_m("[[threads]]\nname = \"t\"\nframes = [{ fn = \"M\" }]\n[[calls]]\ncaller = \"t\"\nfrom = \"pinvoke\"\napi = \"DoStackSnapshot\"\nexpect = \"E_FAIL\"\n");
+    let out = simclr_on("run", "mismatch.toml", &text, &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout)
         .contains("MISMATCH call #1 (line 8): `expect` expected 0x80004005 E_FAIL, got 0x00000000 S_OK"));
     // In JSON each mismatch is structured.
-    let out = simclr(&["run", file.to_str().unwrap(), "--json"]);
+    let out = simclr_on("run", "mismatch.toml", &text, &["--json"]);
     assert_eq!(out.status.code(), Some(1));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
@@ -183,22 +195,18 @@ fn a_failed_expectation_exits_1() {
 
 #[test]
 fn an_expectation_of_no_frames_on_a_call_that_never_ran_fails() {
-    let dir = tempdir();
-    let file = dir.join("skipped.toml");
     // ObjectAllocated is never raised without its mask bits: both walks are skipped.
     let call = |expect: &str| {
         format!(
             "[[calls]]\ncaller = \"t\"\nfrom = \"ObjectAllocated\"\napi = \"DoStackSnapshot\"\n{expect}\n"
         )
     };
-    let text = format!(
-        "platform = \"unix\"\n[runtime]\nevent_mask = [\"ENABLE_STACK_SNAPSHOT\"]\n[[code]]\nname = \"M\"\nkind = \"jit\"\n\
-         [[threads]]\nname = \"t\"\nframes = [{{ fn = \"M\" }}]\n{}{}",
+    let text = with_method_m(&format!(
+        "[runtime]\nevent_mask = [\"ENABLE_STACK_SNAPSHOT\"]\n[[threads]]\nname = \"t\"\nframes = [{{ fn = \"M\" }}]\n{}{}",
         call("expect_frames = 0"),
         call("expect_stack = []")
-    );
-    std::fs::write(&file, text).unwrap();
-    let out = simclr(&["run", file.to_str().unwrap()]);
+    ));
+    let out = simclr_on("run", "skipped.toml", &text, &[]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("expectations: 2 checked, 2 failed"), "{stdout}");
@@ -214,17 +222,10 @@ fn an_expectation_of_no_frames_on_a_call_that_never_ran_fails() {
 
 #[test]
 fn exploring_empty_programs_is_refused_not_passed() {
-    let dir = tempdir();
-    let file = dir.join("idle.toml");
     let thread =
         |name: &str| format!("[[threads]]\nname = \"{name}\"\nframes = [{{ fn = \"M\" }}]\nprogram = []\n");
-    let text = format!(
-        "platform = \"unix\"\n[[code]]\nname = \"M\"\nkind = \"jit\"\n{}{}",
-        thread("a"),
-        thread("b")
-    );
-    std::fs::write(&file, text).unwrap();
-    let out = simclr(&["explore", file.to_str().unwrap()]);
+    let text = with_method_m(&(thread("a") + &thread("b")));
+    let out = simclr_on("explore", "idle.toml", &text, &[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("nothing moves"), "{err}");

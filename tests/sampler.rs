@@ -4,6 +4,7 @@
 //! per pitfall, and `simclr mutants`.
 
 use fixtures::sampling::{mutants, process, Variant};
+use sim_clr::process::schedule::{Random, Rng};
 use sim_clr::process::Strategy;
 use sim_clr::scenario::Scenario;
 
@@ -12,12 +13,17 @@ use sim_clr::scenario::Scenario;
 static ALLOCATOR: sim_clr::process::HeapLockAllocator<std::alloc::System> =
     sim_clr::process::HeapLockAllocator(std::alloc::System);
 
-fn pitfall(name: &str) -> Scenario {
-    let (file, text) = fixtures::pitfall_catalog()
+/// The text of pitfall `name`.
+fn pitfall_text(name: &str) -> &'static str {
+    fixtures::pitfall_catalog()
         .iter()
         .find(|(file, _)| file.trim_end_matches(".toml") == name)
-        .unwrap_or_else(|| panic!("no pitfall {name}"));
-    Scenario::parse(file, text).unwrap()
+        .unwrap_or_else(|| panic!("no pitfall {name}"))
+        .1
+}
+
+fn pitfall(name: &str) -> Scenario {
+    Scenario::parse(&format!("{name}.toml"), pitfall_text(name)).unwrap()
 }
 
 #[test]
@@ -150,7 +156,6 @@ fn random_schedules_let_the_sampler_sample_where_the_application_is_short() {
 /// Whether some run of `story` under the first `runs` random schedules has a trace line that
 /// `inside` accepts while a GC is under way.
 fn sampled_during_gc(story: &str, runs: u64, inside: impl Fn(&str) -> bool) -> bool {
-    use sim_clr::process::schedule::{Random, Rng};
     let p = process(pitfall(story), Variant::REFERENCE).unwrap();
     (0..runs).any(|seed| {
         let run = p.run(&mut Random(Rng::new(seed))).unwrap();
@@ -189,7 +194,6 @@ fn stuck() -> Scenario {
 
 #[test]
 fn the_watchdog_gives_a_thread_up_after_5_rescues() {
-    use sim_clr::process::schedule::{Random, Rng};
     let variant = Variant {
         rounds: 10,
         ..Variant::REFERENCE
@@ -252,37 +256,34 @@ fn a_sample_of_a_thread_whose_thread_destroyed_returned_is_wrong() {
     assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"]);
 }
 
+/// The reference on pitfall `name` under `runs` random schedules, each of which must end ok:
+/// how many stops met `hazard`.
+fn reference_stops_meeting(name: &str, hazard: &str, runs: u64) -> u64 {
+    let p = process(pitfall(name), Variant::REFERENCE).unwrap();
+    (0..runs)
+        .map(|seed| {
+            let run = p.run(&mut Random(Rng::new(seed))).unwrap();
+            assert_eq!(run.outcome, "ok", "{name}: {run:?}");
+            run.hazards.get(hazard).copied().unwrap_or(0)
+        })
+        .sum()
+}
+
 #[test]
 fn the_reference_samples_a_thread_whose_stack_a_buffer_overrun_corrupted() {
-    use sim_clr::process::schedule::{Random, Rng};
-    let p = process(pitfall("s33-stack-overrun"), Variant::REFERENCE).unwrap();
-    let mut corrupt = 0;
-    for seed in 0..40 {
-        let run = p.run(&mut Random(Rng::new(seed))).unwrap();
-        assert_eq!(run.outcome, "ok", "{run:?}");
-        corrupt += run.hazards.get("corrupt_stack").copied().unwrap_or(0);
-    }
+    let corrupt = reference_stops_meeting("s33-stack-overrun", "corrupt_stack", 40);
     // Each of those stops was judged: the walk stopped at the corrupt frame, inside the stack.
     assert!(corrupt >= 40, "{corrupt} stops met the overrun");
 }
 
 #[test]
 fn leaving_a_frame_a_buffer_overrun_corrupted_ends_the_run() {
-    let text = fixtures::pitfall_catalog()
-        .iter()
-        .find(|(file, _)| file.starts_with("s33"))
-        .unwrap()
-        .1
-        .replace(
-            r#""overrun", "spin 40""#,
-            r#""overrun", "spin 2", "pinvoke_return""#,
-        );
+    let text = pitfall_text("s33-stack-overrun").replace(
+        r#""overrun", "spin 40""#,
+        r#""overrun", "spin 2", "pinvoke_return""#,
+    );
     let p = process(Scenario::parse("s33.toml", &text).unwrap(), Variant::REFERENCE).unwrap();
-    let run = p
-        .run(&mut sim_clr::process::schedule::Random(
-            sim_clr::process::schedule::Rng::new(1),
-        ))
-        .unwrap();
+    let run = p.run(&mut Random(Rng::new(1))).unwrap();
     assert_eq!(run.outcome, "unbalanced_return", "{run:?}");
     let message = run.fault.unwrap().message;
     assert!(message.contains("stack-cookie check"), "{message}");
@@ -290,13 +291,6 @@ fn leaving_a_frame_a_buffer_overrun_corrupted_ends_the_run() {
 
 #[test]
 fn the_reference_stops_a_profiler_thread_that_holds_the_samplers_own_lock() {
-    use sim_clr::process::schedule::{Random, Rng};
-    let p = process(pitfall("s34-profiler-thread"), Variant::REFERENCE).unwrap();
-    let mut held = 0;
-    for seed in 0..200 {
-        let run = p.run(&mut Random(Rng::new(seed))).unwrap();
-        assert_eq!(run.outcome, "ok", "{run:?}");
-        held += run.hazards.get("profiler_lock").copied().unwrap_or(0);
-    }
+    let held = reference_stops_meeting("s34-profiler-thread", "profiler_lock", 200);
     assert!(held > 0, "no stop met the exporter holding the registry lock");
 }
