@@ -117,7 +117,7 @@ pub struct Comparison {
 
 /// A file's text; `None` when it does not exist.
 fn read(path: &Path) -> Result<Option<String>, String> {
-    match std::fs::read_to_string(path) {
+    match sim_clr::input::read_text(path, sim_clr::scenario::MAX_FILE_BYTES) {
         Ok(text) => Ok(Some(text)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(format!("{}: {e}", path.display())),

@@ -3,6 +3,7 @@
 //! the slots, the explicit Frame chain, and the callbacks the walk reported, each beside what
 //! it stands for; an outline marks where the walk started (its seed, or a Frame).
 
+use crate::out::outln;
 use sim_clr::scenario::{CallReport, FrameReport, Report, Scenario, TruthEntry};
 use sim_clr::thread::Thread;
 use std::fmt::Write;
@@ -55,7 +56,7 @@ pub fn run(file: &Path, call: Option<usize>, out: &Path) -> ExitCode {
         eprintln!("error: {}: {e}", out.display());
         return ExitCode::from(2);
     }
-    println!(
+    outln!(
         "{}: call #{} drawn to {}",
         file.display(),
         picture.call,

@@ -1,7 +1,8 @@
 //! `simclr explore` and `simclr replay`: a process scenario under many schedules, or one.
 
-#[cfg(unix)]
 use crate::hosted::loader as hosted_loader;
+#[cfg(unix)]
+use crate::out::{out, outln};
 use crate::progress::Progress;
 use crate::{load, print_json};
 use fixtures::sampling::Variant;
@@ -182,7 +183,7 @@ pub fn explore(file: &Path, options: &Options) -> ExitCode {
             return code;
         }
     } else {
-        print!(
+        out!(
             "{}",
             render(&report, file, spec.expect.as_deref(), &options.profiler)
         );
@@ -281,7 +282,7 @@ pub fn replay(file: &Path, schedule: &str, profiler: &Profiler, json: bool) -> E
             return code;
         }
     } else {
-        print!("{}", render_run(&report));
+        out!("{}", render_run(&report));
     }
     ExitCode::SUCCESS
 }
@@ -364,6 +365,6 @@ pub fn catalog() -> Result<bool, ExitCode> {
         bar.inc(1);
     }
     bar.finish();
-    println!("{total} process and pitfall scenarios explored, {mismatches} with unexpected outcomes");
+    outln!("{total} process and pitfall scenarios explored, {mismatches} with unexpected outcomes");
     Ok(mismatches == 0)
 }

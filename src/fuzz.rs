@@ -2,6 +2,7 @@
 //! is shrunk and written out as a scenario file with the schedule that replays it.
 
 use crate::explore::{replay_command, variant};
+use crate::out::outln;
 use crate::print_json;
 use crate::progress::Progress;
 use fixtures::fuzz::{built_in, fuzz, Failure, Options};
@@ -114,7 +115,7 @@ pub fn run(budget: &Budget, sampler: &str, json: bool, out: &Path) -> ExitCode {
         }
     } else {
         for (f, file) in report.failures.iter().zip(&files) {
-            println!(
+            outln!(
                 "process {}: {}: {}\n  shrunk from {} threads and {} thread switches to {} and {}\n  replay: {}",
                 f.process,
                 f.outcome,
@@ -126,17 +127,20 @@ pub fn run(budget: &Budget, sampler: &str, json: bool, out: &Path) -> ExitCode {
                 replay_command(file, sampler, &f.schedule)
             );
         }
-        println!(
+        outln!(
             "{} stops of a thread; hazards (processes that generate it, processes where a stop met it, stops that met it):",
             report.hazards.stops
         );
         for h in &report.hazards.hazards {
-            println!(
+            outln!(
                 "  {:<24} {:>6} {:>6} {:>9}",
-                h.hazard, h.generated, h.met, h.stops
+                h.hazard,
+                h.generated,
+                h.met,
+                h.stops
             );
         }
-        println!(
+        outln!(
             "{} processes, {} schedules, {} failures (sampler {sampler}, seed {seed})",
             report.processes,
             report.schedules_run,

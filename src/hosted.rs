@@ -5,6 +5,7 @@
 //! fatal fault), this process ends at once with `EXIT_CRASH` or `EXIT_HANG`, so nothing the
 //! library would never have done afterwards happens.
 
+use crate::out::outln;
 use crate::{EXIT_CRASH, EXIT_HANG};
 use corprof::com::Guid;
 use host::{Ending, Hosted};
@@ -64,23 +65,23 @@ pub fn run(file: &Path, library: &Path, clsid: &str, runtime: Option<RuntimeVers
         }
     };
     for event in runtime.take_events() {
-        println!("event {} on {}", event.kind, event.on);
+        outln!("event {} on {}", event.kind, event.on);
     }
     for misuse in hosted.misuse() {
-        println!("misuse: {misuse}");
+        outln!("misuse: {misuse}");
     }
     let steps = scenario.host.steps.len();
     match ending {
         Ending::Completed => {
-            println!("{}: {steps} steps ran; the process completed", scenario.name);
+            outln!("{}: {steps} steps ran; the process completed", scenario.name);
             ExitCode::SUCCESS
         }
         Ending::Crashed(why) => {
-            println!("{}: the simulated process crashed: {why}", scenario.name);
+            outln!("{}: the simulated process crashed: {why}", scenario.name);
             ExitCode::from(EXIT_CRASH)
         }
         Ending::Hung(why) => {
-            println!("{}: the simulated process hung: {why}", scenario.name);
+            outln!("{}: the simulated process hung: {why}", scenario.name);
             ExitCode::from(EXIT_HANG)
         }
     }

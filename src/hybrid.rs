@@ -7,6 +7,7 @@
 //!   compared frame by frame with the ground truth. Each mismatch is written out as a
 //!   scenario file that reproduces it (`simclr walk FILE`).
 
+use crate::out::{out, outln};
 use crate::progress::Progress;
 use fixtures::hybrid::{describe, walk, Mode};
 use fixtures::random_stack::{random_stack, scenario};
@@ -50,14 +51,14 @@ pub fn walk_file(file: &Path, target: &str, sampler: &str) -> ExitCode {
     for &mode in Mode::for_platform(runtime.platform()) {
         match walk(&runtime, target, sampler, mode) {
             Ok(judged) => {
-                println!("{} walk of {target} (got | ground truth):", mode.as_str());
-                print!("{}", describe(&runtime, &judged));
+                outln!("{} walk of {target} (got | ground truth):", mode.as_str());
+                out!("{}", describe(&runtime, &judged));
                 match &judged.mismatch {
                     Some(m) => {
                         failed = true;
-                        println!("MISMATCH: {m}\n");
+                        outln!("MISMATCH: {m}\n");
                     }
-                    None => println!("matches the ground truth\n"),
+                    None => outln!("matches the ground truth\n"),
                 }
             }
             Err(e) => {
@@ -136,7 +137,7 @@ pub fn run(processes: usize, seed: u64, platforms: &[&'static str], json: bool, 
     bar.finish();
     if json {
         match serde_json::to_string_pretty(&summary) {
-            Ok(text) => println!("{text}"),
+            Ok(text) => outln!("{text}"),
             Err(e) => {
                 eprintln!("error: cannot serialize the summary: {e}");
                 return ExitCode::from(2);
@@ -145,12 +146,14 @@ pub fn run(processes: usize, seed: u64, platforms: &[&'static str], json: bool, 
     } else {
         for m in &summary.mismatches {
             let file = m.file.as_deref().unwrap_or("(not written)");
-            println!(
+            outln!(
                 "process {} ({}): {} — reproduce with: simclr walk {file}",
-                m.process, m.mode, m.problem
+                m.process,
+                m.mode,
+                m.problem
             );
         }
-        println!("{} walks, {} mismatches", summary.walks, summary.mismatches.len());
+        outln!("{} walks, {} mismatches", summary.walks, summary.mismatches.len());
     }
     if summary.mismatches.is_empty() {
         ExitCode::SUCCESS

@@ -28,6 +28,7 @@ mod fuzz;
 mod hosted;
 mod hybrid;
 mod mutants;
+mod out;
 mod progress;
 mod record;
 mod sample_rates;
@@ -36,6 +37,7 @@ mod unwind_fuzz;
 
 use clap::{Parser, Subcommand};
 use fixtures::unwind_oracle::Format;
+use out::{out, outln};
 use sim_clr::process::HeapLockAllocator;
 use sim_clr::runtime::RuntimeVersion;
 use sim_clr::scenario::{cut, Report, Scenario};
@@ -345,21 +347,12 @@ const EXIT_CRASH: u8 = 3;
 /// Exit status of `simclr run --profiler` when the simulated process hung.
 const EXIT_HANG: u8 = 4;
 
-/// Ends the process quietly, as a program killed by SIGPIPE, when stdout is closed early
-/// (`simclr list | head`) instead of panicking in the middle of a `println!`.
-fn quiet_on_closed_stdout() {
-    let default = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let message = info.payload().downcast_ref::<String>().map_or("", String::as_str);
-        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
-            std::process::exit(141);
-        }
-        default(info);
-    }));
+fn main() -> ExitCode {
+    out::finish(command())
 }
 
-fn main() -> ExitCode {
-    quiet_on_closed_stdout();
+/// Runs the command line's command; its exit status.
+fn command() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -538,9 +531,9 @@ fn run(files: &[PathBuf], json: bool, color: bool, runtime: Option<RuntimeVersio
     } else {
         for (i, report) in reports.iter().enumerate() {
             if i > 0 {
-                println!();
+                outln!();
             }
-            print!("{}", report.render_with(color));
+            out!("{}", report.render_with(color));
         }
     }
     status(&reports)
@@ -600,7 +593,7 @@ fn list() -> ExitCode {
             .ok()
             .and_then(|s| s.description.lines().next().map(|line| cut(line, 80)))
             .unwrap_or_default();
-        println!("{name:<48} {about}");
+        outln!("{name:<48} {about}");
     }
     ExitCode::SUCCESS
 }
@@ -608,7 +601,7 @@ fn list() -> ExitCode {
 fn show(name: &str) -> ExitCode {
     match fixtures::find_bundled(name) {
         Some((_, text)) => {
-            print!("{text}");
+            out!("{text}");
             ExitCode::SUCCESS
         }
         None => {
@@ -664,7 +657,7 @@ fn conclude(json: bool, list: &impl serde::Serialize, summary: &str, failed: boo
             return code;
         }
     } else {
-        println!("{summary}");
+        outln!("{summary}");
     }
     if failed {
         ExitCode::from(1)
@@ -679,7 +672,7 @@ fn print_json(report: &impl serde::Serialize) -> Result<(), ExitCode> {
         eprintln!("error: cannot serialize the report: {e}");
         ExitCode::from(2)
     })?;
-    println!("{text}");
+    outln!("{text}");
     Ok(())
 }
 
@@ -706,7 +699,7 @@ fn catalog() -> ExitCode {
         .filter(|r| !r.expectations.failed.is_empty())
         .count();
     let checked: usize = reports.iter().map(|r| r.expectations.checked).sum();
-    println!(
+    outln!(
         "{} scenarios, {checked} expectations checked, {failed} scenarios with mismatches",
         reports.len()
     );
@@ -732,7 +725,7 @@ fn record(log: &std::path::Path, out: Option<&std::path::Path>, runtime: Runtime
         let name = log
             .file_stem()
             .map_or("recorded".into(), |s| s.to_string_lossy().into_owned());
-        let text = match std::fs::read_to_string(log) {
+        let text = match sim_clr::input::read_text(log, sim_clr::scenario::MAX_FILE_BYTES) {
             Ok(text) => text,
             Err(e) => return fail(format!("cannot read {}: {e}", log.display())),
         };
@@ -746,7 +739,7 @@ fn record(log: &std::path::Path, out: Option<&std::path::Path>, runtime: Runtime
         return match (record::scenario(&name, &text, runtime), out) {
             (Err(e), _) => fail(format!("{}: {e}", log.display())),
             (Ok(scenario), None) => {
-                print!("{scenario}");
+                out!("{scenario}");
                 ExitCode::SUCCESS
             }
             (Ok(scenario), Some(path)) => match std::fs::write(path, scenario) {
@@ -764,8 +757,8 @@ fn record(log: &std::path::Path, out: Option<&std::path::Path>, runtime: Runtime
     match conform::compare(out, log, None, None) {
         Ok(comparison) => {
             let (passed, failed, table) = comparison.simulated;
-            print!("{table}");
-            println!("recorded: {passed} passed, {failed} failed");
+            out!("{table}");
+            outln!("recorded: {passed} passed, {failed} failed");
             if passed + failed == 0 {
                 eprintln!(
                     "error: {}: no record in any log: nothing was compared",
@@ -791,16 +784,16 @@ fn conform(
     match conform::compare(scenarios, results, hosted, runtime) {
         Ok(comparison) => {
             let (passed, failed, table) = comparison.simulated;
-            print!("{table}");
-            println!("{passed} passed, {failed} failed");
+            out!("{table}");
+            outln!("{passed} passed, {failed} failed");
             let mut all_passed = failed == 0;
             if let Some(((passed, failed, table), cannot)) = comparison.hosted {
-                println!();
-                print!("{table}");
+                outln!();
+                out!("{table}");
                 for why in &cannot {
-                    println!("hosted: cannot run {why}");
+                    outln!("hosted: cannot run {why}");
                 }
-                println!("hosted: {passed} passed, {failed} failed");
+                outln!("hosted: {passed} passed, {failed} failed");
                 all_passed &= failed == 0;
             }
             if all_passed {

@@ -1,6 +1,7 @@
 //! Progress bars for long runs: drawn on stderr once a run has taken a second, only when both
 //! stdout and stderr are terminals (never into a file, a pipe or a CI log).
 
+use crate::out::outln;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::cell::Cell;
 use std::io::IsTerminal;
@@ -53,7 +54,7 @@ impl Progress {
 
     /// Prints `line` to stdout with the bar out of its way.
     pub fn println(&self, line: &str) {
-        self.bar.suspend(|| println!("{line}"));
+        self.bar.suspend(|| outln!("{line}"));
     }
 
     /// Removes the bar from the terminal.

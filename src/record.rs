@@ -589,8 +589,8 @@ pub fn folder(
     }
     for log in logs {
         let name = log.file_stem().unwrap_or_default().to_string_lossy().into_owned();
-        let text =
-            std::fs::read_to_string(&log).map_err(|e| format!("cannot read {}: {e}", log.display()))?;
+        let text = sim_clr::input::read_text(&log, sim_clr::scenario::MAX_FILE_BYTES)
+            .map_err(|e| format!("cannot read {}: {e}", log.display()))?;
         let scenario = scenario(&name, &text, version).map_err(|e| format!("{}: {e}", log.display()))?;
         let path = out.join(format!("{name}.toml"));
         std::fs::write(&path, scenario).map_err(|e| format!("cannot write {}: {e}", path.display()))?;

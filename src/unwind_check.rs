@@ -5,13 +5,16 @@ use crate::progress::Progress;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// The largest ELF file `unwind-check` reads.
+const MAX_ELF_BYTES: u64 = 256 << 20;
+
 /// Checks each file; exit code 1 on any refusal or disagreement, 2 if a file cannot be read.
 pub fn run(files: &[PathBuf]) -> ExitCode {
     let mut failed = false;
     let bar = Progress::new(files.len() as u64, false, "files");
     for file in files {
         bar.inc(1);
-        let bytes = match std::fs::read(file) {
+        let bytes = match sim_clr::input::read(file, MAX_ELF_BYTES) {
             Ok(b) => b,
             Err(e) => {
                 eprintln!("error: {}: {e}", file.display());

@@ -1,6 +1,7 @@
 //! `simclr unwind-fuzz`: random synthesized functions, every instruction boundary unwound by
 //! this project's unwinders and by framehop, checked against the emulator.
 
+use crate::out::outln;
 use crate::progress::Progress;
 use fixtures::unwind_oracle::{check, Format, BASE};
 use proptest::strategy::{Strategy, ValueTree};
@@ -67,7 +68,7 @@ pub fn run(functions: usize, seed: u64, formats: &[Format]) -> ExitCode {
         }
     }
     bar.finish();
-    println!(
+    outln!(
         "{:<7} {:>9} {:>13} {:>11} {:>21} {:>23} {:>13}",
         "format",
         "functions",
@@ -78,7 +79,7 @@ pub fn run(functions: usize, seed: u64, formats: &[Format]) -> ExitCode {
         "not encodable"
     );
     for (format, t) in formats.iter().zip(&totals) {
-        println!(
+        outln!(
             "{:<7} {:>9} {:>13} {:>11} {:>21} {:>23} {:>13}",
             format.as_str(),
             t.functions,
@@ -89,13 +90,13 @@ pub fn run(functions: usize, seed: u64, formats: &[Format]) -> ExitCode {
             t.not_encodable
         );
         for e in &t.examples {
-            println!("  {e}");
+            outln!("  {e}");
         }
     }
     // A step is an unwind from one boundary (each kind, each layout) compared with the emulator.
     let bad: usize = totals.iter().map(|t| t.mismatches + t.unexpected).sum();
     let steps: usize = totals.iter().map(|t| t.steps).sum();
-    println!("unwind-fuzz: {} passed, {bad} failed", steps.saturating_sub(bad));
+    outln!("unwind-fuzz: {} passed, {bad} failed", steps.saturating_sub(bad));
     if bad == 0 {
         ExitCode::SUCCESS
     } else {

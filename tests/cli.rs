@@ -605,3 +605,74 @@ fn mutants_hunts_each_mutant_in_the_pitfalls_and_with_the_fuzzer_alone() {
     // schedules; `.ci/run` hunts with 1,000).
     assert!(replayed >= 2, "{hunts:?}");
 }
+
+/// Output to a reader that went away ends quietly with the command's own verdict; output
+/// that cannot be written otherwise (a full disk) is one line on stderr and exit 2.
+#[test]
+fn a_closed_or_full_stdout_gives_the_verdict_or_exit_2_never_a_signal_or_a_panic() {
+    let run = |args: &[&str], stdout: std::process::Stdio| {
+        Command::new(env!("CARGO_BIN_EXE_simclr"))
+            .args(args)
+            .stdout(stdout)
+            .output()
+            .expect("simclr runs")
+    };
+    let failing = tempdir().join("failing.toml");
+    std::fs::write(
+        &failing,
+        with_method_m("[[threads]]\nname = \"t\"\nframes = [{ fn = \"M\" }]\n[[calls]]\ncaller = \"t\"\napi = \"DoStackSnapshot\"\nexpect = \"CORPROF_E_STACKSNAPSHOT_ABORTED\"\n"),
+    )
+    .unwrap();
+    let failing = failing.to_str().unwrap();
+    for (args, verdict) in [(&["list"][..], 0), (&["run", failing][..], 1)] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = run(args, writer.into());
+        assert_eq!(out.status.code(), Some(verdict), "{args:?}: {out:?}");
+        assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+        if Path::new("/dev/full").exists() {
+            let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+            let out = run(args, full.into());
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(stderr.lines().count(), 1, "{stderr}");
+            assert!(stderr.starts_with("error: cannot write the output"), "{stderr}");
+        }
+    }
+}
+
+/// Every file the CLI reads is read the same way: a FIFO (which would block) or a device
+/// (`/dev/zero` never ends) is refused before it is opened, exit 2.
+#[test]
+fn inputs_that_are_not_regular_files_are_refused_without_blocking() {
+    let dir = tempdir().join("inputs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("case.jsonl");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
+    assert!(made.success());
+    let fifo = fifo.to_str().unwrap();
+    let scenarios = dir.join("scenarios");
+    let results = dir.join("results");
+    std::fs::create_dir_all(&scenarios).unwrap();
+    std::fs::create_dir_all(&results).unwrap();
+    let sync = Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance/scenarios/sync.toml");
+    std::fs::copy(sync, scenarios.join("sync.toml")).unwrap();
+    let made = Command::new("mkfifo")
+        .arg(results.join("sync.exit"))
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let (scenarios, results) = (scenarios.to_str().unwrap(), results.to_str().unwrap());
+    for args in [
+        &["record", fifo][..],
+        &["record", "/dev/zero"],
+        &["unwind-check", fifo],
+        &["unwind-check", "/dev/zero"],
+        &["conform", scenarios, results],
+    ] {
+        let out = simclr(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("not a regular file"), "{args:?}: {stderr}");
+    }
+}

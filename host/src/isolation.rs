@@ -329,6 +329,9 @@ impl Drop for Record {
     }
 }
 
+/// The exit status of a worker whose code panicked (the panic message is on its stderr).
+const WORKER_PANICKED: c_int = 101;
+
 /// Runs `f` in a forked worker; its result comes back as JSON down a pipe, with what the
 /// worker wrote to stderr. A worker that leaves no result is a [`Death`].
 fn in_worker<T, F>(timeout: Duration, f: F) -> Result<(T, String), Death>
@@ -338,14 +341,16 @@ where
 {
     let (result_r, result_w) = pipe().map_err(os_death)?;
     let (err_r, err_w) = pipe().map_err(os_death)?;
+    // No other thread of this process holds a lock the worker will take (the loader's, this
+    // crate's, the simulator's) across the fork.
+    let loads = crate::library::no_loads();
+    let prepared = sim_clr::process::fork::prepare();
     // SAFETY: the worker runs `f` and leaves with `_exit`: it never returns into the code
     // that forked it, and it never runs this process's other threads' code.
     let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(os_death(std::io::Error::last_os_error()));
-    }
     if pid == 0 {
-        sim_clr::process::fiber::after_fork();
+        prepared.in_child();
+        drop(loads);
         // SAFETY: the worker's own descriptors.
         unsafe {
             libc::close(result_r);
@@ -354,16 +359,37 @@ where
             libc::close(err_w);
         }
         crash_reports();
-        let result = f();
-        let bytes = serde_json::to_vec(&result).unwrap_or_default();
-        write_all(result_w, &bytes);
+        // A panic must not unwind out of here: the worker would go on as a copy of this
+        // process (its test harness, its caller) with only this thread.
+        let status = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+            Ok(result) => {
+                write_all(result_w, &serde_json::to_vec(&result).unwrap_or_default());
+                0
+            }
+            Err(payload) => {
+                let message = sim_clr::process::fiber::panic_message(&payload);
+                write_all(2, format!("the run's code panicked: {message}\n").as_bytes());
+                WORKER_PANICKED
+            }
+        };
         // SAFETY: leaves without unwinding, destructors or atexit handlers.
-        unsafe { libc::_exit(0) }
+        unsafe { libc::_exit(status) }
     }
+    prepared.in_parent();
+    drop(loads);
     // SAFETY: this process's copies of the worker's ends.
     unsafe {
         libc::close(result_w);
         libc::close(err_w);
+    }
+    if pid < 0 {
+        let e = std::io::Error::last_os_error();
+        // SAFETY: our ends.
+        unsafe {
+            libc::close(result_r);
+            libc::close(err_r);
+        }
+        return Err(os_death(e));
     }
     let (result, stderr, timed_out) = collect(result_r, err_r, timeout);
     // SAFETY: our ends.
@@ -535,6 +561,10 @@ terminate called without an active exception
         assert_eq!(forked.call(|| 6 * 7), Ok(42));
         let death = forked.call(|| -> u8 { std::process::abort() }).unwrap_err();
         assert_eq!(death.how, Ending::Signal(libc::SIGABRT));
+        // A panic ends the worker, never unwinds into a copy of this test.
+        let death = forked.call(|| -> u8 { panic!("in the worker") }).unwrap_err();
+        assert_eq!(death.how, Ending::Exited(WORKER_PANICKED));
+        assert!(death.stderr.contains("in the worker"), "{}", death.stderr);
         let hang = Forked::new(Path::new("libnone.so"), Duration::from_millis(200)).unwrap();
         let death = hang
             .call(|| -> u8 {

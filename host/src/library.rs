@@ -3,6 +3,7 @@
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::Path;
+use std::sync::{RwLock, RwLockWriteGuard};
 
 /// `dlopen` flags: resolve every symbol now.
 pub(crate) const RTLD_NOW: c_int = 2;
@@ -12,6 +13,18 @@ extern "C" {
     pub(crate) fn dlopen(filename: *const c_char, flags: c_int) -> *mut c_void;
     pub(crate) fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
     fn dlerror() -> *mut c_char;
+}
+
+/// Held (shared) by every load of a library, taken (exclusive) by a thread about to fork a
+/// run's worker: the dynamic loader's own list lock, which `dlopen` takes, is not reset in a
+/// forked child, so a fork during another thread's load would leave the worker unable to
+/// load anything.
+static LOADING: RwLock<()> = RwLock::new(());
+
+/// Waits until no thread is loading a library and keeps new loads waiting until the guard is
+/// dropped: hold it across `fork`.
+pub(crate) fn no_loads() -> RwLockWriteGuard<'static, ()> {
+    LOADING.write().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A loaded shared library. It is never unloaded: a profiler's threads and callbacks may
@@ -51,6 +64,7 @@ impl Library {
             .to_str()
             .ok_or_else(|| format!("{} is not UTF-8", path.display()))?;
         let c = CString::new(text).map_err(|_| format!("{text} contains a NUL byte"))?;
+        let _loading = LOADING.read().unwrap_or_else(|e| e.into_inner());
         // SAFETY: `c` is a NUL-terminated path; loading runs the library's initializers,
         // which is what hosting it means.
         let handle = unsafe { dlopen(c.as_ptr(), RTLD_NOW) };

@@ -14,6 +14,7 @@
 #![deny(unsafe_code)]
 
 pub mod code;
+pub mod input;
 pub mod memory;
 pub mod process;
 pub mod runtime;

@@ -267,6 +267,21 @@ type BuiltKey = (FunctionShape, u64, u64);
 /// The most functions [`BUILT`] keeps; it is emptied when full.
 const BUILT_MAX: usize = 1024;
 
+/// [`BUILT`], locked so that no other thread changes it while this one forks
+/// ([`crate::process::fork`]).
+pub(crate) struct CacheHeld {
+    _held: std::sync::MutexGuard<'static, HashMap<BuiltKey, Arc<MachineCode>>>,
+}
+
+impl CacheHeld {
+    /// Locks the cache (made first if no function was built yet).
+    pub(crate) fn take() -> CacheHeld {
+        CacheHeld {
+            _held: BUILT.lock().unwrap_or_else(|e| e.into_inner()),
+        }
+    }
+}
+
 /// Where the default leaf IP sits, when it is a boundary of the body.
 pub const LEAF_OFFSET: u64 = 0x10;
 /// Where the body's first call returns to, when the prologue leaves room.

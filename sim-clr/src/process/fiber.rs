@@ -503,7 +503,8 @@ impl Drop for Fiber {
     }
 }
 
-fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
+/// The message a panic carried (its `&str` or `String` payload).
+pub fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
     payload
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
@@ -529,13 +530,23 @@ pub fn request(request: Request) -> Option<Reply> {
     Some(exchange(&shared, request))
 }
 
-/// In a process just made by `fork`: the pool's OS threads did not follow it, so the pool
-/// is emptied (a fiber sent to one of them would never run). Call it first thing in the
-/// child; a pool thread of the parent that held the pool's lock at the fork would leave it
-/// locked (they hold it only to push or pop themselves).
-pub fn after_fork() {
-    let mut idle = IDLE.lock().unwrap_or_else(|e| e.into_inner());
-    std::mem::take(&mut *idle).into_iter().for_each(std::mem::forget);
+/// The pool of idle OS threads, locked so that no other thread changes it while this one
+/// forks ([`crate::process::fork`]).
+pub(crate) struct PoolHeld(std::sync::MutexGuard<'static, Vec<std::sync::mpsc::Sender<Job>>>);
+
+impl PoolHeld {
+    /// Locks the pool.
+    pub(crate) fn take() -> PoolHeld {
+        PoolHeld(IDLE.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// In the child of the fork: the pool's OS threads did not follow, so the pool is
+    /// emptied (a fiber sent to one of them would never run), then unlocked.
+    pub(crate) fn in_child(mut self) {
+        std::mem::take(&mut *self.0)
+            .into_iter()
+            .for_each(std::mem::forget);
+    }
 }
 
 /// Set by [`abandon_at_end`].
@@ -649,7 +660,7 @@ impl Drop for RuntimeCall {
 /// process's thread-store lock, as a runtime suspension does; a no-op outside a fiber. (Program
 /// steps take it in the engine, which runs them.)
 pub(crate) fn thread_store_lock(take: bool) {
-    let lock = MutexId(crate::process::program::LockId::THREAD_STORE.0 as u32);
+    let lock = MutexId(crate::process::program::LockId::THREAD_STORE.0);
     request(if take {
         Request::MutexLock(lock)
     } else {

@@ -6,6 +6,7 @@
 //! graph, where it is a one-thread cycle.
 
 use super::program::LockId;
+use std::collections::HashMap;
 
 /// One lock's state.
 #[derive(Clone, Copy, Debug, Default)]
@@ -19,6 +20,8 @@ struct LockState {
 pub(crate) struct LockTable {
     states: Vec<LockState>,
     names: Vec<String>,
+    /// Each name's lock (the first, should a name be given twice).
+    by_name: HashMap<String, u32>,
     /// How many locks the run began with (the runtime's and the scenario's): those after
     /// them profiler code created.
     declared: usize,
@@ -27,9 +30,14 @@ pub(crate) struct LockTable {
 impl LockTable {
     /// The locks `names`, all free.
     pub fn new(names: &[String]) -> LockTable {
+        let mut by_name = HashMap::with_capacity(names.len());
+        for (i, name) in names.iter().enumerate() {
+            by_name.entry(name.clone()).or_insert(i as u32);
+        }
         LockTable {
             states: vec![LockState::default(); names.len()],
             names: names.to_vec(),
+            by_name,
             declared: names.len(),
         }
     }
@@ -56,12 +64,15 @@ impl LockTable {
 
     /// The lock named `name`, created free if there is none (named objects are shared).
     pub fn open(&mut self, name: &str) -> LockId {
-        let at = self.names.iter().position(|n| n == name).unwrap_or_else(|| {
-            self.states.push(LockState::default());
-            self.names.push(name.to_string());
-            self.names.len() - 1
-        });
-        LockId(at as u16)
+        if let Some(&at) = self.by_name.get(name) {
+            return LockId(at);
+        }
+        // Lossless: a run cannot hold 2^32 locks in memory.
+        let at = self.names.len() as u32;
+        self.states.push(LockState::default());
+        self.names.push(name.to_string());
+        self.by_name.insert(name.to_string(), at);
+        LockId(at)
     }
 
     /// True when thread `t` could take `l` now.

@@ -17,6 +17,7 @@
 
 mod engine;
 pub mod fiber;
+pub mod fork;
 pub mod hazard;
 mod locks;
 mod os;
@@ -137,6 +138,11 @@ pub struct Limits {
     /// suspension, a signal, a program's position, a thread's start or end) before the run is
     /// a livelock, unless a thread that did not run meanwhile waits for a deadline.
     pub idle_steps: u64,
+    /// The most activations one thread may hold at once (its program, the callback and
+    /// signal handlers raised on top of it); one more overflows its stack. A handler that
+    /// raises its own callback again (an `exception_thrown` handler that throws) recurses
+    /// until then, as the real callback frames would until the thread's stack ran out.
+    pub callback_depth: usize,
 }
 
 impl Default for Limits {
@@ -146,6 +152,7 @@ impl Default for Limits {
             livelock_us: 10_000_000,
             max_steps: 1_000_000,
             idle_steps: 5_000,
+            callback_depth: 64,
         }
     }
 }

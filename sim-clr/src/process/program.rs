@@ -6,13 +6,14 @@
 //! engine runs a flat list of [`Instr`]s; an unknown name is an error at its line.
 
 use crate::code::{CodeMap, FunctionIndex};
+use std::collections::HashMap;
 
 /// A lock the runtime or the OS owns, always present; scenario files may declare more.
 pub const RUNTIME_LOCKS: [&str; 5] = ["loader", "heap", "code_manager", "thread_store", "function_table"];
 
 /// Index of a lock: the [`RUNTIME_LOCKS`] first, then the file's own, in declaration order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct LockId(pub u16);
+pub struct LockId(pub u32);
 
 impl LockId {
     /// The loader lock (`LoadLibrary`, per-thread runtime initialization, R39).
@@ -119,9 +120,9 @@ pub enum Op {
         end: usize,
     },
     /// Sets an event.
-    SetEvent(u16),
+    SetEvent(u32),
     /// Waits until an event is set.
-    WaitEvent(u16),
+    WaitEvent(u32),
 }
 
 /// A step and the line it came from.
@@ -140,14 +141,38 @@ pub const MAX_LOOP: u32 = 10_000;
 
 /// Names a program may use.
 pub struct Names<'a> {
-    /// Thread names, by index.
-    pub threads: &'a [String],
-    /// Lock names, by [`LockId`].
-    pub locks: &'a [String],
-    /// Event names, by index.
-    pub events: &'a [String],
-    /// The code map.
-    pub code: &'a CodeMap,
+    threads: HashMap<&'a str, usize>,
+    locks: HashMap<&'a str, u32>,
+    events: HashMap<&'a str, u32>,
+    code: &'a CodeMap,
+}
+
+impl<'a> Names<'a> {
+    /// Indexes the names (each looked up in constant time): threads by index, locks by
+    /// [`LockId`] (the runtime's first), events by index, functions in `code`. A name given
+    /// twice resolves to its first place.
+    pub fn new(
+        threads: &'a [String],
+        locks: &'a [String],
+        events: &'a [String],
+        code: &'a CodeMap,
+    ) -> Names<'a> {
+        fn index<T: TryFrom<usize>>(names: &[String]) -> HashMap<&str, T> {
+            let mut out = HashMap::with_capacity(names.len());
+            for (i, name) in names.iter().enumerate() {
+                if let Ok(i) = T::try_from(i) {
+                    out.entry(name.as_str()).or_insert(i);
+                }
+            }
+            out
+        }
+        Names {
+            threads: index(threads),
+            locks: index(locks),
+            events: index(events),
+            code,
+        }
+    }
 }
 
 /// A step's text and its line.
@@ -190,8 +215,8 @@ pub fn parse(lines: &[Line<'_>], names: &Names<'_>) -> Result<Vec<Instr>, Progra
         let thread = |name: &str| {
             names
                 .threads
-                .iter()
-                .position(|t| t == name)
+                .get(name)
+                .copied()
                 .ok_or_else(|| err(format!("no thread is named `{name}`")))
         };
         let function = |name: &str| {
@@ -201,24 +226,18 @@ pub fn parse(lines: &[Line<'_>], names: &Names<'_>) -> Result<Vec<Instr>, Progra
                 .ok_or_else(|| err(format!("no function is named `{name}`")))
         };
         let lock = |name: &str| {
-            names
-                .locks
-                .iter()
-                .position(|t| t == name)
-                .map(|i| LockId(i as u16))
-                .ok_or_else(|| {
-                    err(format!(
-                        "no lock is named `{name}` (the runtime's are {}; declare others in `locks`)",
-                        RUNTIME_LOCKS.join(", ")
-                    ))
-                })
+            names.locks.get(name).map(|&i| LockId(i)).ok_or_else(|| {
+                err(format!(
+                    "no lock is named `{name}` (the runtime's are {}; declare others in `locks`)",
+                    RUNTIME_LOCKS.join(", ")
+                ))
+            })
         };
         let event = |name: &str| {
             names
                 .events
-                .iter()
-                .position(|t| t == name)
-                .map(|i| i as u16)
+                .get(name)
+                .copied()
                 .ok_or_else(|| err(format!("no event is named `{name}` (declare it in `events`)")))
         };
         let count = |text: &str, max: u64| -> Result<u64, ProgramError> {
@@ -416,12 +435,7 @@ mod tests {
         let threads = ["main".to_string(), "sampler".to_string()];
         let locks: Vec<String> = RUNTIME_LOCKS.iter().map(|s| s.to_string()).collect();
         let events = ["go".to_string()];
-        let names = Names {
-            threads: &threads,
-            locks: &locks,
-            events: &events,
-            code: &code,
-        };
+        let names = Names::new(&threads, &locks, &events, &code);
         let lines: Vec<Line> = text
             .iter()
             .enumerate()

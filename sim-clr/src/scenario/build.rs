@@ -58,7 +58,6 @@ impl Scenario {
         path: &std::path::Path,
         version: Option<RuntimeVersion>,
     ) -> Result<Scenario, ScenarioError> {
-        use std::io::Read;
         let file = path.display().to_string();
         let fail = |message: String| ScenarioError {
             file: file.clone(),
@@ -66,25 +65,10 @@ impl Scenario {
             field: "<file>".into(),
             message,
         };
-        let metadata = std::fs::metadata(path).map_err(|e| fail(format!("cannot read: {e}")))?;
-        if !metadata.is_file() {
-            return Err(fail("cannot read: not a regular file".into()));
-        }
-        let too_big = || {
-            fail(format!(
-                "the file is larger than the limit of {MAX_FILE_BYTES} bytes"
-            ))
-        };
-        if metadata.len() > MAX_FILE_BYTES {
-            return Err(too_big());
-        }
-        let mut bytes = Vec::new();
-        std::fs::File::open(path)
-            .and_then(|f| f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes))
-            .map_err(|e| fail(format!("cannot read: {e}")))?;
-        if bytes.len() as u64 > MAX_FILE_BYTES {
-            return Err(too_big());
-        }
+        let bytes = crate::input::read(path, MAX_FILE_BYTES).map_err(|e| match e.kind() {
+            std::io::ErrorKind::FileTooLarge => fail(format!("the file is {e}")),
+            _ => fail(format!("cannot read: {e}")),
+        })?;
         let text = String::from_utf8(bytes).map_err(|e| {
             // Where the bad byte is, as an editor shows it, and the key being written there.
             let bytes = e.as_bytes();

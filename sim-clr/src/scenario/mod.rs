@@ -27,6 +27,6 @@ pub use report::{
 pub use templates::{Template, TEMPLATES};
 pub use types::{
     Action, ApiCall, Call, CallbackBehavior, FunctionRef, IpRef, NestedAt, Scenario, Seed, SeedBase,
-    SeedValue, Target, MAX_CALLS, MAX_FILE_BYTES, MAX_FRAMES, MAX_FUNCTIONS, MAX_NESTED_CALLS, MAX_THREADS,
-    NATIVE_RUN,
+    SeedValue, Target, MAX_CALLS, MAX_FILE_BYTES, MAX_FRAMES, MAX_FUNCTIONS, MAX_NAMES, MAX_NESTED_CALLS,
+    MAX_THREADS, NATIVE_RUN,
 };

@@ -82,6 +82,7 @@ pub(crate) struct LimitsModel {
     pub livelock_ms: Option<Spanned<u64>>,
     pub max_steps: Option<Spanned<u64>>,
     pub idle_steps: Option<Spanned<u64>>,
+    pub callback_depth: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -3,11 +3,13 @@
 
 use super::error::{ScenarioError, Source};
 use super::model::{ExploreModel, FileModel, LimitsModel, ThreadModel};
+use super::types::MAX_NAMES;
 use crate::code::CodeMap;
 use crate::process::program::{self, Instr, Line, Names, Op, RUNTIME_LOCKS};
 use crate::process::{Ending, ExploreSpec, Handlers, Limits, NamedBody, ProcessSpec, Program, Strategy};
 use crate::thread::Thread;
 use corprof::os::SignalFlags;
+use std::collections::HashSet;
 use toml::Spanned;
 
 type Res<T> = Result<T, ScenarioError>;
@@ -24,12 +26,7 @@ pub(super) fn process_spec(
     let locks = declared_names(src, &m.locks, "locks", &RUNTIME_LOCKS)?;
     let events = declared_names(src, &m.events, "events", &[])?;
     let thread_names: Vec<String> = threads.iter().map(|t| t.name.clone()).collect();
-    let names = Names {
-        threads: &thread_names,
-        locks: &locks,
-        events: &events,
-        code,
-    };
+    let names = Names::new(&thread_names, &locks, &events, code);
     let mut programs = Vec::new();
     let mut spawned = Vec::new();
     let mut created = Vec::new();
@@ -146,22 +143,28 @@ fn declared_names(
     field: &str,
     builtin: &[&str],
 ) -> Res<Vec<String>> {
-    let mut out: Vec<String> = builtin.iter().map(|s| s.to_string()).collect();
+    if let Some(extra) = declared.get(MAX_NAMES) {
+        return Err(src.error(extra.span(), field, format!("at most {MAX_NAMES} names")));
+    }
+    let mut seen: HashSet<&str> = builtin.iter().copied().collect();
     for name in declared {
         let text = name.get_ref();
         if text.is_empty() || text.split_whitespace().count() != 1 || text.trim() != text {
             return Err(src.error(name.span(), field, format!("`{text}` is not a one-word name")));
         }
-        if out.contains(text) {
+        if !seen.insert(text) {
             return Err(src.error(
                 name.span(),
                 field,
                 format!("`{text}` is declared twice (or is the runtime's)"),
             ));
         }
-        out.push(text.clone());
     }
-    Ok(out)
+    Ok(builtin
+        .iter()
+        .map(|s| s.to_string())
+        .chain(declared.iter().map(|n| n.get_ref().clone()))
+        .collect())
 }
 
 fn parse(src: &Source<'_>, lines: &[Spanned<String>], names: &Names<'_>, field: &str) -> Res<Program> {
@@ -264,6 +267,9 @@ fn limits(src: &Source<'_>, m: Option<&LimitsModel>) -> Res<Limits> {
     }
     if let Some(v) = field(&m.idle_steps, "idle_steps", 1..=100_000_000)? {
         limits.idle_steps = v;
+    }
+    if let Some(v) = field(&m.callback_depth, "callback_depth", 2..=4096)? {
+        limits.callback_depth = v as usize;
     }
     Ok(limits)
 }

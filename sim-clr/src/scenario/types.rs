@@ -265,6 +265,9 @@ pub const MAX_FILE_BYTES: u64 = 8 << 20;
 pub const MAX_FUNCTIONS: usize = 65_536;
 /// The most threads a scenario declares.
 pub const MAX_THREADS: usize = 4_096;
+
+/// The most locks, and the most events, a file may declare (`locks`, `events`).
+pub const MAX_NAMES: usize = 4_096;
 /// The most calls a scenario makes.
 pub const MAX_CALLS: usize = 100_000;
 /// The most nested calls one `DoStackSnapshot` makes (each at one or more callbacks).

@@ -49,12 +49,12 @@ enum Wait {
     /// The runtime suspension to end (a parked thread).
     SuspensionEnd,
     /// An event to be set, until a virtual deadline (`u64::MAX`: none).
-    Event(u16, u64),
+    Event(u32, u64),
     /// A thread's code to end.
     Join(usize),
     /// A condition variable's notification after the given count, until a virtual deadline
     /// (`u64::MAX`: none).
-    Cond(u16, u64, u64),
+    Cond(u32, u64, u64),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1256,6 +1256,16 @@ impl<'p> Run<'p> {
     /// when those above it have returned).
     fn raise_at(&mut self, t: usize, kind: CallbackKind, at: usize) -> bool {
         if self.rt.event_mask() & kind.required_mask() != kind.required_mask() {
+            return false;
+        }
+        let depth = self.p.scenario.process.limits.callback_depth;
+        if self.th[t].stack.len() >= depth {
+            let message = format!(
+                "{} overflows its stack: {} raised on top of {depth} nested activations (`callback_depth`; a handler that raises its own callback again recurses until the stack runs out)",
+                self.th[t].name,
+                kind.as_str()
+            );
+            self.end(Ending::StackOverflow.as_str(), message, Vec::new());
             return false;
         }
         let source = if let Some(profiler) = self.profiler.clone().or_else(|| self.rt.profiler()) {

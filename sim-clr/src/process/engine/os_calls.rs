@@ -392,16 +392,16 @@ impl Run<'_> {
             }
             // Named objects: creating one that exists opens it (the file's locks and the
             // runtime's included), so a sampler and its callbacks share them by name.
-            Request::MutexCreate(name) => Reply::Mutex(MutexId(self.locks.open(name).0 as u32)),
+            Request::MutexCreate(name) => Reply::Mutex(MutexId(self.locks.open(name).0)),
             Request::MutexLock(m) => {
-                let l = LockId(m.0 as u16);
+                let l = LockId(m.0);
                 self.check_lock_rules(t, &format!("takes lock {}", self.locks.name(l)), 0);
                 self.acquire(t, l)?;
                 self.note(t, 0, |run| format!("lock {}", run.locks.name(l)));
                 Reply::Done
             }
             Request::MutexTryLock(m) => {
-                let l = LockId(m.0 as u16);
+                let l = LockId(m.0);
                 let taken = self.locks.can_take(t, l) && self.acquire(t, l).is_ok();
                 if taken {
                     self.note(t, 0, |run| format!("lock {}", run.locks.name(l)));
@@ -409,7 +409,7 @@ impl Run<'_> {
                 Reply::Flag(taken)
             }
             Request::MutexUnlock(m) => {
-                let l = LockId(m.0 as u16);
+                let l = LockId(m.0);
                 if self.release(t, l, 0) {
                     self.note(t, 0, |run| format!("unlock {}", run.locks.name(l)));
                 }
@@ -454,7 +454,7 @@ impl Run<'_> {
             }
             Request::EventWait(e, timeout) => {
                 let set = self.events[e.0 as usize];
-                self.timed_wait(t, *timeout, set, |deadline| Wait::Event(e.0 as u16, deadline))?
+                self.timed_wait(t, *timeout, set, |deadline| Wait::Event(e.0, deadline))?
             }
             Request::CondOpen(name) => {
                 let c = self.conds.iter().position(|(n, _)| n == name).unwrap_or_else(|| {
@@ -466,7 +466,7 @@ impl Run<'_> {
             Request::CondWait(c, generation, timeout) => {
                 let notified = self.conds[*c as usize].1 != *generation;
                 self.timed_wait(t, *timeout, notified, |deadline| {
-                    Wait::Cond(*c as u16, *generation, deadline)
+                    Wait::Cond(*c, *generation, deadline)
                 })?
             }
             Request::CondNotify(c) => {
