@@ -100,6 +100,7 @@ fn fuzz(c: &mut Criterion) {
         schedules: 25,
         seed: 1,
         shrinks: fixtures::fuzz::SHRINKS,
+        jobs: 1,
         max_failures: None,
         platform: None,
     };

@@ -342,13 +342,13 @@ fn frame_boxes(
             r##"<g class="frame"><rect x="{X_FRAMES}" y="{}" width="{BOX}" height="{}" fill="{}" stroke="#666"/><text x="{}" y="{}">{}</text><text x="{}" y="{}" fill="#555">{} ip={}</text></g>"##,
             y(top),
             (bottom - top) * ROW,
-            fill(t.code.as_deref()),
+            fill(t.code),
             X_FRAMES + 6,
             y(top) + 13,
             escape(&t.name),
             X_FRAMES + 6,
             y(top) + 13 + if bottom - top > 1 { ROW } else { 0 },
-            t.code.as_deref().unwrap_or(""),
+            t.code.unwrap_or(""),
             t.address
         );
     }

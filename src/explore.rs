@@ -24,8 +24,23 @@ pub struct Options {
     pub seed: Option<u64>,
     /// One JSON document instead of text.
     pub json: bool,
+    /// Schedules run at once (built-in profiler code only: [`Process::jobs`]).
+    pub jobs: usize,
     /// The profiler code every run carries.
     pub profiler: Profiler,
+}
+
+/// The cores this process may use.
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+/// How many schedules to run at once by default: half the cores, at least one. A run keeps
+/// two OS threads busy (its engine and the fiber it runs hand the CPU to each other by
+/// spinning), so more runs than half the cores slow every one of them down: on 2 cores, two
+/// runs at once take 1.8 times as long as one after the other.
+pub fn schedule_jobs() -> usize {
+    (cores() / 2).max(1)
 }
 
 /// The profiler code a process's runs carry.
@@ -162,10 +177,13 @@ pub fn explore(file: &Path, options: &Options) -> ExitCode {
     }
     let schedules = options.schedules.unwrap_or(spec.schedules);
     let seed = options.seed.unwrap_or(spec.seed);
-    let process = match attach(file, scenario, &options.profiler) {
+    let mut process = match attach(file, scenario, &options.profiler) {
         Ok(p) => p,
         Err(code) => return code,
     };
+    if let Profiler::Builtin(_) = options.profiler {
+        process.jobs(options.jobs);
+    }
     let bar = Progress::new(schedules, options.json, "schedules");
     let report = process.explore(strategy, schedules, seed, |done, faults| {
         if done % 64 == 0 {
@@ -343,12 +361,9 @@ pub fn catalog() -> Result<bool, ExitCode> {
             ExitCode::from(2)
         })?;
         let spec = scenario.process.explore.clone();
-        let report = attach(Path::new(&path), scenario, &Profiler::Builtin("reference".into()))?.explore(
-            spec.strategy,
-            spec.schedules,
-            spec.seed,
-            |_, _| {},
-        );
+        let report = attach(Path::new(&path), scenario, &Profiler::Builtin("reference".into()))?
+            .jobs(schedule_jobs())
+            .explore(spec.strategy, spec.schedules, spec.seed, |_, _| {});
         let found: Vec<String> = report.outcomes.keys().cloned().collect();
         let ok = spec.expect.as_ref().is_none_or(|e| *e == found);
         total += 1;

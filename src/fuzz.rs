@@ -20,6 +20,8 @@ pub struct Budget {
     pub seed: u64,
     /// The one platform to generate (`None`: both).
     pub platform: Option<&'static str>,
+    /// Schedules of a process run at once.
+    pub jobs: usize,
 }
 
 /// Fuzzes `sampler` (`reference` or a mutant) within `budget`, writing reproducers into
@@ -30,6 +32,7 @@ pub fn run(budget: &Budget, sampler: &str, json: bool, out: &Path) -> ExitCode {
         schedules,
         seed,
         platform,
+        jobs,
     } = *budget;
     if processes == 0 || schedules == 0 {
         eprintln!("error: --processes and --schedules must be at least 1");
@@ -45,6 +48,7 @@ pub fn run(budget: &Budget, sampler: &str, json: bool, out: &Path) -> ExitCode {
         schedules,
         seed,
         shrinks: fixtures::fuzz::SHRINKS,
+        jobs,
         max_failures: None,
         platform,
     };

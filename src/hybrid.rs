@@ -136,12 +136,9 @@ pub fn run(processes: usize, seed: u64, platforms: &[&'static str], json: bool, 
     }
     bar.finish();
     if json {
-        match serde_json::to_string_pretty(&summary) {
-            Ok(text) => outln!("{text}"),
-            Err(e) => {
-                eprintln!("error: cannot serialize the summary: {e}");
-                return ExitCode::from(2);
-            }
+        if let Err(e) = crate::out::json(&summary) {
+            eprintln!("error: cannot serialize the summary: {e}");
+            return ExitCode::from(2);
         }
     } else {
         for m in &summary.mismatches {

@@ -116,6 +116,8 @@ enum Command {
         /// `dwarf`, `pe1`, `pe2` or `all`.
         #[arg(long, default_value = "all")]
         format: String,
+        #[command(flatten)]
+        jobs: FunctionJobs,
     },
     /// Check the DWARF unwinder against gimli's own rows at every instruction boundary of
     /// every FDE of each ELF file; prints `N boundaries, R refusals, D disagreements`.
@@ -177,6 +179,8 @@ enum Command {
         #[arg(long)]
         json: bool,
         #[command(flatten)]
+        jobs: Jobs,
+        #[command(flatten)]
         code: CodeArgs,
     },
     /// Run one schedule of a process scenario and print its full trace.
@@ -215,6 +219,8 @@ enum Command {
         /// Print one JSON document (docs/json-output.md).
         #[arg(long)]
         json: bool,
+        #[command(flatten)]
+        jobs: Jobs,
     },
     /// Count how often the reference sampler samples in each pitfall scenario under random and
     /// PCT schedules (a scenario whose schedules rarely let it sample checks little); exit 1
@@ -258,6 +264,8 @@ enum Command {
         /// Where the shrunk reproducers are written.
         #[arg(long, default_value = "fuzz-failures")]
         out: PathBuf,
+        #[command(flatten)]
+        jobs: Jobs,
     },
     /// Turn a log the conformance profiler wrote on a real runtime into a scenario that
     /// reproduces every recorded answer. Given a results folder, record every `NAME.jsonl`
@@ -315,6 +323,31 @@ struct HostingArgs {
     /// ends as `profiler_hang`.
     #[arg(long, value_name = "SECONDS", default_value_t = 10.0, requires = "profiler")]
     run_timeout: f64,
+}
+
+/// How many schedules run at once.
+#[derive(clap::Args)]
+struct Jobs {
+    /// Schedules run at once (default: half the cores; a run keeps two busy). The output is
+    /// the same whatever the number; DFS schedules and a hosted library's run one at a time.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    jobs: Option<u16>,
+}
+
+impl Jobs {
+    /// The number given, else half the cores this process may use.
+    fn get(&self) -> usize {
+        self.jobs.map_or_else(explore::schedule_jobs, usize::from)
+    }
+}
+
+/// How many functions `unwind-fuzz` checks at once.
+#[derive(clap::Args)]
+struct FunctionJobs {
+    /// Functions checked at once (default: one per core). The output is the same whatever
+    /// the number.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    jobs: Option<u16>,
 }
 
 /// The profiler code `explore` and `replay` run in every run.
@@ -396,6 +429,7 @@ fn command() -> ExitCode {
             depth,
             seed,
             json,
+            jobs,
             code,
         } => explore::explore(
             &file,
@@ -405,6 +439,7 @@ fn command() -> ExitCode {
                 schedules,
                 seed,
                 json,
+                jobs: jobs.get(),
                 profiler: code.profiler(),
             },
         ),
@@ -428,12 +463,14 @@ fn command() -> ExitCode {
             fuzz_schedules,
             out,
             json,
+            jobs,
         } => mutants::run(
             &mutants::Budget {
                 schedules,
                 seed,
                 fuzz_processes,
                 fuzz_schedules,
+                jobs: jobs.get(),
             },
             &out,
             json,
@@ -452,12 +489,14 @@ fn command() -> ExitCode {
             platform,
             json,
             out,
+            jobs,
         } => fuzz::run(
             &fuzz::Budget {
                 processes,
                 schedules,
                 seed,
                 platform: platform.only(),
+                jobs: jobs.get(),
             },
             &sampler,
             json,
@@ -480,6 +519,7 @@ fn command() -> ExitCode {
             functions,
             seed,
             format,
+            jobs,
         } => {
             let formats = match format.as_str() {
                 "all" => Format::ALL.to_vec(),
@@ -491,7 +531,12 @@ fn command() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            unwind_fuzz::run(functions, seed, &formats)
+            unwind_fuzz::run(
+                functions,
+                seed,
+                &formats,
+                jobs.jobs.map_or_else(explore::cores, usize::from),
+            )
         }
     }
 }
@@ -668,12 +713,10 @@ fn conclude(json: bool, list: &impl serde::Serialize, summary: &str, failed: boo
 
 /// Prints `report` as one pretty-printed JSON document, or says why it cannot (exit 2).
 fn print_json(report: &impl serde::Serialize) -> Result<(), ExitCode> {
-    let text = serde_json::to_string_pretty(report).map_err(|e| {
+    out::json(report).map_err(|e| {
         eprintln!("error: cannot serialize the report: {e}");
         ExitCode::from(2)
-    })?;
-    outln!("{text}");
-    Ok(())
+    })
 }
 
 fn catalog() -> ExitCode {

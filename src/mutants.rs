@@ -21,6 +21,8 @@ pub struct Budget {
     pub fuzz_processes: u64,
     /// Schedules per random process (half random, half PCT).
     pub fuzz_schedules: u64,
+    /// Schedules run at once.
+    pub jobs: usize,
 }
 
 /// What the fuzzer alone found for one mutant.
@@ -60,7 +62,7 @@ pub fn run(budget: &Budget, out: &Path, json: bool) -> ExitCode {
     let all = mutants();
     let bar = Progress::new(all.len() as u64, json, "mutants");
     for mutant in all {
-        let catalog = match hunt(&mutant, budget.schedules, budget.seed) {
+        let catalog = match hunt(&mutant, budget.schedules, budget.seed, budget.jobs) {
             Ok(h) => h,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -100,6 +102,7 @@ fn fuzzed(mutant: &Mutant, budget: &Budget, out: &Path) -> Result<Fuzzed, ExitCo
         schedules: budget.fuzz_schedules,
         seed: budget.seed,
         shrinks: fixtures::fuzz::SHRINKS,
+        jobs: budget.jobs,
         max_failures: Some(1),
         platform: None,
     };

@@ -25,6 +25,34 @@ pub fn write(text: std::fmt::Arguments<'_>) {
     }
 }
 
+/// Writes `value` as one pretty-printed JSON document and a newline, streamed: the document
+/// is never whole in memory. A value that cannot be serialized is an error (nothing about the
+/// output is).
+pub fn json(value: &impl serde::Serialize) -> serde_json::Result<()> {
+    let mut out = std::io::BufWriter::new(Stdout);
+    serde_json::to_writer_pretty(&mut out, value)?;
+    let _ = out.write_all(b"\n").and_then(|()| out.flush());
+    Ok(())
+}
+
+/// Stdout as an `io::Write` whose failures are [`failed`]'s, never the writer's caller's.
+struct Stdout;
+
+impl Write for Stdout {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if STATE.load(Ordering::Relaxed) == OPEN {
+            if let Err(e) = std::io::stdout().lock().write_all(bytes) {
+                failed(&e);
+            }
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn failed(e: &std::io::Error) {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
         STATE.store(CLOSED, Ordering::Relaxed);

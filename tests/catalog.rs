@@ -91,7 +91,7 @@ fn callbacks_stand_for_ground_truth_entries_of_their_kind() {
                     None => {
                         runs += 1;
                         for t in &truth[first..=last] {
-                            let kind = t.code.as_deref().and_then(sim_clr::code::CodeKind::parse);
+                            let kind = t.code.and_then(sim_clr::code::CodeKind::parse);
                             assert!(
                                 kind.is_none_or(|k| !k.is_managed()),
                                 "{name} call {}: the native run covers managed {}",

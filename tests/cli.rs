@@ -676,3 +676,59 @@ fn inputs_that_are_not_regular_files_are_refused_without_blocking() {
         assert!(stderr.contains("not a regular file"), "{args:?}: {stderr}");
     }
 }
+
+/// `explore --jobs N` runs schedules at once and reports exactly what one at a time does.
+#[test]
+fn explore_reports_the_same_whatever_the_jobs() {
+    let pitfalls = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/pitfalls");
+    for (file, strategy) in [
+        ("s01-loader-lock.toml", "pct"),
+        ("s20-crash.toml", "random"),
+        ("s22-thread-churn.toml", "pct"),
+    ] {
+        let file = pitfalls.join(file);
+        let explore = |jobs: &str| {
+            let args = [
+                "explore",
+                file.to_str().unwrap(),
+                "--schedules",
+                "300",
+                "--strategy",
+                strategy,
+            ];
+            let out = simclr(&[&args[..], &["--json", "--jobs", jobs]].concat());
+            assert!(out.status.code().is_some_and(|c| c < 2), "{out:?}");
+            out.stdout
+        };
+        let one = explore("1");
+        assert!(!one.is_empty());
+        for jobs in ["2", "3"] {
+            assert!(
+                one == explore(jobs),
+                "{} under {strategy}: --jobs {jobs} differs",
+                file.display()
+            );
+        }
+    }
+    let out = tempdir().join("jobs-fuzz");
+    let out = out.to_str().unwrap();
+    let fuzz = [
+        "fuzz",
+        "--processes",
+        "6",
+        "--schedules",
+        "40",
+        "--sampler",
+        "no-watchdog",
+        "--json",
+        "--out",
+        out,
+    ];
+    let unwind = ["unwind-fuzz", "--functions", "60"];
+    for command in [&fuzz[..], &unwind] {
+        let one = simclr(&[command, &["--jobs", "1"]].concat());
+        assert!(!one.stdout.is_empty(), "{one:?}");
+        let three = simclr(&[command, &["--jobs", "3"]].concat());
+        assert!(one.stdout == three.stdout, "{}: --jobs 3 differs", command[0]);
+    }
+}

@@ -18,6 +18,7 @@ fn run(variant: Variant, processes: u64, seed: u64) -> Report {
         schedules: 20,
         seed,
         shrinks: 8,
+        jobs: 1,
         max_failures: None,
         platform: None,
     };
@@ -105,6 +106,7 @@ fn the_guides_fuzzing_example_runs() -> Result<(), String> {
         schedules: 10,
         seed: 1,
         shrinks: 8,
+        jobs: 1,
         max_failures: None,
         platform: None,
     };

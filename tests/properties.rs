@@ -10,8 +10,8 @@ use sim_clr::scenario::{Report, Scenario, TruthEntry};
 /// list directly — no memory, no unwinding. Returns (name or "0", ip) per callback.
 fn expected(truth: &[TruthEntry]) -> Vec<(String, String)> {
     let is_call = |e: &TruthEntry| e.kind == "call";
-    let managed = |e: &TruthEntry| matches!(e.code.as_deref(), Some("jit" | "r2r" | "il_stub" | "lcg"));
-    let metadata = |e: &TruthEntry| matches!(e.code.as_deref(), Some("jit" | "r2r"));
+    let managed = |e: &TruthEntry| matches!(e.code, Some("jit" | "r2r" | "il_stub" | "lcg"));
+    let metadata = |e: &TruthEntry| matches!(e.code, Some("jit" | "r2r"));
     let returns = |e: &TruthEntry| {
         ["InlinedCallFrame", "HelperMethodFrame", "RedirectedThreadFrame"].contains(&e.name.as_str())
     };

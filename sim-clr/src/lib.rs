@@ -16,6 +16,7 @@
 pub mod code;
 pub mod input;
 pub mod memory;
+pub mod parallel;
 pub mod process;
 pub mod runtime;
 pub mod scenario;

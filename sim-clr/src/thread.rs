@@ -591,9 +591,19 @@ impl Thread {
         })
     }
 
-    /// The index into `layout.calls` of the call at stack entry `entry`.
-    pub fn call_at_entry(&self, entry: usize) -> Option<usize> {
-        self.layout.calls.iter().position(|c| c.entry == entry)
+    /// Where each stack entry is, by position in [`Thread::stack`]: a call's return address
+    /// (its IP), an explicit Frame's address, 0 for an entry not laid out. One pass.
+    pub fn entry_addresses(&self) -> Vec<u64> {
+        let mut at = vec![0; self.stack.len()];
+        let calls = self.layout.calls.iter().map(|c| (c.entry, c.rip));
+        let frames = self.layout.frames.iter().map(|f| (f.entry, f.address));
+        // Backwards, so that the first laid out for an entry wins.
+        for (entry, address) in calls.chain(frames).collect::<Vec<_>>().into_iter().rev() {
+            if let Some(slot) = at.get_mut(entry) {
+                *slot = address;
+            }
+        }
+        at
     }
 }
 

@@ -213,6 +213,8 @@ pub struct Process {
     signal_handler: Option<SigAction>,
     loader: Option<Loader>,
     isolation: Option<Arc<dyn Isolation>>,
+    /// How many schedules an exploration runs at once ([`Process::jobs`]).
+    jobs: usize,
 }
 
 /// A name that the scenario does not declare.
@@ -468,7 +470,19 @@ impl Process {
             signal_handler: None,
             loader: None,
             isolation: None,
+            jobs: 1,
         }
+    }
+
+    /// Lets explorations under random and PCT schedules run up to `n` schedules at once, each
+    /// on an OS thread of its own (DFS, whose every schedule follows from the one before, and
+    /// isolated runs go one at a time). Reports are the same whatever `n` is: runs are seen
+    /// in schedule order, and a PCT run that started before an earlier run taught PCT a
+    /// longer run is run again. The attached code must keep no state across runs that its
+    /// outcome depends on (a [`Loader`] makes each run's afresh).
+    pub fn jobs(&mut self, n: usize) -> &mut Process {
+        self.jobs = n.max(1);
+        self
     }
 
     /// Calls `loader` at the start of every run for that run's profiler code (a thread named
@@ -662,38 +676,59 @@ impl Process {
         seed: u64,
         mut each: impl FnMut(RunReport) -> bool,
     ) -> bool {
-        let mut dfs = Dfs::new(match strategy {
-            Strategy::Dfs(p) => p,
-            _ => 0,
-        });
-        let mut pct_steps = 64;
+        if let Strategy::Dfs(bound) = strategy {
+            let mut dfs = Dfs::new(bound);
+            for _ in 0..schedules {
+                if !dfs.next_run() {
+                    return true;
+                }
+                if !each(
+                    self.run_untraced(&mut dfs)
+                        .expect("generated schedules always fit"),
+                ) {
+                    return false;
+                }
+            }
+            return !dfs.next_run();
+        }
         let profiler_threads = self.profiler_threads();
-        for i in 0..schedules {
+        // Schedule `i`, its PCT change points spread over `pct_steps` choice points.
+        let one = |i: u64, pct_steps: usize| {
             let run_seed = seed.wrapping_add(i);
             let result = match strategy {
-                Strategy::Random => {
-                    let side = profiler_threads.clone();
-                    self.run_untraced(&mut Biased::new(Rng::new(run_seed), side))
-                }
                 Strategy::Pct(depth) => {
                     let mut rng = Rng::new(run_seed);
-                    let mut pct = Pct::new(&mut rng, self.scenario.threads.len(), depth, pct_steps);
-                    self.run_untraced(&mut pct)
+                    self.run_untraced(&mut Pct::new(
+                        &mut rng,
+                        self.scenario.threads.len(),
+                        depth,
+                        pct_steps,
+                    ))
                 }
-                Strategy::Dfs(_) => {
-                    if !dfs.next_run() {
-                        return true;
-                    }
-                    self.run_untraced(&mut dfs)
-                }
+                _ => self.run_untraced(&mut Biased::new(Rng::new(run_seed), profiler_threads.clone())),
             };
-            let run = result.expect("generated schedules always fit");
-            // PCT's change points are spread over the choice points a run has (learned).
-            pct_steps = pct_steps.max(run.choice_points as usize);
-            if !each(run) {
-                return false;
+            result.expect("generated schedules always fit")
+        };
+        let jobs = if self.isolation.is_some() { 1 } else { self.jobs };
+        // PCT learns how many choice points a run has: each run uses the most any run before
+        // it had (at least 64).
+        let mut pct_steps = 64;
+        let mut next = 0;
+        while next < schedules {
+            let batch = (schedules - next).min(if jobs == 1 { 1 } else { 8 * jobs as u64 });
+            for run in crate::parallel::in_order(jobs, batch, |k| one(next + k, pct_steps)) {
+                next += 1;
+                let learned = pct_steps.max(run.choice_points as usize);
+                if !each(run) {
+                    return false;
+                }
+                if learned != pct_steps && matches!(strategy, Strategy::Pct(_)) {
+                    // The rest of the batch ran with fewer: run them again.
+                    pct_steps = learned;
+                    break;
+                }
             }
         }
-        matches!(strategy, Strategy::Dfs(_)) && !dfs.next_run()
+        false
     }
 }

@@ -176,35 +176,27 @@ impl Scenario {
                     Target::Raw(v) => format!("0x{v:x}"),
                 });
                 record.ground_truth = truth_thread.as_ref().map(|t| {
+                    let addresses = t.entry_addresses();
                     rt.with_code(|code| {
                         t.stack
                             .iter()
-                            .enumerate()
-                            .map(|(entry, e)| match *e {
+                            .zip(addresses)
+                            .map(|(e, address)| match *e {
                                 StackEntry::Call { function, .. } => {
                                     let f = code.function(function);
-                                    let ip = t.call_at_entry(entry).map_or(0, |i| t.layout.calls[i].rip);
                                     TruthEntry {
-                                        kind: "call".into(),
+                                        kind: "call",
                                         name: f.name.clone(),
-                                        code: Some(f.kind.as_str().into()),
-                                        address: format!("0x{ip:x}"),
+                                        code: Some(f.kind.as_str()),
+                                        address: format!("0x{address:x}"),
                                     }
                                 }
-                                StackEntry::Frame(kind) => {
-                                    let at = t
-                                        .layout
-                                        .frames
-                                        .iter()
-                                        .find(|f| f.entry == entry)
-                                        .map_or(0, |f| f.address);
-                                    TruthEntry {
-                                        kind: "frame".into(),
-                                        name: kind.as_str().into(),
-                                        code: None,
-                                        address: format!("0x{at:x}"),
-                                    }
-                                }
+                                StackEntry::Frame(kind) => TruthEntry {
+                                    kind: "frame",
+                                    name: kind.as_str().into(),
+                                    code: None,
+                                    address: format!("0x{address:x}"),
+                                },
                             })
                             .collect()
                     })

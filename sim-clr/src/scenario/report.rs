@@ -108,12 +108,12 @@ pub struct FrameReport {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct TruthEntry {
     /// `"call"` or `"frame"` (an explicit runtime Frame).
-    pub kind: String,
+    pub kind: &'static str,
     /// Function name, or the Frame's class.
     pub name: String,
     /// For calls: the code kind (`jit`, `native`, …).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub code: Option<String>,
+    pub code: Option<&'static str>,
     /// For calls: the IP in that frame; for Frames: the Frame's address.
     pub address: String,
 }
@@ -383,14 +383,14 @@ fn render_columns(
             " ".into()
         };
         let name = cut(&truth_name(t), width);
-        let code = t.code.as_deref().and_then(CodeKind::parse);
+        let code = t.code.and_then(CodeKind::parse);
         let managed = code.is_some_and(CodeKind::is_managed);
         let shown = match &t.code {
             None => paint.cyan(&format!("{name:<width$}")),
             Some(_) if managed => paint.green(&format!("{name:<width$}")),
             Some(_) => format!("{name:<width$}"),
         };
-        let kind = t.code.as_deref().unwrap_or("Frame");
+        let kind = t.code.unwrap_or("Frame");
         let mut right = if text.is_empty() {
             String::new()
         } else {
