@@ -75,7 +75,7 @@ pub fn finish(code: ExitCode) -> ExitCode {
     }
 }
 
-/// `println!` through [`write`].
+/// `println!` through [`write()`].
 macro_rules! outln {
     () => {
         $crate::out::write(format_args!("\n"))
@@ -85,7 +85,7 @@ macro_rules! outln {
     };
 }
 
-/// `print!` through [`write`].
+/// `print!` through [`write()`].
 macro_rules! out {
     ($($arg:tt)*) => {
         $crate::out::write(format_args!($($arg)*))
