@@ -619,7 +619,7 @@ fn scenarios_named(
     let Some((path, text)) = arg.to_str().and_then(fixtures::find_bundled) else {
         eprintln!(
             "error: {}: no such file, and no bundled scenario has that name (see `simclr list`)",
-            arg.display()
+            sim_clr::scenario::printable(&arg.display().to_string())
         );
         return Err(ExitCode::from(2));
     };

@@ -136,3 +136,21 @@ fn a_walk_report_scales_linearly_with_its_frames() {
         large / small
     );
 }
+
+/// An error is one line in the project's words, with its column, whatever the file holds.
+#[test]
+fn messages_are_one_line_with_a_column_and_no_terminal_escapes() {
+    let cases = [
+        ("platform = \"unix\"\n[[co\u{1b}[31mde]]\n", "bad\nname.toml", "bad\\nname.toml:2:5: field `co\\u{1b}[31mde`: invalid table header: expected `.`, `]]`"),
+        ("platform = \"unix\"\n[[code]]\nname = 3\n", "types.toml", "types.toml:3:8: field `name`: expected a string, found integer `3`"),
+        (
+            "platform = \"unix\"\n[[code]]\nname = \"M\"\nkind = \"jit\"\n[[threads]]\nname = \"t\"\nframes = [{ fn = \"M\" }]\nprogram = [\"spin 1\", \"loop 2\"]\n",
+            "loop.toml",
+            "loop.toml:8:22: field `program`: this `loop` or `if_alive` block has no `end`",
+        ),
+    ];
+    for (text, file, expected) in cases {
+        let message = Scenario::parse(file, text).unwrap_err().to_string();
+        assert_eq!(message, expected);
+    }
+}

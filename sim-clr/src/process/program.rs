@@ -132,6 +132,9 @@ pub struct Instr {
     pub op: Op,
     /// The 1-based line in the scenario file.
     pub line: usize,
+    /// The step it comes from: its index in the program as written (a loop's copies share
+    /// their step).
+    pub step: usize,
 }
 
 /// The most instructions one program may unroll to.
@@ -188,6 +191,8 @@ pub struct Line<'a> {
 pub struct ProgramError {
     /// The 1-based line.
     pub line: usize,
+    /// The step at fault: its index in the lines given to [`parse`].
+    pub step: usize,
     /// What is wrong.
     pub message: String,
 }
@@ -196,9 +201,10 @@ pub struct ProgramError {
 pub fn parse(lines: &[Line<'_>], names: &Names<'_>) -> Result<Vec<Instr>, ProgramError> {
     let mut out = Vec::new();
     let mut open: Vec<Block> = Vec::new();
-    for l in lines {
+    for (step, l) in lines.iter().enumerate() {
         let err = |message: String| ProgramError {
             line: l.line,
+            step,
             message,
         };
         let words: Vec<&str> = l.text.split_whitespace().collect();
@@ -263,6 +269,7 @@ pub fn parse(lines: &[Line<'_>], names: &Names<'_>) -> Result<Vec<Instr>, Progra
                     out.push(Instr {
                         op: Op::Alloc,
                         line: l.line,
+                        step,
                     });
                     Some(Op::Gc)
                 }
@@ -347,16 +354,18 @@ pub fn parse(lines: &[Line<'_>], names: &Names<'_>) -> Result<Vec<Instr>, Progra
                 open.push(Block::Loop {
                     start: out.len(),
                     count: n,
+                    step,
                 });
                 None
             }
             "if_alive" => {
                 want(1)?;
                 let t = thread(args[0])?;
-                open.push(Block::IfAlive { at: out.len() });
+                open.push(Block::IfAlive { at: out.len(), step });
                 out.push(Instr {
                     op: Op::IfAlive { thread: t, end: 0 },
                     line: l.line,
+                    step,
                 });
                 None
             }
@@ -364,7 +373,7 @@ pub fn parse(lines: &[Line<'_>], names: &Names<'_>) -> Result<Vec<Instr>, Progra
                 want(0)?;
                 match open.pop() {
                     None => return Err(err("`end` without `loop` or `if_alive`".into())),
-                    Some(Block::Loop { start, count }) => {
+                    Some(Block::Loop { start, count, .. }) => {
                         let body: Vec<Instr> = out[start..].to_vec();
                         if body.len().saturating_mul(count as usize) + start > MAX_INSTRS {
                             return Err(err(format!(
@@ -376,7 +385,7 @@ pub fn parse(lines: &[Line<'_>], names: &Names<'_>) -> Result<Vec<Instr>, Progra
                             out.extend(body.iter().map(|i| shift(*i, base)));
                         }
                     }
-                    Some(Block::IfAlive { at }) => {
+                    Some(Block::IfAlive { at, .. }) => {
                         let end = out.len();
                         if let Op::IfAlive { end: e, .. } = &mut out[at].op {
                             *e = end;
@@ -388,20 +397,21 @@ pub fn parse(lines: &[Line<'_>], names: &Names<'_>) -> Result<Vec<Instr>, Progra
             _ => return Err(err(format!("`{verb}` is not a step (see the scenario format)"))),
         };
         if let Some(op) = op {
-            out.push(Instr { op, line: l.line });
+            out.push(Instr {
+                op,
+                line: l.line,
+                step,
+            });
         }
         if out.len() > MAX_INSTRS {
             return Err(err(format!("the program has more than {MAX_INSTRS} steps")));
         }
     }
-    if let Some(block) = open.last() {
-        let line = match block {
-            Block::Loop { start, .. } => out.get(*start).map_or(0, |i| i.line),
-            Block::IfAlive { at } => out[*at].line,
-        };
+    if let Some(Block::Loop { step, .. } | Block::IfAlive { step, .. }) = open.last() {
         return Err(ProgramError {
-            line,
-            message: "a `loop` or `if_alive` block has no `end`".into(),
+            line: lines[*step].line,
+            step: *step,
+            message: "this `loop` or `if_alive` block has no `end`".into(),
         });
     }
     Ok(out)
@@ -409,8 +419,8 @@ pub fn parse(lines: &[Line<'_>], names: &Names<'_>) -> Result<Vec<Instr>, Progra
 
 /// An open block while parsing.
 enum Block {
-    Loop { start: usize, count: u32 },
-    IfAlive { at: usize },
+    Loop { start: usize, count: u32, step: usize },
+    IfAlive { at: usize, step: usize },
 }
 
 /// A copy of a loop body's instruction moved by `by` positions (jump targets move with it).
@@ -469,7 +479,10 @@ mod tests {
         assert!(run(&["call Nope"]).unwrap_err().message.contains("no function"));
         assert!(run(&["suspend ghost"]).unwrap_err().message.contains("no thread"));
         assert!(run(&["end"]).unwrap_err().message.contains("without"));
-        assert_eq!(run(&["call Work", "loop 3", "return"]).unwrap_err().line, 3);
+        // An unclosed block is reported at its opening step.
+        let unclosed = run(&["call Work", "loop 3", "return"]).unwrap_err();
+        assert_eq!((unclosed.line, unclosed.step), (2, 1));
+        assert_eq!(run(&["spin 1", "loop 2"]).unwrap_err().line, 2);
         assert!(run(&["sleep 5"]).unwrap_err().message.contains("duration"));
         assert!(run(&["loop 0", "end"]).is_err());
         assert!(run(&["frobnicate"]).is_err());

@@ -62,6 +62,7 @@ impl Scenario {
         let fail = |message: String| ScenarioError {
             file: file.clone(),
             line: 0,
+            column: 0,
             field: "<file>".into(),
             message,
         };
@@ -75,14 +76,8 @@ impl Scenario {
             let valid = e.utf8_error().valid_up_to();
             let lossy = String::from_utf8_lossy(&bytes[..valid]);
             let source = Source::new(&file, &lossy);
-            let line_start = lossy.rfind('\n').map_or(0, |i| i + 1);
-            let column = lossy[line_start..].chars().count() + 1;
-            ScenarioError {
-                file: file.clone(),
-                line: source.line(lossy.len()),
-                field: source.key_at(lossy.len()),
-                message: format!("invalid UTF-8 at column {column}"),
-            }
+            let at = lossy.len();
+            source.error(at..at, &source.key_at(at), "invalid UTF-8")
         })?;
         Scenario::parse_as(&file, &text, version)
     }

@@ -8,8 +8,10 @@ use std::ops::Range;
 pub struct ScenarioError {
     /// The file (as given to the parser).
     pub file: String,
-    /// 1-based line of the offending text.
+    /// 1-based line of the offending text (0: the whole file).
     pub line: usize,
+    /// 1-based column of the offending text on its line, in characters (0: unknown).
+    pub column: usize,
     /// The field (key) at fault.
     pub field: String,
     /// What is wrong.
@@ -18,15 +20,67 @@ pub struct ScenarioError {
 
 impl fmt::Display for ScenarioError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}:{}: field `{}`: {}",
-            self.file, self.line, self.field, self.message
-        )
+        // One line, whatever the file's name or text holds: control characters escaped.
+        let (file, field, message) = (
+            printable(&self.file),
+            printable(&self.field),
+            printable(&self.message),
+        );
+        match (self.line, self.column) {
+            (0, _) => write!(f, "{file}: {message}"),
+            (line, 0) => write!(f, "{file}:{line}: field `{field}`: {message}"),
+            (line, column) => write!(f, "{file}:{line}:{column}: field `{field}`: {message}"),
+        }
     }
 }
 
 impl std::error::Error for ScenarioError {}
+
+/// `text` with its control characters (newlines, escape sequences, NUL) escaped: a file
+/// name or a user's text printed on one line, never reaching the terminal as a command.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.chars().any(char::is_control) {
+        text.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect::<String>()
+            .into()
+    } else {
+        text.into()
+    }
+}
+
+/// The TOML parser's message in this project's words, on one line: `expected Y, found X`
+/// instead of serde's `invalid type: X, expected Y`, a table instead of a Rust struct.
+fn reworded(message: &str) -> String {
+    let message = message
+        .trim()
+        .lines()
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(": ");
+    let message = match message.split_once("expected struct ") {
+        Some((head, _)) => format!("{head}expected a table"),
+        None => message,
+    };
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some((found, expected)) = message
+            .strip_prefix(prefix)
+            .and_then(|m| m.rsplit_once(", expected "))
+        {
+            return format!("expected {expected}, found {found}");
+        }
+    }
+    if message == "number too large to fit in target type" {
+        return "the number is too large for this field".into();
+    }
+    message
+}
 
 /// Maps byte offsets of one source text to lines, and builds errors for it.
 pub(crate) struct Source<'a> {
@@ -52,11 +106,20 @@ impl<'a> Source<'a> {
         self.line_starts.partition_point(|&start| start <= at) + 1
     }
 
+    /// The 1-based column, in characters, of byte offset `at` on its line `line`.
+    fn column(&self, line: usize, at: usize) -> usize {
+        let start = if line > 1 { self.line_starts[line - 2] } else { 0 };
+        let at = at.min(self.text.len());
+        self.text.get(start..at).map_or(1, |s| s.chars().count() + 1)
+    }
+
     /// An error at `span` about `field`.
     pub fn error(&self, span: Range<usize>, field: &str, message: impl Into<String>) -> ScenarioError {
+        let line = self.line(span.start);
         ScenarioError {
             file: self.file.to_string(),
-            line: self.line(span.start),
+            line,
+            column: self.column(line, span.start),
             field: field.to_string(),
             message: message.into(),
         }
@@ -86,12 +149,7 @@ impl<'a> Source<'a> {
     /// Converts a TOML syntax or shape error, recovering the field name from serde's message
     /// or from the text at the error's position.
     pub fn toml_error(&self, err: &toml::de::Error) -> ScenarioError {
-        let message = err.message().trim().to_string();
-        // The parser names the Rust type it expected; the file has a table there.
-        let message = match message.split_once("expected struct ") {
-            Some((head, _)) => format!("{head}expected a table"),
-            None => message,
-        };
+        let message = reworded(err.message());
         let span = err.span().unwrap_or(0..0);
         let quoted = ["unknown field `", "missing field `", "duplicate key `"]
             .iter()

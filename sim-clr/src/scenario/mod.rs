@@ -19,7 +19,7 @@ mod templates;
 mod threads;
 mod types;
 
-pub use error::ScenarioError;
+pub use error::{printable, ScenarioError};
 pub use host::{HostAction, HostSpec, HostStep, MAX_HOST_STEPS};
 pub use report::{
     cut, CallReport, EventReport, Expectations, FaultReport, FrameReport, Mismatch, Report, TruthEntry,

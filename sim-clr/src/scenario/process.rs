@@ -36,7 +36,7 @@ pub(super) fn process_spec(
         let program = match &t.program {
             Some(lines) => {
                 let p = parse(src, lines, &names, "program")?;
-                check_balance(src, &p, declared_calls[i])?;
+                check_balance(src, &p, declared_calls[i], lines)?;
                 Some(p)
             }
             None => None,
@@ -67,7 +67,10 @@ pub(super) fn process_spec(
         });
         programs.push(program);
     }
-    for p in programs.iter().flatten() {
+    for (p, model) in programs.iter().zip(&m.threads) {
+        let (Some(p), Some(steps)) = (p, &model.get_ref().program) else {
+            continue;
+        };
         for instr in p.iter() {
             let problem = match instr.op {
                 Op::Spawn(x) if !spawned[x] => Some(("spawn", x, "does not have `start = \"spawned\"`")),
@@ -76,7 +79,7 @@ pub(super) fn process_spec(
             };
             if let Some((verb, x, what)) = problem {
                 let message = format!("`{verb} {}`: that thread {what}", thread_names[x]);
-                return Err(error(src, instr.line, "program", message));
+                return Err(src.error(steps[instr.step].span(), "program", message));
             }
         }
     }
@@ -121,19 +124,10 @@ fn signal_flags(src: &Source<'_>, names: Option<&Spanned<Vec<String>>>) -> Res<S
             let flag = SignalFlags::named(name).ok_or_else(|| {
                 let known: Vec<&str> = SignalFlags::NAMED.iter().map(|(_, n)| *n).collect();
                 let message = format!("unknown flag `{name}` (known: {})", known.join(", "));
-                error(src, src.line(names.span().start), "signal_flags", message)
+                src.error(names.span(), "signal_flags", message)
             })?;
             Ok(flags | flag)
         })
-}
-
-fn error(src: &Source<'_>, line: usize, field: &str, message: String) -> ScenarioError {
-    ScenarioError {
-        file: src.file.to_string(),
-        line,
-        field: field.to_string(),
-        message,
-    }
 }
 
 /// `builtin` names, then the declared ones (each new, non-empty and a single word).
@@ -167,26 +161,26 @@ fn declared_names(
         .collect())
 }
 
-fn parse(src: &Source<'_>, lines: &[Spanned<String>], names: &Names<'_>, field: &str) -> Res<Program> {
-    let lines: Vec<Line<'_>> = lines
+fn parse(src: &Source<'_>, steps: &[Spanned<String>], names: &Names<'_>, field: &str) -> Res<Program> {
+    let lines: Vec<Line<'_>> = steps
         .iter()
         .map(|l| Line {
             text: l.get_ref(),
             line: src.line(l.span().start),
         })
         .collect();
-    let program = program::parse(&lines, names).map_err(|e| error(src, e.line, field, e.message))?;
+    let program =
+        program::parse(&lines, names).map_err(|e| src.error(steps[e.step].span(), field, e.message))?;
     Ok(program.into())
 }
 
 /// Calls and returns must balance: a thread never returns from its root frame.
-fn check_balance(src: &Source<'_>, program: &[Instr], declared: usize) -> Res<()> {
+fn check_balance(src: &Source<'_>, program: &[Instr], declared: usize, steps: &[Spanned<String>]) -> Res<()> {
     let mut depth = declared;
     for instr in program {
         let unbalanced = |what: &str| {
-            error(
-                src,
-                instr.line,
+            src.error(
+                steps[instr.step].span(),
                 "program",
                 format!("unbalanced: `{what}` here would leave the thread without its root frame ({depth} frame(s) on the stack)"),
             )
