@@ -34,12 +34,15 @@ struct Row {
 /// that cannot be compared are errors, never an empty pass: a missing or empty scenarios
 /// folder, a missing results folder, results for none of the scenarios (the folders swapped,
 /// say), a results file that cannot be read, and two records of one case.
-/// The scenarios answer as `runtime` when it is given, whatever they say.
+/// The scenarios answer as `runtime` when it is given, whatever they say. With `exits`, how
+/// each process ended (`NAME.exit`) is compared with how the simulator predicts it ends, a
+/// row of its own (scenarios recorded from logs reproduce answers, not crashes: not then).
 pub fn compare(
     scenarios: &Path,
     results: &Path,
     hosted: Option<&Path>,
     runtime: Option<RuntimeVersion>,
+    exits: bool,
 ) -> Result<Comparison, String> {
     let mut files: Vec<_> = std::fs::read_dir(scenarios)
         .map_err(|e| format!("{}: {e}", scenarios.display()))?
@@ -74,7 +77,7 @@ pub fn compare(
             continue;
         };
         runs += 1;
-        rows.extend(compare_one(&scenario, exit.trim(), &log)?);
+        rows.extend(compare_one(&scenario, exit.trim(), &log, exits)?);
         if let Some(library) = hosted {
             if scenario.host.steps.is_empty() {
                 cannot_host.push(format!("{stem}: the scenario has no [host] steps"));
@@ -223,17 +226,7 @@ fn compare_hosted(
             verdict: Err("the real runtime never recorded it".into()),
         });
     }
-    rows.push(Row {
-        case: format!("{name} (process)"),
-        api: "-".into(),
-        real: exit.into(),
-        simulated: hosted_exit.into(),
-        verdict: if exit == hosted_exit {
-            Ok(())
-        } else {
-            Err("ends differently".into())
-        },
-    });
+    rows.push(process_row(name, exit, hosted_exit));
     Ok(rows)
 }
 
@@ -277,7 +270,7 @@ fn records(name: &str, log: &str) -> Result<BTreeMap<String, Value>, String> {
     Ok(records)
 }
 
-fn compare_one(scenario: &Scenario, exit: &str, log: &str) -> Result<Vec<Row>, String> {
+fn compare_one(scenario: &Scenario, exit: &str, log: &str, judge_exit: bool) -> Result<Vec<Row>, String> {
     let mut real = records(&scenario.name, log)?;
     let report = scenario.run();
     let mut calls: Vec<&CallReport> = Vec::new();
@@ -342,7 +335,38 @@ fn compare_one(scenario: &Scenario, exit: &str, log: &str) -> Result<Vec<Row>, S
             verdict: Err("not in the scenario".into()),
         });
     }
+    if !judge_exit {
+        return Ok(rows);
+    }
+    // How the process ended is compared too: a crash or a hang the simulator does not
+    // predict fails even when every record matches.
+    let predicted = match report
+        .faults
+        .iter()
+        .find(|f| f.fatal)
+        .map(|f| FaultKind::parse(&f.kind))
+    {
+        None => "ok",
+        Some(Some(kind)) if kind.hangs() => "hang",
+        Some(_) => "crash",
+    };
+    rows.push(process_row(&scenario.name, exit, predicted));
     Ok(rows)
+}
+
+/// The row comparing how scenario `name`'s real process ended with how the other side's did.
+fn process_row(name: &str, real: &str, other: &str) -> Row {
+    Row {
+        case: format!("{name} (process)"),
+        api: "-".into(),
+        real: real.into(),
+        simulated: other.into(),
+        verdict: if real == other {
+            Ok(())
+        } else {
+            Err("ends differently".into())
+        },
+    }
 }
 
 /// One callback as compared.

@@ -555,6 +555,19 @@ fn run(files: &[PathBuf], json: bool, color: bool, runtime: Option<RuntimeVersio
             Err(code) => return code,
         }
     }
+    // A file with no call checks nothing here: say what would check it.
+    if let Some(s) = scenarios.iter().find(|s| s.calls.is_empty()) {
+        let instead = if !s.host.steps.is_empty() {
+            "its [host] steps drive a profiler library: `simclr run FILE --profiler LIB.so`"
+        } else if s.process.moves() {
+            "its threads move: `simclr explore FILE` runs them under many schedules"
+        } else {
+            "there is nothing to run"
+        };
+        let name = sim_clr::scenario::printable(&s.name);
+        eprintln!("error: scenario `{name}` has no [[calls]], so `run` would check nothing; {instead}");
+        return ExitCode::from(2);
+    }
     let bar = progress::Progress::new(scenarios.len() as u64, json, "scenarios");
     let reports: Vec<Report> = scenarios
         .iter()
@@ -797,7 +810,7 @@ fn record(log: &std::path::Path, out: Option<&std::path::Path>, runtime: Runtime
     if let Err(e) = record::folder(log, out, runtime) {
         return fail(e);
     }
-    match conform::compare(out, log, None, None) {
+    match conform::compare(out, log, None, None, false) {
         Ok(comparison) => {
             let (passed, failed, table) = comparison.simulated;
             out!("{table}");
@@ -824,7 +837,7 @@ fn conform(
     hosted: Option<&std::path::Path>,
     runtime: Option<RuntimeVersion>,
 ) -> ExitCode {
-    match conform::compare(scenarios, results, hosted, runtime) {
+    match conform::compare(scenarios, results, hosted, runtime, true) {
         Ok(comparison) => {
             let (passed, failed, table) = comparison.simulated;
             out!("{table}");

@@ -732,3 +732,26 @@ fn explore_reports_the_same_whatever_the_jobs() {
         assert!(one.stdout == three.stdout, "{}: --jobs 3 differs", command[0]);
     }
 }
+
+/// `run` refuses a file it would check nothing in, and says what would check it.
+#[test]
+fn run_refuses_a_file_without_calls_and_says_what_checks_it() {
+    let thread = "[[threads]]\nname = \"t\"\nframes = [{ fn = \"M\" }]\n";
+    for (name, rest, hint) in [
+        (
+            "host-only.toml",
+            "[[host.steps]]\nthread = \"t\"\ncall = \"Arm\"\n",
+            "--profiler",
+        ),
+        ("moving.toml", "program = [\"spin 1\"]\n", "simclr explore"),
+        ("still.toml", "", "nothing to run"),
+    ] {
+        let out = simclr_on("run", name, &with_method_m(&format!("{thread}{rest}")), &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(
+            stderr.contains("no [[calls]]") && stderr.contains(hint),
+            "{name}: {stderr}"
+        );
+    }
+}

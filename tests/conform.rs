@@ -145,7 +145,9 @@ fn matching_results_pass_every_case() {
     assert!(cases >= 40, "{cases} conformance cases");
     let (code, text) = conform_all(&dir);
     assert_eq!(code, Some(0), "{text}");
-    assert_eq!(text.lines().last().unwrap(), format!("{cases} passed, 0 failed"));
+    // Each case, and how each scenario's process ended.
+    let passed = cases + stems().len();
+    assert_eq!(text.lines().last().unwrap(), format!("{passed} passed, 0 failed"));
 }
 
 #[test]
@@ -161,12 +163,24 @@ fn a_differing_record_a_missing_run_and_a_survival_fail() {
     std::fs::write(&sync, text).unwrap();
     std::fs::remove_file(dir.join("noflag.exit")).unwrap();
     std::fs::write(dir.join("crash-bogus.exit"), "ok").unwrap();
+    // Every record of `cross` as predicted, but the real process crashed at its end.
+    std::fs::write(dir.join("cross.exit"), "crash").unwrap();
     let (code, text) = conform_all(&dir);
     assert_eq!(code, Some(1), "{text}");
     assert!(
-        text.lines().last().unwrap().ends_with(" passed, 3 failed"),
+        text.lines().last().unwrap().ends_with(" passed, 5 failed"),
         "{text}"
     );
+    for (case, real, simulated) in [
+        ("conformance-crash-bogus", "ok", "crash"),
+        ("conformance-cross", "crash", "ok"),
+    ] {
+        assert!(
+            text.lines().any(|l| l.starts_with(&format!("{case} (process) "))
+                && l.split_whitespace().collect::<Vec<_>>()[3..6] == [real, simulated, "FAIL:"]),
+            "{case}: {text}"
+        );
+    }
     assert!(
         text.lines()
             .any(|l| l.starts_with("oa_d5_zero ") && l.contains("FAIL: differs")),
@@ -301,7 +315,7 @@ fn the_frame_templates_reproduce_each_recorded_real_runtime() {
         assert_eq!(code, Some(0), "{runtime:?}: {text}");
         assert_eq!(
             text.lines().last().unwrap(),
-            "47 passed, 0 failed",
+            "48 passed, 0 failed",
             "{runtime:?}: {text}"
         );
     }
@@ -340,7 +354,7 @@ fn a_record_with_other_code_ranges_differs() {
         log.replace("\"in_code\":false", "\"in_code\":true")
     });
     assert_eq!(code, Some(1), "{text}");
-    assert_eq!(text.lines().last().unwrap(), "46 passed, 1 failed", "{text}");
+    assert_eq!(text.lines().last().unwrap(), "47 passed, 1 failed", "{text}");
     assert!(
         text.lines()
             .any(|l| l.starts_with("t_tierup") && l.contains("Tiered::Rec~") && l.contains("FAIL: differs")),

@@ -154,3 +154,20 @@ fn messages_are_one_line_with_a_column_and_no_terminal_escapes() {
         assert_eq!(message, expected);
     }
 }
+
+/// In the frozen state `simclr run` performs its calls in, a thread that starts later does
+/// not exist: `EnumThreads` does not list it, and it cannot make a call.
+#[test]
+fn threads_that_start_later_do_not_exist_in_a_frozen_run() {
+    let file = |caller: &str| {
+        format!(
+            "platform = \"unix\"\n{APP}program = [\"spawn w\", \"exit\"]\n[[threads]]\nname = \"w\"\nstart = \"spawned\"\nframes = [{{ fn = \"App::Main\" }}]\nprogram = [\"exit\"]\n\
+             [[calls]]\ncaller = \"{caller}\"\napi = \"EnumThreads\"\n"
+        )
+    };
+    let report = Scenario::parse("later.toml", &file("main")).unwrap().run();
+    assert_eq!(report.calls[0].result.as_deref(), Some("[main]"));
+    let err = Scenario::parse("later.toml", &file("w")).unwrap_err();
+    assert_eq!((err.line, err.field.as_str()), (15, "caller"), "{err}");
+    assert!(err.message.contains("starts later"), "{err}");
+}

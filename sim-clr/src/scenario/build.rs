@@ -83,8 +83,18 @@ impl Scenario {
     }
 
     /// A fresh runtime in the scenario's initial state.
+    /// A managed thread that starts later (`start = "spawned"` or `"profiler"`) is not
+    /// started in it: `EnumThreads` does not list it and no callback has named it.
     pub fn runtime(&self) -> Runtime {
-        Runtime::new(self.config.clone(), self.code.clone(), self.threads.clone())
+        let mut threads = self.threads.clone();
+        for (t, thread) in threads.iter_mut().enumerate() {
+            let later = self.process.spawned.get(t).copied().unwrap_or(false)
+                || self.process.created.get(t).copied().unwrap_or(false);
+            if later && thread.is_managed() {
+                thread.lifecycle = crate::thread::Lifecycle::Unstarted;
+            }
+        }
+        Runtime::new(self.config.clone(), self.code.clone(), threads)
     }
 }
 
@@ -243,6 +253,26 @@ impl Builder<'_> {
             .file_stem()
             .map_or(file.to_string(), |s| s.to_string_lossy().into_owned());
         let process = super::process::process_spec(self.src, &m, &threads, &declared_calls, &code)?;
+        // A thread that starts later (spawned, or created by the profiler) does not exist in
+        // the frozen state the calls run in: it cannot make one.
+        for c in &m.calls {
+            let Some(caller) = &c.get_ref().caller else {
+                continue;
+            };
+            if let Some(t) = threads.iter().position(|t| t.name == *caller.get_ref()) {
+                if process.spawned[t] || process.created[t] {
+                    return Err(self.err(
+                        caller.span(),
+                        "caller",
+                        format!(
+                            "thread `{}` starts later (`start = \"{}\"`): it does not exist yet when the calls run",
+                            caller.get_ref(),
+                            if process.spawned[t] { "spawned" } else { "profiler" }
+                        ),
+                    ));
+                }
+            }
+        }
         let host = super::host::host_spec(self.src, m.host.as_ref(), &threads, &code)?;
         Ok(Scenario {
             name: m.name.unwrap_or(stem),
