@@ -120,3 +120,20 @@ proptest! {
         prop_assert!(report.calls[0].frames.as_ref().unwrap().len() <= sim_clr::MAX_WALK_FRAMES);
     }
 }
+
+proptest! {
+    /// A function's machine code built once and moved is the code built where it lies: what
+    /// lets a file's functions of one shape share one build.
+    #[test]
+    fn moved_machine_code_equals_code_built_in_place(shape in fixtures::strategies::function_shape(), page in 1u64..0x10_0000) {
+        use sim_clr::code::machine::MachineCode;
+        let (first, there) = (0x7f00_0000_0000, 0x7f00_0000_0000 + page * 0x1000 + 0x10);
+        let size = 0x400;
+        if let Ok(built) = MachineCode::build(&shape, first, size) {
+            let in_place = MachineCode::build(&shape, there, size).expect("it builds at the first base");
+            if let Some(moved) = built.moved_to(there) {
+                prop_assert_eq!(moved, in_place);
+            }
+        }
+    }
+}

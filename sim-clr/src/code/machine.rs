@@ -257,12 +257,13 @@ pub struct MachineCode {
     state_offsets: Vec<u64>,
 }
 
-/// The functions [`MachineCode::build_shared`] built, by shape, address and size (looked up,
-/// never iterated).
+/// The functions [`MachineCode::build_shared`] built, by shape and size, and address for code
+/// that cannot move (looked up, never iterated), each at the address it was first built at.
 static BUILT: LazyLock<Mutex<HashMap<BuiltKey, Arc<MachineCode>>>> = LazyLock::new(Default::default);
 
-/// A function's shape, address and size: what its machine code is a function of.
-type BuiltKey = (FunctionShape, u64, u64);
+/// A function's shape, size and, when its code holds an absolute address, its address: what
+/// its machine code is a function of.
+type BuiltKey = (FunctionShape, u64, Option<u64>);
 
 /// The most functions [`BUILT`] keeps; it is emptied when full.
 const BUILT_MAX: usize = 1024;
@@ -354,15 +355,21 @@ impl MachineCode {
         })
     }
 
-    /// [`MachineCode::build`], shared: a function of the same shape, address and size built
-    /// before (in any runtime of this process) is not built again. Building is a pure function
-    /// of the three, and the same ones recur: the runtime's own functions in every scenario, a
-    /// process rebuilt while a failure is shrunk, the same file parsed again.
+    /// [`MachineCode::build`], shared: a function of the same shape and size built before (in
+    /// any runtime of this process, at any address) is not built again but moved
+    /// ([`MachineCode::moved_to`]). The same ones recur: a file's functions of one shape, the
+    /// runtime's own functions in every scenario, a process rebuilt while a failure is
+    /// shrunk.
     pub fn build_shared(shape: &FunctionShape, base: u64, size: u64) -> Result<Arc<MachineCode>, String> {
-        let key = (shape.clone(), base, size);
+        let key = (shape.clone(), size, (!shape.can_move()).then_some(base));
         let built = || BUILT.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(machine) = built().get(&key) {
-            return Ok(Arc::clone(machine));
+        if let Some(machine) = built().get(&key).cloned() {
+            if machine.code.base == base {
+                return Ok(machine);
+            }
+            if let Some(moved) = machine.moved_to(base) {
+                return Ok(Arc::new(moved));
+            }
         }
         let machine = Arc::new(MachineCode::build(shape, base, size)?);
         let mut cache = built();
@@ -371,6 +378,18 @@ impl MachineCode {
         }
         cache.insert(key, Arc::clone(&machine));
         Ok(machine)
+    }
+
+    /// The same function at `base`, if its code can move ([`Assembled::moved_to`]): its
+    /// states are then relative to its base. Equal to building it there (a property test
+    /// pins it).
+    pub fn moved_to(&self, base: u64) -> Option<MachineCode> {
+        Some(MachineCode {
+            code: self.code.moved_to(base)?,
+            boundaries: self.boundaries.clone(),
+            states: self.states.clone(),
+            state_offsets: self.state_offsets.clone(),
+        })
     }
 
     /// Bytes of code and data.

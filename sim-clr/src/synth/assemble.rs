@@ -37,6 +37,21 @@ pub struct Assembled {
 }
 
 impl Assembled {
+    /// The same code at `base`, if its instructions hold no absolute address: then every
+    /// call and jump is relative and every offset counts from the base, so only the base and
+    /// the data slot's absolute address change. `None` when it cannot move
+    /// ([`FunctionShape::can_move`]): build it there instead.
+    pub fn moved_to(&self, base: u64) -> Option<Assembled> {
+        if !self.shape.can_move() {
+            return None;
+        }
+        let mut moved = self.clone();
+        let slot = self.code_len as usize;
+        moved.bytes[slot..slot + 8].copy_from_slice(&(base + EXTERNAL_OFFSET).to_le_bytes());
+        moved.base = base;
+        Some(moved)
+    }
+
     /// The address calls and tail calls target.
     pub fn external(&self) -> u64 {
         self.base + EXTERNAL_OFFSET

@@ -219,6 +219,13 @@ impl FunctionShape {
         }
     }
 
+    /// True when its code holds no absolute address in its instructions, so that it can be
+    /// moved to another address ([`super::Assembled::moved_to`]): every shape but one with a
+    /// `TailJmpRax` epilogue, which loads its target as an immediate.
+    pub fn can_move(&self) -> bool {
+        !self.epilogues.contains(&Epilogue::TailJmpRax)
+    }
+
     /// Bytes from the CFA down to RSP after the prologue.
     pub fn frame_size(&self) -> u64 {
         self.entry_size() + 8 * self.pushes().count() as u64 + u64::from(self.allocation())
