@@ -13,6 +13,10 @@
 //!   processes generated, built and explored under 25 schedules each (half random, half PCT)
 //!   with the reference sampler; the peer explores the same 4 processes' applications with no
 //!   profiler under as many schedules.
+//! - `sampler_jobs`: the `sampler_explore` exploration with two schedules at once
+//!   (`Process::jobs(2)`) against one at a time.
+//! - `random_process`: building one random process of the fuzzer (its scenario text parsed,
+//!   its code synthesized, the sampler attached), against parsing the same text alone.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use sim_clr::process::{HeapLockAllocator, Process, Strategy};
@@ -92,6 +96,67 @@ fn explore(c: &mut Criterion) {
     g.finish();
 }
 
+fn jobs(c: &mut Criterion) {
+    let (file, text) = fixtures::pitfall_catalog()
+        .iter()
+        .find(|(f, _)| f.starts_with("s03"))
+        .expect("the heap-lock pitfall");
+    let mut p = fixtures::behaviours::process(Scenario::parse(file, text).expect("valid")).expect("attached");
+    let mut g = c.benchmark_group("sampler_jobs");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(100));
+    for jobs in [2, 1] {
+        p.jobs(jobs);
+        let name = if jobs == 1 {
+            "peer: one at a time".to_string()
+        } else {
+            format!("{jobs} at once")
+        };
+        g.bench_function(format!("s03-heap-lock, 100 PCT schedules, {name}"), |b| {
+            b.iter(|| p.explore(Strategy::Pct(3), 100, 1, |_, _| {}).schedules_run)
+        });
+    }
+    g.finish();
+}
+
+fn random_process(c: &mut Criterion) {
+    use fixtures::fuzz::{built_in, random_process};
+    use proptest::strategy::{Strategy as _, ValueTree};
+    let reference = built_in(fixtures::sampling::Variant::REFERENCE);
+    let mut runner = fixtures::strategies::seeded_runner(1);
+    let generated: Vec<_> = (0..8)
+        .map(|_| {
+            random_process(None)
+                .new_tree(&mut runner)
+                .expect("generated")
+                .current()
+        })
+        .collect();
+    let texts: Vec<String> = generated
+        .iter()
+        .map(|p| p.build(&reference).expect("built").0)
+        .collect();
+    let mut g = c.benchmark_group("random_process");
+    g.throughput(Throughput::Elements(generated.len() as u64));
+    g.bench_function("8 random processes built", |b| {
+        b.iter(|| {
+            generated
+                .iter()
+                .map(|p| p.build(&reference).expect("built").0.len())
+                .sum::<usize>()
+        })
+    });
+    g.bench_function("peer: their scenario texts parsed", |b| {
+        b.iter(|| {
+            texts
+                .iter()
+                .map(|t| Scenario::parse("fuzz.toml", t).expect("valid").threads.len())
+                .sum::<usize>()
+        })
+    });
+    g.finish();
+}
+
 fn fuzz(c: &mut Criterion) {
     use fixtures::fuzz::{built_in, random_process, Options};
     use proptest::strategy::{Strategy as _, ValueTree};
@@ -138,5 +203,5 @@ fn fuzz(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, samples, explore, fuzz);
+criterion_group!(benches, samples, explore, jobs, random_process, fuzz);
 criterion_main!(benches);

@@ -35,14 +35,6 @@ pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
 }
 
-/// How many schedules to run at once by default: half the cores, at least one. A run keeps
-/// two OS threads busy (its engine and the fiber it runs hand the CPU to each other by
-/// spinning), so more runs than half the cores slow every one of them down: on 2 cores, two
-/// runs at once take 1.8 times as long as one after the other.
-pub fn schedule_jobs() -> usize {
-    (cores() / 2).max(1)
-}
-
 /// The profiler code a process's runs carry.
 pub enum Profiler {
     /// `reference`, or the mutant of the sampler to put on `body = "sampler"` threads.
@@ -361,9 +353,12 @@ pub fn catalog() -> Result<bool, ExitCode> {
             ExitCode::from(2)
         })?;
         let spec = scenario.process.explore.clone();
-        let report = attach(Path::new(&path), scenario, &Profiler::Builtin("reference".into()))?
-            .jobs(schedule_jobs())
-            .explore(spec.strategy, spec.schedules, spec.seed, |_, _| {});
+        let report = attach(Path::new(&path), scenario, &Profiler::Builtin("reference".into()))?.explore(
+            spec.strategy,
+            spec.schedules,
+            spec.seed,
+            |_, _| {},
+        );
         let found: Vec<String> = report.outcomes.keys().cloned().collect();
         let ok = spec.expect.as_ref().is_none_or(|e| *e == found);
         total += 1;

@@ -328,16 +328,17 @@ struct HostingArgs {
 /// How many schedules run at once.
 #[derive(clap::Args)]
 struct Jobs {
-    /// Schedules run at once (default: half the cores; a run keeps two busy). The output is
-    /// the same whatever the number; DFS schedules and a hosted library's run one at a time.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
-    jobs: Option<u16>,
+    /// Schedules run at once (default 1). The output is the same whatever the number; DFS
+    /// schedules and a hosted library's run one at a time. A run keeps two OS threads busy:
+    /// on 2 cores, 2 at once are slower than 1.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    jobs: u16,
 }
 
 impl Jobs {
-    /// The number given, else half the cores this process may use.
+    /// The number given.
     fn get(&self) -> usize {
-        self.jobs.map_or_else(explore::schedule_jobs, usize::from)
+        usize::from(self.jobs)
     }
 }
 
