@@ -18,11 +18,8 @@ const FAILED: u8 = 2;
 
 /// Writes `text` to stdout, unless an earlier write found it closed or failing.
 pub fn write(text: std::fmt::Arguments<'_>) {
-    if STATE.load(Ordering::Relaxed) == OPEN {
-        if let Err(e) = std::io::stdout().lock().write_fmt(text) {
-            failed(&e);
-        }
-    }
+    // `Stdout` reports its own failures and never returns one.
+    let _ = Stdout.write_fmt(text);
 }
 
 /// Writes `value` as one pretty-printed JSON document and a newline, streamed: the document

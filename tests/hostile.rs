@@ -141,10 +141,18 @@ fn a_walk_report_scales_linearly_with_its_frames() {
 #[test]
 fn messages_are_one_line_with_a_column_and_no_terminal_escapes() {
     let cases = [
-        ("platform = \"unix\"\n[[co\u{1b}[31mde]]\n", "bad\nname.toml", "bad\\nname.toml:2:5: field `co\\u{1b}[31mde`: invalid table header: expected `.`, `]]`"),
-        ("platform = \"unix\"\n[[code]]\nname = 3\n", "types.toml", "types.toml:3:8: field `name`: expected a string, found integer `3`"),
         (
-            "platform = \"unix\"\n[[code]]\nname = \"M\"\nkind = \"jit\"\n[[threads]]\nname = \"t\"\nframes = [{ fn = \"M\" }]\nprogram = [\"spin 1\", \"loop 2\"]\n",
+            "platform = \"unix\"\n[[co\u{1b}[31mde]]\n",
+            "bad\nname.toml",
+            "bad\\nname.toml:2:5: field `co\\u{1b}[31mde`: invalid table header: expected `.`, `]]`",
+        ),
+        (
+            "platform = \"unix\"\n[[code]]\nname = 3\n",
+            "types.toml",
+            "types.toml:3:8: field `name`: expected a string, found integer `3`",
+        ),
+        (
+            &format!("platform = \"unix\"\n{APP}program = [\"spin 1\", \"loop 2\"]\n"),
             "loop.toml",
             "loop.toml:8:22: field `program`: this `loop` or `if_alive` block has no `end`",
         ),

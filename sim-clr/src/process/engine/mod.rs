@@ -258,13 +258,11 @@ impl<'p> Run<'p> {
             })
             .collect();
         // Runtime threads have done their per-thread setup; native threads have not (R39).
-        // Threads with code park lazily in a runtime suspension.
+        // Threads with code park lazily in a runtime suspension. (A thread not started yet is
+        // unstarted in the template already: `Scenario::runtime`.)
         for (t, s) in rt.lock().threads.iter_mut().zip(&th) {
             t.tls_initialized |= t.is_managed();
             t.runs_code = s.status != Status::Frozen;
-            if s.status == Status::NotStarted && t.is_managed() {
-                t.lifecycle = Lifecycle::Unstarted;
-            }
         }
         // A thread the file declares holding the code-manager lock holds it here too.
         let mut locks = LockTable::new(&spec.locks);
