@@ -166,6 +166,7 @@ fn fuzz(c: &mut Criterion) {
         seed: 1,
         shrinks: fixtures::fuzz::SHRINKS,
         jobs: 1,
+        shard: sim_clr::process::Shard::WHOLE,
         max_failures: None,
         platform: None,
     };

@@ -3,9 +3,9 @@
 
 use crate::explore::{replay_command, variant};
 use crate::out::outln;
-use crate::print_json;
 use crate::progress::Progress;
 use fixtures::fuzz::{built_in, fuzz, Failure, Options};
+use sim_clr::process::Shard;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -22,6 +22,8 @@ pub struct Budget {
     pub platform: Option<&'static str>,
     /// Schedules of a process run at once.
     pub jobs: usize,
+    /// Explore only this share of the processes.
+    pub shard: Option<Shard>,
 }
 
 /// Fuzzes `sampler` (`reference` or a mutant) within `budget`, writing reproducers into
@@ -33,6 +35,7 @@ pub fn run(budget: &Budget, sampler: &str, json: bool, out: &Path) -> ExitCode {
         seed,
         platform,
         jobs,
+        shard,
     } = *budget;
     if processes == 0 || schedules == 0 {
         eprintln!("error: --processes and --schedules must be at least 1");
@@ -49,6 +52,7 @@ pub fn run(budget: &Budget, sampler: &str, json: bool, out: &Path) -> ExitCode {
         seed,
         shrinks: fixtures::fuzz::SHRINKS,
         jobs,
+        shard: shard.unwrap_or(Shard::WHOLE),
         max_failures: None,
         platform,
     };
@@ -107,14 +111,14 @@ pub fn run(budget: &Budget, sampler: &str, json: bool, out: &Path) -> ExitCode {
             sampler,
             seed,
             platform: platform.unwrap_or("all"),
-            processes,
+            processes: report.processes,
             schedules_per_process: schedules,
             schedules_run: report.schedules_run,
             failures,
             stops: report.hazards.stops,
             hazards: &report.hazards.hazards,
         };
-        if let Err(code) = print_json(&summary) {
+        if let Err(code) = crate::merge::print_shard(&summary, shard) {
             return code;
         }
     } else {
@@ -144,8 +148,9 @@ pub fn run(budget: &Budget, sampler: &str, json: bool, out: &Path) -> ExitCode {
                 h.stops
             );
         }
+        let share = shard.map(|s| format!(", shard {s}")).unwrap_or_default();
         outln!(
-            "{} processes, {} schedules, {} failures (sampler {sampler}, seed {seed})",
+            "{} processes, {} schedules, {} failures (sampler {sampler}, seed {seed}{share})",
             report.processes,
             report.schedules_run,
             report.failures.len()

@@ -13,6 +13,7 @@ use fixtures::hybrid::{describe, walk, Mode};
 use fixtures::random_stack::{random_stack, scenario};
 use proptest::strategy::{Strategy, ValueTree};
 use serde::Serialize;
+use sim_clr::process::Shard;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -75,8 +76,16 @@ pub fn walk_file(file: &Path, target: &str, sampler: &str) -> ExitCode {
 }
 
 /// Runs `processes` random processes from `seed` on `platforms` (alternating), writing
-/// reproducers into `out`; exit code 1 on any mismatch, 2 if a process cannot be built.
-pub fn run(processes: usize, seed: u64, platforms: &[&'static str], json: bool, out: &Path) -> ExitCode {
+/// reproducers into `out`; exit code 1 on any mismatch, 2 if a process cannot be built. With
+/// a `shard`, every process is generated but only the shard's are walked.
+pub fn run(
+    processes: usize,
+    seed: u64,
+    platforms: &[&'static str],
+    json: bool,
+    out: &Path,
+    shard: Option<Shard>,
+) -> ExitCode {
     if processes == 0 {
         eprintln!("error: --processes 0 walks nothing");
         return ExitCode::from(2);
@@ -85,7 +94,7 @@ pub fn run(processes: usize, seed: u64, platforms: &[&'static str], json: bool, 
     let strategy = random_stack();
     let bar = Progress::new(processes as u64, json, "processes");
     let mut summary = Summary {
-        processes,
+        processes: 0,
         walks: 0,
         mismatches: Vec::new(),
     };
@@ -98,6 +107,10 @@ pub fn run(processes: usize, seed: u64, platforms: &[&'static str], json: bool, 
                 return ExitCode::from(2);
             }
         };
+        if !shard.unwrap_or(Shard::WHOLE).holds(n as u64) {
+            continue;
+        }
+        summary.processes += 1;
         stack.platform = platforms[n % platforms.len()];
         let (text, scenario) = match scenario(&stack) {
             Ok(built) => built,
@@ -136,9 +149,8 @@ pub fn run(processes: usize, seed: u64, platforms: &[&'static str], json: bool, 
     }
     bar.finish();
     if json {
-        if let Err(e) = crate::out::json(&summary) {
-            eprintln!("error: cannot serialize the summary: {e}");
-            return ExitCode::from(2);
+        if let Err(code) = crate::merge::print_shard(&summary, shard) {
+            return code;
         }
     } else {
         for m in &summary.mismatches {
@@ -150,7 +162,12 @@ pub fn run(processes: usize, seed: u64, platforms: &[&'static str], json: bool, 
                 m.problem
             );
         }
-        outln!("{} walks, {} mismatches", summary.walks, summary.mismatches.len());
+        let share = shard.map(|s| format!(" (shard {s})")).unwrap_or_default();
+        outln!(
+            "{} walks, {} mismatches{share}",
+            summary.walks,
+            summary.mismatches.len()
+        );
     }
     if summary.mismatches.is_empty() {
         ExitCode::SUCCESS

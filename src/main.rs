@@ -27,6 +27,7 @@ mod fuzz;
 #[cfg(unix)]
 mod hosted;
 mod hybrid;
+mod merge;
 mod mutants;
 mod out;
 mod progress;
@@ -38,7 +39,7 @@ mod unwind_fuzz;
 use clap::{Parser, Subcommand};
 use fixtures::unwind_oracle::Format;
 use out::{out, outln};
-use sim_clr::process::HeapLockAllocator;
+use sim_clr::process::{HeapLockAllocator, Shard};
 use sim_clr::runtime::RuntimeVersion;
 use sim_clr::scenario::{cut, Report, Scenario};
 use std::path::PathBuf;
@@ -157,6 +158,8 @@ enum Command {
         /// Where reproducer scenarios of mismatches are written.
         #[arg(long, default_value = "walk-fuzz-failures")]
         out: PathBuf,
+        #[command(flatten)]
+        shard: ShardArg,
     },
     /// Run a process scenario (threads with programs) under many schedules and count how
     /// each run ended; show the first failing schedule and how to replay it.
@@ -180,6 +183,8 @@ enum Command {
         json: bool,
         #[command(flatten)]
         jobs: Jobs,
+        #[command(flatten)]
+        shard: ShardArg,
         #[command(flatten)]
         code: CodeArgs,
     },
@@ -266,6 +271,8 @@ enum Command {
         out: PathBuf,
         #[command(flatten)]
         jobs: Jobs,
+        #[command(flatten)]
+        shard: ShardArg,
     },
     /// Turn a log the conformance profiler wrote on a real runtime into a scenario that
     /// reproduces every recorded answer. Given a results folder, record every `NAME.jsonl`
@@ -280,6 +287,13 @@ enum Command {
         /// `[runtime] version`.
         #[arg(long, value_name = "VERSION", value_parser = str::parse::<RuntimeVersion>, default_value = "8.0")]
         runtime: RuntimeVersion,
+    },
+    /// Combine the `--json` reports of every shard of one `explore`, `fuzz` or `walk-fuzz` run
+    /// (`--shard 1/N` … `--shard N/N`) into the report the whole run prints.
+    Merge {
+        /// The shards' reports, in any order.
+        #[arg(required = true)]
+        reports: Vec<PathBuf>,
     },
     /// Compare a real runtime's answers with the simulator's (see conformance/run.sh).
     Conform {
@@ -340,6 +354,16 @@ impl Jobs {
     fn get(&self) -> usize {
         usize::from(self.jobs)
     }
+}
+
+/// Which share of the work this machine does.
+#[derive(clap::Args)]
+struct ShardArg {
+    /// Do shard I of N (`1/4` … `4/4`): every Nth schedule (`explore`, random schedules
+    /// only) or process (`fuzz`, `walk-fuzz`), from the (I-1)th. `simclr merge` combines the
+    /// shards' `--json` reports into the whole run's.
+    #[arg(long, value_name = "I/N", value_parser = str::parse::<Shard>)]
+    shard: Option<Shard>,
 }
 
 /// How many functions `unwind-fuzz` checks at once.
@@ -431,6 +455,7 @@ fn command() -> ExitCode {
             seed,
             json,
             jobs,
+            shard,
             code,
         } => explore::explore(
             &file,
@@ -441,6 +466,7 @@ fn command() -> ExitCode {
                 seed,
                 json,
                 jobs: jobs.get(),
+                shard: shard.shard,
                 profiler: code.profiler(),
             },
         ),
@@ -491,6 +517,7 @@ fn command() -> ExitCode {
             json,
             out,
             jobs,
+            shard,
         } => fuzz::run(
             &fuzz::Budget {
                 processes,
@@ -498,6 +525,7 @@ fn command() -> ExitCode {
                 seed,
                 platform: platform.only(),
                 jobs: jobs.get(),
+                shard: shard.shard,
             },
             &sampler,
             json,
@@ -515,7 +543,9 @@ fn command() -> ExitCode {
             platform,
             json,
             out,
-        } => hybrid::run(processes, seed, platform.list(), json, &out),
+            shard,
+        } => hybrid::run(processes, seed, platform.list(), json, &out, shard.shard),
+        Command::Merge { reports } => merge::run(&reports),
         Command::UnwindFuzz {
             functions,
             seed,

@@ -103,6 +103,7 @@ fn fuzzed(mutant: &Mutant, budget: &Budget, out: &Path) -> Result<Fuzzed, ExitCo
         seed: budget.seed,
         shrinks: fixtures::fuzz::SHRINKS,
         jobs: budget.jobs,
+        shard: sim_clr::process::Shard::WHOLE,
         max_failures: Some(1),
         platform: None,
     };

@@ -755,3 +755,85 @@ fn run_refuses_a_file_without_calls_and_says_what_checks_it() {
         );
     }
 }
+
+/// `--shard I/N` runs share the work; `simclr merge` of their `--json` reports prints exactly
+/// the whole run's report, failures included, whatever order the shards are given in.
+#[test]
+fn merged_shards_equal_the_whole_run() {
+    let pitfall = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/pitfalls/s01-loader-lock.toml");
+    let pitfall = pitfall.to_str().unwrap();
+    let dir = tempdir().join("shards");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join("reproducers");
+    let out = out.to_str().unwrap();
+    let runs: [&[&str]; 3] = [
+        // A mutant that fails some random schedules: the earliest failure must win.
+        &[
+            "explore",
+            pitfall,
+            "--strategy",
+            "random",
+            "--schedules",
+            "150",
+            "--sampler",
+            "allocate-while-suspended",
+        ],
+        &[
+            "fuzz",
+            "--processes",
+            "9",
+            "--schedules",
+            "6",
+            "--sampler",
+            "allocate-while-suspended",
+            "--out",
+            out,
+        ],
+        &["walk-fuzz", "--processes", "20", "--out", out],
+    ];
+    for args in runs {
+        let whole = simclr(&[args, &["--json"]].concat());
+        assert!(whole.status.code().is_some_and(|c| c < 2), "{args:?}: {whole:?}");
+        let mut reports = Vec::new();
+        for shard in ["3/3", "1/3", "2/3"] {
+            let part = simclr(&[args, &["--json", "--shard", shard]].concat());
+            assert!(
+                part.status.code().is_some_and(|c| c < 2),
+                "{args:?} {shard}: {part:?}"
+            );
+            let file = dir.join(format!("{}-{}.json", args[0], &shard[..1]));
+            std::fs::write(&file, &part.stdout).unwrap();
+            reports.push(file.to_str().unwrap().to_string());
+        }
+        let merged = simclr(
+            &[
+                &["merge"],
+                &reports.iter().map(String::as_str).collect::<Vec<_>>()[..],
+            ]
+            .concat(),
+        );
+        assert_eq!(merged.status.code(), Some(0), "{args:?}: {merged:?}");
+        assert!(
+            merged.stdout == whole.stdout,
+            "{args:?}: merged shards differ from the whole run:\n{}\n---\n{}",
+            String::from_utf8_lossy(&merged.stdout),
+            String::from_utf8_lossy(&whole.stdout)
+        );
+        if args[0] == "explore" {
+            let report: serde_json::Value = serde_json::from_slice(&whole.stdout).unwrap();
+            assert!(
+                report["first_failure"]["index"].is_u64(),
+                "the mutant fails somewhere: {report}"
+            );
+        }
+        // Not every shard: an error naming the missing one.
+        let missing = simclr(&["merge", &reports[0], &reports[1]]);
+        assert_eq!(missing.status.code(), Some(2));
+        assert!(
+            String::from_utf8_lossy(&missing.stderr).contains("missing shards: 2/3"),
+            "{missing:?}"
+        );
+    }
+    let pct = simclr(&["explore", pitfall, "--strategy", "pct", "--shard", "1/2"]);
+    assert_eq!(pct.status.code(), Some(2), "{pct:?}");
+}

@@ -19,6 +19,7 @@ fn run(variant: Variant, processes: u64, seed: u64) -> Report {
         seed,
         shrinks: 8,
         jobs: 1,
+        shard: sim_clr::process::Shard::WHOLE,
         max_failures: None,
         platform: None,
     };
@@ -107,6 +108,7 @@ fn the_guides_fuzzing_example_runs() -> Result<(), String> {
         seed: 1,
         shrinks: 8,
         jobs: 1,
+        shard: sim_clr::process::Shard::WHOLE,
         max_failures: None,
         platform: None,
     };

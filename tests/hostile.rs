@@ -99,44 +99,6 @@ fn a_mutex_created_past_65536_is_its_own() {
     );
 }
 
-/// The cheapest of three runs of `f`, in seconds.
-fn cheapest(f: impl Fn()) -> f64 {
-    (0..3)
-        .map(|_| {
-            let start = std::time::Instant::now();
-            f();
-            start.elapsed().as_secs_f64()
-        })
-        .fold(f64::INFINITY, f64::min)
-}
-
-/// A walk's report (its frames beside the ground truth) is linear in the stack's depth: four
-/// times the frames cost at most about four times as much (a quadratic cost would be 16).
-#[test]
-fn a_walk_report_scales_linearly_with_its_frames() {
-    let walk = |frames: usize| {
-        let repeats: Vec<String> = (0..frames.div_ceil(10_000))
-            .map(|k| format!("{{ fn = \"M\", repeat = {} }}", (frames - k * 10_000).min(10_000)))
-            .collect();
-        let text = format!(
-            "platform = \"unix\"\n[[code]]\nname = \"M\"\nkind = \"jit\"\nframe_size = 16\n[[code]]\nname = \"N\"\nkind = \"native\"\n\
-             [[threads]]\nname = \"t\"\nframes = [{}, {{ fn = \"N\" }}]\n[[calls]]\ncaller = \"t\"\nfrom = \"pinvoke\"\napi = \"DoStackSnapshot\"\n",
-            repeats.join(", ")
-        );
-        let scenario = Scenario::parse("walk.toml", &text).unwrap();
-        move || {
-            let report = scenario.run();
-            assert_eq!(report.calls[0].frames.as_ref().map(Vec::len), Some(frames + 1));
-        }
-    };
-    let (small, large) = (cheapest(walk(4_000)), cheapest(walk(16_000)));
-    assert!(
-        large / small <= 8.0,
-        "4x the frames cost {:.1}x ({small:.4} s, {large:.4} s)",
-        large / small
-    );
-}
-
 /// An error is one line in the project's words, with its column, whatever the file holds.
 #[test]
 fn messages_are_one_line_with_a_column_and_no_terminal_escapes() {

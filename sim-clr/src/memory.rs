@@ -121,7 +121,13 @@ impl AddressSpace {
 
     /// Zeroes `[start, end)` (8-aligned): whole pages are dropped.
     pub fn clear(&mut self, start: u64, end: u64) {
-        for m in &mut self.regions {
+        // The regions are sorted and disjoint: only those from the one holding `start` on,
+        // up to `end`, can overlap (a process has a stack region per thread).
+        let first = self.regions.partition_point(|m| m.region.end <= start);
+        for m in self.regions[first..]
+            .iter_mut()
+            .take_while(|m| m.region.start < end)
+        {
             let (from, to) = (start.max(m.region.start), end.min(m.region.end));
             let mut addr = from.next_multiple_of(8);
             if addr >= to {

@@ -522,12 +522,18 @@ impl Thread {
         old.stack.clone_from(&self.stack);
         layout.stack = old.stack;
         // Explicit Frames live in the next call below them, lower entries at lower addresses.
+        // Calls and entries are both in leaf-to-root order, so the call below each Frame is
+        // found by moving one cursor along the calls.
         let mut per_call: Vec<u64> = vec![0; layout.calls.len()];
+        let mut below = 0;
         for (entry, item) in self.stack.iter().enumerate() {
             if let StackEntry::Frame(kind) = *item {
-                let Some(below) = layout.calls.iter().position(|c| c.entry > entry) else {
+                while below < layout.calls.len() && layout.calls[below].entry <= entry {
+                    below += 1;
+                }
+                if below == layout.calls.len() {
                     continue;
-                };
+                }
                 let address = layout.calls[below].rsp + 8 * per_call[below];
                 per_call[below] += 1;
                 let returns_to = kind.returns_into_caller().then_some(below);

@@ -26,6 +26,7 @@ pub mod schedule;
 pub mod shrink;
 pub mod waitfor;
 
+pub use crate::parallel::Shard;
 pub use fiber::{unobserved, HeapLockAllocator};
 pub use os::SimOs;
 
@@ -215,6 +216,8 @@ pub struct Process {
     isolation: Option<Arc<dyn Isolation>>,
     /// How many schedules an exploration runs at once ([`Process::jobs`]).
     jobs: usize,
+    /// The share of an exploration's schedules this process runs ([`Process::shard`]).
+    shard: Shard,
 }
 
 /// A name that the scenario does not declare.
@@ -429,6 +432,9 @@ impl Strategy {
 /// The first failing schedule of an exploration.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct FirstFailure {
+    /// Which schedule (0-based: under random and PCT schedules, run `index` has seed
+    /// `seed + index`).
+    pub index: u64,
     /// The schedule string.
     pub schedule: String,
     /// What went wrong.
@@ -471,6 +477,7 @@ impl Process {
             loader: None,
             isolation: None,
             jobs: 1,
+            shard: Shard::WHOLE,
         }
     }
 
@@ -482,6 +489,16 @@ impl Process {
     /// outcome depends on (a [`Loader`] makes each run's afresh).
     pub fn jobs(&mut self, n: usize) -> &mut Process {
         self.jobs = n.max(1);
+        self
+    }
+
+    /// Runs only `shard`'s share of every exploration under random schedules: schedule `i` of
+    /// the whole depends on its index alone, so the shards of one exploration, run anywhere,
+    /// together run each of its schedules once. PCT (whose runs learn their length from the
+    /// runs before them) and DFS (whose every schedule follows from the one before) cannot be
+    /// split: exploring with them panics unless the shard is [`Shard::WHOLE`].
+    pub fn shard(&mut self, shard: Shard) -> &mut Process {
+        self.shard = shard;
         self
     }
 
@@ -616,7 +633,7 @@ impl Process {
             first_failure: None,
         };
         let mut faults = 0;
-        report.exhaustive = self.each_run(strategy, schedules, seed, |run| {
+        report.exhaustive = self.each_run(strategy, schedules, seed, |index, run| {
             report.schedules_run += 1;
             *report.outcomes.entry(run.outcome.clone()).or_default() += 1;
             report.stops += run.stops;
@@ -627,6 +644,7 @@ impl Process {
                 faults += 1;
                 if report.first_failure.is_none() {
                     report.first_failure = Some(FirstFailure {
+                        index,
                         schedule: run.schedule,
                         fault,
                     });
@@ -655,7 +673,7 @@ impl Process {
     ) -> (u64, Option<RunReport>) {
         let mut ran = 0;
         let mut failed = None;
-        self.each_run(strategy, schedules, seed, |run| {
+        self.each_run(strategy, schedules, seed, |_, run| {
             ran += 1;
             seen(&run);
             if run.outcome == "ok" {
@@ -667,22 +685,28 @@ impl Process {
         (ran, failed)
     }
 
-    /// Runs up to `schedules` schedules under `strategy` from `seed`, each given to `each`
-    /// until it returns false. True when DFS ran every schedule within its bound.
+    /// Runs up to `schedules` schedules under `strategy` from `seed` (those of this process's
+    /// shard), each given to `each` with its index until it returns false. True when DFS ran
+    /// every schedule within its bound.
     fn each_run(
         &self,
         strategy: Strategy,
         schedules: u64,
         seed: u64,
-        mut each: impl FnMut(RunReport) -> bool,
+        mut each: impl FnMut(u64, RunReport) -> bool,
     ) -> bool {
+        assert!(
+            self.shard == Shard::WHOLE || strategy == Strategy::Random,
+            "only random schedules can be split into shards"
+        );
         if let Strategy::Dfs(bound) = strategy {
             let mut dfs = Dfs::new(bound);
-            for _ in 0..schedules {
+            for index in 0..schedules {
                 if !dfs.next_run() {
                     return true;
                 }
                 if !each(
+                    index,
                     self.run_untraced(&mut dfs)
                         .expect("generated schedules always fit"),
                 ) {
@@ -714,12 +738,16 @@ impl Process {
         // it had (at least 64).
         let mut pct_steps = 64;
         let mut next = 0;
-        while next < schedules {
-            let batch = (schedules - next).min(if jobs == 1 { 1 } else { 8 * jobs as u64 });
-            for run in crate::parallel::in_order(jobs, batch, |k| one(next + k, pct_steps)) {
+        let mine = self.shard.count_of(schedules);
+        while next < mine {
+            let batch = (mine - next).min(if jobs == 1 { 1 } else { 8 * jobs as u64 });
+            let runs =
+                crate::parallel::in_order(jobs, batch, |k| one(self.shard.index_of(next + k), pct_steps));
+            for run in runs {
+                let index = self.shard.index_of(next);
                 next += 1;
                 let learned = pct_steps.max(run.choice_points as usize);
-                if !each(run) {
+                if !each(index, run) {
                     return false;
                 }
                 if learned != pct_steps && matches!(strategy, Strategy::Pct(_)) {

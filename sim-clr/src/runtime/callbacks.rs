@@ -214,9 +214,7 @@ impl Runtime {
         let index = {
             let mut st = self.lock();
             let index = st
-                .threads
-                .iter()
-                .position(|t| t.name == thread)
+                .thread_named(thread)
                 .ok_or_else(|| UnknownThread(thread.to_string()))?;
             st.callers.push(Caller {
                 thread: Some(index),
@@ -330,7 +328,10 @@ impl Runtime {
     ) -> Option<HResult> {
         let (id, enabled, first_module) = {
             let st = self.lock();
-            let t = st.threads.iter().find(|t| t.name == thread && t.is_managed())?;
+            let t = &st.threads[st.thread_named(thread)?];
+            if !t.is_managed() {
+                return None;
+            }
             let first_module = st.code.metadata().modules().first().map(|m| m.id);
             (t.id, st.monitors(callback.required_mask()), first_module)
         };

@@ -40,6 +40,7 @@ use crate::thread::{Lifecycle, Thread};
 use crate::trace::{Event, Fault, FaultKind};
 use corprof::flags::event;
 use corprof::{FunctionId, HResult, ProfilerCallback, ThreadId};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Which operating system's runtime is simulated (R11, R13, R43).
@@ -125,6 +126,8 @@ pub(crate) struct State {
     pub code: CodeMap,
     pub memory: AddressSpace,
     pub threads: Vec<Thread>,
+    /// Each thread's index in `threads`, by name (threads are never added or removed).
+    pub thread_names: Arc<HashMap<String, usize>>,
     /// Who is calling: the running thread's calls into the runtime, innermost last.
     pub callers: Vec<Caller>,
     /// Runtime suspensions (the profiler's and the GC's).
@@ -161,6 +164,11 @@ pub struct Runtime {
 }
 
 impl State {
+    /// The index of the thread named `name`.
+    pub fn thread_named(&self, name: &str) -> Option<usize> {
+        self.thread_names.get(name).copied()
+    }
+
     /// Sets whether thread `t` holds the code manager's writer lock.
     pub fn set_writer_lock(&mut self, t: usize, held: bool) {
         let thread = &mut self.threads[t];
@@ -302,12 +310,20 @@ impl Runtime {
             t.materialize(&code, &mut memory);
         }
         let writer_lock_holders = threads.iter().filter(|t| t.holds_writer_lock).count();
+        let thread_names = Arc::new(
+            threads
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (t.name.clone(), i))
+                .collect(),
+        );
         Runtime {
             state: Mutex::new(State {
                 config,
                 code,
                 memory,
                 threads,
+                thread_names,
                 callers: Vec::new(),
                 suspension: Suspension::default(),
                 events: Vec::new(),
@@ -374,7 +390,7 @@ impl Runtime {
     /// use-after-free faults. Returns false if no thread has that name.
     pub fn delete_thread(&self, thread: &str) -> bool {
         let mut st = self.lock();
-        let Some(i) = st.threads.iter().position(|t| t.name == thread) else {
+        let Some(i) = st.thread_named(thread) else {
             return false;
         };
         st.threads[i].lifecycle = Lifecycle::Deleted;
@@ -431,7 +447,8 @@ impl Runtime {
 
     /// A snapshot of thread `name` (its ground-truth stack and layout), if it exists.
     pub fn thread(&self, name: &str) -> Option<Thread> {
-        self.lock().threads.iter().find(|t| t.name == name).cloned()
+        let st = self.lock();
+        st.thread_named(name).map(|i| st.threads[i].clone())
     }
 
     /// A snapshot of the managed thread whose `ThreadID` is `id`, if there is one.

@@ -105,7 +105,7 @@ impl Runtime {
     pub fn collect_garbage(&self, thread: &str) -> bool {
         let ok = {
             let mut st = self.lock();
-            match st.threads.iter().position(|t| t.name == thread) {
+            match st.thread_named(thread) {
                 None => false,
                 Some(i) => {
                     st.callers.push(Caller {

@@ -12,6 +12,7 @@ use crate::runtime::{Runtime, RuntimeConfig, RuntimeVersion};
 use crate::thread::StackEntry;
 use corprof::flags::{event, high};
 use corprof::Context;
+use std::collections::HashMap;
 use std::ops::Range;
 use toml::{Spanned, Value};
 
@@ -235,11 +236,17 @@ impl Builder<'_> {
             );
             threads.push(thread);
         }
+        let thread_index: HashMap<&str, usize> = threads
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.name.as_str(), i))
+            .collect();
         let mut calls = Vec::with_capacity(m.calls.len());
         let mut history = History::default();
         for c in &m.calls {
             let ctx = CallCtx {
                 threads: &threads,
+                thread_index: &thread_index,
                 declared_calls: &declared_calls,
                 code: &code,
                 earlier: &calls,
@@ -259,7 +266,7 @@ impl Builder<'_> {
             let Some(caller) = &c.get_ref().caller else {
                 continue;
             };
-            if let Some(t) = threads.iter().position(|t| t.name == *caller.get_ref()) {
+            if let Some(&t) = thread_index.get(caller.get_ref().as_str()) {
                 if process.spawned[t] || process.created[t] {
                     return Err(self.err(
                         caller.span(),

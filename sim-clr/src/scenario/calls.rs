@@ -11,7 +11,7 @@ use crate::trace::FaultKind;
 use corprof::flags::{event, snapshot};
 use corprof::{Context, HResult, Register};
 use std::cell::OnceCell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Range;
 use toml::{Spanned, Value};
 
@@ -19,6 +19,8 @@ use toml::{Spanned, Value};
 pub(super) struct CallCtx<'a> {
     /// The scenario's threads.
     pub threads: &'a [Thread],
+    /// Each thread's index in `threads`, by name.
+    pub thread_index: &'a HashMap<&'a str, usize>,
     /// Each thread's number of declared calls.
     pub declared_calls: &'a [usize],
     /// The code map.
@@ -149,9 +151,9 @@ impl Builder<'_> {
     ) -> Res<Call> {
         let line = self.src.line(span.start);
         let thread_named = |name: &Spanned<String>, field: &str| -> Res<usize> {
-            ctx.threads
-                .iter()
-                .position(|t| &t.name == name.get_ref())
+            ctx.thread_index
+                .get(name.get_ref().as_str())
+                .copied()
                 .ok_or_else(|| {
                     self.err(
                         name.span(),
@@ -600,7 +602,7 @@ impl Builder<'_> {
                         SeedBase::Callback { call, callback }
                     }
                     (Some(t), Some(k), None, None) => {
-                        let i = ctx.threads.iter().position(|x| x.name == t).ok_or_else(|| {
+                        let i = ctx.thread_index.get(t.as_str()).copied().ok_or_else(|| {
                             self.err(span.clone(), "seed.thread", format!("no thread named `{t}`"))
                         })?;
                         if k >= ctx.declared_calls[i] {

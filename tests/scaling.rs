@@ -1,0 +1,184 @@
+//! Every dimension of a scenario file costs linear time: for each one, a file n large and a file
+//! 4n large are read and run (the cheapest of five tries each) and the larger may cost at most
+//! eight times as much (linear: four, measured up to about six and a half where the larger
+//! file's data outgrows the caches; a quadratic path: sixteen). The tests take turns, so that
+//! none measures while another runs; they compare costs within one run, never against a clock.
+//!
+//! Not pinned, because it is not linear yet: a thread program's `call` re-lays the thread's
+//! stack, so calling n frames deep costs O(n²).
+
+use sim_clr::process::{Process, Strategy};
+use sim_clr::scenario::Scenario;
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// Held by the test measuring.
+static MEASURING: Mutex<()> = Mutex::new(());
+
+/// Reads `text` (on Unix) and runs it: its `[[calls]]` on the frozen state, then, if a thread
+/// has a program, one random schedule.
+fn read_and_run(text: &str) {
+    let text = format!("platform = \"unix\"\n{text}");
+    let scenario = Scenario::parse("scaling.toml", &text).unwrap_or_else(|e| panic!("{e}"));
+    let report = scenario.run();
+    assert!(
+        report
+            .calls
+            .iter()
+            .all(|c| c.hresult_name.as_deref() == Some("S_OK")),
+        "every walk succeeds"
+    );
+    if scenario.process.moves() {
+        let (_, failed) = Process::new(scenario).first_failure(Strategy::Random, 1, 1);
+        assert!(failed.is_none(), "{:?}", failed.map(|f| f.fault));
+    }
+}
+
+/// The cheapest of five runs of `text`, in seconds.
+fn cost(text: &str) -> f64 {
+    (0..5)
+        .map(|_| {
+            let start = Instant::now();
+            read_and_run(text);
+            start.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// Asserts that the file `file(4 * n)` costs at most eight times what `file(n)` does.
+fn linear(what: &str, n: usize, file: impl Fn(usize) -> String) {
+    let _turn = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
+    let (small, large) = (file(n), file(4 * n));
+    read_and_run(&small); // warm: the first run builds caches
+    let (a, b) = (cost(&small), cost(&large));
+    assert!(
+        b / a <= 8.0,
+        "{what}: 4 x {n} cost {:.1} times {n} ({a:.4} s, {b:.4} s)",
+        b / a
+    );
+}
+
+/// Code a file's threads use: a native function and a method (last, so that a file can add
+/// fields to its table).
+const CODE: &str = "[[code]]\nname = \"N\"\nkind = \"native\"\n[[code]]\nname = \"M\"\nkind = \"jit\"\n";
+
+/// A synchronous walk of thread `t` from inside a P/Invoke.
+fn walk(t: &str) -> String {
+    format!("[[calls]]\ncaller = \"{t}\"\nfrom = \"pinvoke\"\napi = \"DoStackSnapshot\"\n")
+}
+
+#[test]
+fn frames_per_walk() {
+    linear("frames of one walk", 4_000, |n| {
+        let repeats: Vec<String> = (0..n.div_ceil(10_000))
+            .map(|k| format!("{{ fn = \"M\", repeat = {} }}", (n - k * 10_000).min(10_000)))
+            .collect();
+        // Frames of 16 bytes: 64,000 of them fit in a thread's stack.
+        format!(
+            "{}\nframe_size = 16\n[[threads]]\nname = \"t\"\nframes = [{}, {{ fn = \"N\" }}]\n{}",
+            CODE.trim_end(),
+            repeats.join(", "),
+            walk("t")
+        )
+    });
+}
+
+#[test]
+fn walks() {
+    linear("walks", 2_000, |n| {
+        let mut s = format!(
+            "{CODE}[[threads]]\nname = \"t\"\nframes = [{{ fn = \"M\", repeat = 8 }}, {{ fn = \"N\" }}]\n"
+        );
+        (0..n).for_each(|_| s.push_str(&walk("t")));
+        s
+    });
+}
+
+#[test]
+fn threads_named_by_calls() {
+    linear("threads", 500, |n| {
+        let mut s = CODE.to_string();
+        for k in 0..n {
+            let _ = write!(
+                s,
+                "[[threads]]\nname = \"t{k}\"\nframes = [{{ fn = \"M\" }}, {{ fn = \"N\" }}]\n"
+            );
+        }
+        (0..n).for_each(|k| s.push_str(&walk(&format!("t{k}"))));
+        s
+    });
+}
+
+#[test]
+fn code_entries() {
+    linear("[[code]] tables", 2_000, |n| {
+        let mut s = String::new();
+        for k in 0..n {
+            let _ = write!(
+                s,
+                "[[code]]\nname = \"C{k}\"\nkind = \"jit\"\nframe_size = {}\n",
+                16 * (1 + k % 4)
+            );
+        }
+        let _ = write!(
+            s,
+            "[[code]]\nname = \"N\"\nkind = \"native\"\n[[threads]]\nname = \"t\"\nframes = [{{ fn = \"C{}\" }}, {{ fn = \"N\" }}]\n{}",
+            n - 1,
+            walk("t")
+        );
+        s
+    });
+}
+
+#[test]
+fn explicit_frames() {
+    linear("explicit Frames", 1_000, |n| {
+        let groups = vec!["{ fn = \"N\" }, { frame = \"InlinedCallFrame\" }, { fn = \"M\" }"; n].join(", ");
+        format!(
+            "{CODE}[[threads]]\nname = \"t\"\nframes = [{{ fn = \"M\" }}, {groups}]\n{}",
+            walk("t")
+        )
+    });
+}
+
+/// A file whose one thread runs `program`, with `header` at the top.
+fn program(header: &str, program: &[String]) -> String {
+    let steps: Vec<String> = program.iter().map(|p| format!("\"{p}\"")).collect();
+    format!(
+        "{header}\n{CODE}[[threads]]\nname = \"main\"\nframes = [{{ fn = \"M\" }}]\nprogram = [{}]\n",
+        steps.join(", ")
+    )
+}
+
+#[test]
+fn locks() {
+    linear("locks", 1_000, |n| {
+        let names: Vec<String> = (0..n).map(|k| format!("\"L{k}\"")).collect();
+        let steps: Vec<String> = (0..n)
+            .flat_map(|k| [format!("lock L{k}"), format!("unlock L{k}")])
+            .collect();
+        program(&format!("locks = [{}]", names.join(", ")), &steps)
+    });
+}
+
+#[test]
+fn events() {
+    linear("events", 1_000, |n| {
+        let names: Vec<String> = (0..n).map(|k| format!("\"E{k}\"")).collect();
+        let steps: Vec<String> = (0..n)
+            .flat_map(|k| [format!("set_event E{k}"), format!("wait_event E{k}")])
+            .collect();
+        program(&format!("events = [{}]", names.join(", ")), &steps)
+    });
+}
+
+#[test]
+fn program_steps() {
+    linear("program steps", 5_000, |n| {
+        let steps: Vec<String> = (0..n)
+            .flat_map(|_| ["call M".to_string(), "return".to_string()])
+            .collect();
+        program("", &steps)
+    });
+}
