@@ -141,3 +141,26 @@ fn threads_that_start_later_do_not_exist_in_a_frozen_run() {
     assert_eq!((err.line, err.field.as_str()), (15, "caller"), "{err}");
     assert!(err.message.contains("starts later"), "{err}");
 }
+
+/// The frames a file's walks cover are limited, nested walks counted once per callback: a
+/// nested walk at every callback of an n-frame walk covers n² frames, and a small file could
+/// ask for billions. Just under the limit is accepted; one frame more is an error at the call.
+#[test]
+fn the_frames_all_walks_cover_are_limited() {
+    let file = |frames: usize| {
+        format!(
+            "platform = \"unix\"\n[[code]]\nname = \"N\"\nkind = \"native\"\n[[code]]\nname = \"M\"\nkind = \"jit\"\nframe_size = 16\n\
+             [[threads]]\nname = \"t\"\nframes = [{{ fn = \"M\", repeat = {} }}, {{ fn = \"N\" }}]\n\
+             [[calls]]\ncaller = \"t\"\nfrom = \"pinvoke\"\napi = \"DoStackSnapshot\"\n\
+             [[calls.nested]]\nat = \"every\"\napi = \"DoStackSnapshot\"\n",
+            frames - 1
+        )
+    };
+    // n frames walked, and n more at each of n callbacks: n + n², against 2^19.
+    let fits = 723; // 723 + 723² = 523,452
+    assert!(fits + fits * fits <= sim_clr::scenario::MAX_WALKED_FRAMES);
+    assert!(Scenario::parse("walks.toml", &file(fits)).is_ok());
+    let e = Scenario::parse("walks.toml", &file(fits + 1)).unwrap_err();
+    assert_eq!((e.line, e.field.as_str()), (12, "calls"), "{e}");
+    assert!(e.to_string().contains("524288 frames in all"), "{e}");
+}

@@ -151,25 +151,25 @@ fn program(header: &str, program: &[String]) -> String {
     )
 }
 
+/// A file declaring `n` objects in `list` (`locks`, `events`), named `PREFIX0`, `PREFIX1`, …,
+/// whose thread uses each one with the two steps `verbs`.
+fn declared(list: &str, prefix: &str, verbs: [&str; 2], n: usize) -> String {
+    let names: Vec<String> = (0..n).map(|k| format!("\"{prefix}{k}\"")).collect();
+    let steps: Vec<String> = (0..n)
+        .flat_map(|k| verbs.map(|verb| format!("{verb} {prefix}{k}")))
+        .collect();
+    program(&format!("{list} = [{}]", names.join(", ")), &steps)
+}
+
 #[test]
 fn locks() {
-    linear("locks", 1_000, |n| {
-        let names: Vec<String> = (0..n).map(|k| format!("\"L{k}\"")).collect();
-        let steps: Vec<String> = (0..n)
-            .flat_map(|k| [format!("lock L{k}"), format!("unlock L{k}")])
-            .collect();
-        program(&format!("locks = [{}]", names.join(", ")), &steps)
-    });
+    linear("locks", 1_000, |n| declared("locks", "L", ["lock", "unlock"], n));
 }
 
 #[test]
 fn events() {
     linear("events", 1_000, |n| {
-        let names: Vec<String> = (0..n).map(|k| format!("\"E{k}\"")).collect();
-        let steps: Vec<String> = (0..n)
-            .flat_map(|k| [format!("set_event E{k}"), format!("wait_event E{k}")])
-            .collect();
-        program(&format!("events = [{}]", names.join(", ")), &steps)
+        declared("events", "E", ["set_event", "wait_event"], n)
     });
 }
 

@@ -9,7 +9,7 @@ use super::names::PLATFORMS;
 use super::types::*;
 use crate::code::CodeMap;
 use crate::runtime::{Runtime, RuntimeConfig, RuntimeVersion};
-use crate::thread::StackEntry;
+use crate::thread::{StackEntry, Thread};
 use corprof::flags::{event, high};
 use corprof::Context;
 use std::collections::HashMap;
@@ -243,6 +243,12 @@ impl Builder<'_> {
             .collect();
         let mut calls = Vec::with_capacity(m.calls.len());
         let mut history = History::default();
+        let mut walked = 0usize;
+        let depths = Depths {
+            threads: &threads,
+            index: &thread_index,
+            deepest: threads.iter().map(|t| t.stack.len()).max().unwrap_or(0),
+        };
         for c in &m.calls {
             let ctx = CallCtx {
                 threads: &threads,
@@ -253,6 +259,16 @@ impl Builder<'_> {
                 history: &history,
             };
             let call = self.call(c.span(), c.get_ref(), &ctx, None)?;
+            walked = walked.saturating_add(depths.walked_frames(&call));
+            if walked > MAX_WALKED_FRAMES {
+                return Err(self.err(
+                    c.span(),
+                    "calls",
+                    format!(
+                        "the walks up to this call cover more than the limit of {MAX_WALKED_FRAMES} frames in all (each walk counts the frames of the thread it walks, a nested walk once per callback it is made at)"
+                    ),
+                ));
+            }
             history.record(&call);
             calls.push(call);
         }
@@ -340,5 +356,41 @@ impl Builder<'_> {
                 "expected a number, a flag name or a list of flag names",
             )),
         }
+    }
+}
+
+/// The depths of a file's threads, for [`MAX_WALKED_FRAMES`].
+struct Depths<'a> {
+    threads: &'a [Thread],
+    index: &'a HashMap<&'a str, usize>,
+    /// The most frames of any thread (a raw `ThreadID` may name any of them).
+    deepest: usize,
+}
+
+impl Depths<'_> {
+    /// How many frames `call` may walk: a `DoStackSnapshot` walks at most its thread's
+    /// frames, and each of its nested calls runs at most once per callback.
+    fn walked_frames(&self, call: &Call) -> usize {
+        let Action::Api(ApiCall::DoStackSnapshot { target, nested, .. }) = &call.action else {
+            return 0;
+        };
+        let depth = match target {
+            Target::Zero => self.depth(&call.caller),
+            Target::Thread(name) if name == "self" => self.depth(&call.caller),
+            Target::Thread(name) => self.depth(name),
+            Target::Raw(_) => self.deepest,
+        };
+        nested.iter().fold(depth, |total, (at, inner)| {
+            let times = match at {
+                NestedAt::Every => depth,
+                NestedAt::Frames(at) => at.len().min(depth),
+            };
+            total.saturating_add(times.saturating_mul(self.walked_frames(inner)))
+        })
+    }
+
+    /// The frames of the thread named `name`.
+    fn depth(&self, name: &str) -> usize {
+        self.index.get(name).map_or(0, |&i| self.threads[i].stack.len())
     }
 }

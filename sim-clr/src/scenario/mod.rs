@@ -28,5 +28,5 @@ pub use templates::{Template, TEMPLATES};
 pub use types::{
     Action, ApiCall, Call, CallbackBehavior, FunctionRef, IpRef, NestedAt, Scenario, Seed, SeedBase,
     SeedValue, Target, MAX_CALLS, MAX_FILE_BYTES, MAX_FRAMES, MAX_FUNCTIONS, MAX_NAMES, MAX_NESTED_CALLS,
-    MAX_THREADS, NATIVE_RUN,
+    MAX_THREADS, MAX_WALKED_FRAMES, NATIVE_RUN,
 };
