@@ -756,7 +756,7 @@ fn conclude(json: bool, list: &impl serde::Serialize, summary: &str, failed: boo
 }
 
 /// Prints `report` as one pretty-printed JSON document, or says why it cannot (exit 2).
-fn print_json(report: &impl serde::Serialize) -> Result<(), ExitCode> {
+pub(crate) fn print_json(report: &impl serde::Serialize) -> Result<(), ExitCode> {
     out::json(report).map_err(|e| {
         eprintln!("error: cannot serialize the report: {e}");
         ExitCode::from(2)

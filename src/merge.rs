@@ -6,7 +6,6 @@
 //! be the same in every shard (the run's parameters), counts add up, tallies add up key by key,
 //! lists of findings are joined in the order the whole run finds them.
 
-use crate::out;
 use serde_json::{Map, Value};
 use sim_clr::process::Shard;
 use std::collections::BTreeMap;
@@ -82,34 +81,27 @@ const MAX_REPORT: u64 = 256 << 20;
 
 /// Prints `report` as JSON, with its `shard` key when it is one shard's.
 pub fn print_shard(report: &impl serde::Serialize, shard: Option<Shard>) -> Result<(), ExitCode> {
-    let fail = |e: serde_json::Error| {
-        eprintln!("error: cannot serialize the report: {e}");
-        ExitCode::from(2)
-    };
+    /// The report's keys, then `shard`.
+    #[derive(serde::Serialize)]
+    struct Sharded<'a, R> {
+        #[serde(flatten)]
+        report: &'a R,
+        shard: String,
+    }
     match shard {
-        None => out::json(report).map_err(fail),
-        Some(shard) => {
-            let mut value = serde_json::to_value(report).map_err(fail)?;
-            if let Value::Object(keys) = &mut value {
-                keys.insert("shard".into(), Value::String(shard.to_string()));
-            }
-            out::json(&value).map_err(fail)
-        }
+        None => crate::print_json(report),
+        Some(shard) => crate::print_json(&Sharded {
+            report,
+            shard: shard.to_string(),
+        }),
     }
 }
 
 /// Merges the shard reports in `paths` and prints the whole run's; exit 2 if they are not
 /// every shard of one run.
 pub fn run(paths: &[PathBuf]) -> ExitCode {
-    let merged = read(paths).and_then(|shards| merge(&shards));
-    match merged {
-        Ok(report) => match out::json(&report) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("error: cannot serialize the report: {e}");
-                ExitCode::from(2)
-            }
-        },
+    match read(paths).and_then(|shards| merge(&shards)) {
+        Ok(report) => crate::print_json(&report).err().unwrap_or(ExitCode::SUCCESS),
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(2)
