@@ -358,17 +358,18 @@ pub fn catalog() -> Result<bool, ExitCode> {
     let mut total = 0;
     let processes = fixtures::process_catalog().iter().map(|f| ("processes", f));
     let pitfalls = fixtures::pitfall_catalog().iter().map(|f| ("pitfalls", f));
-    let bar = Progress::new(
-        (fixtures::process_catalog().len() + fixtures::pitfall_catalog().len()) as u64,
-        false,
-        "process scenarios",
-    );
+    let mut catalog = Vec::new();
     for (folder, (file, text)) in processes.chain(pitfalls) {
         let path = format!("fixtures/{folder}/{file}");
         let scenario = Scenario::parse(&path, text).map_err(|e| {
             eprintln!("error: {e}");
             ExitCode::from(2)
         })?;
+        catalog.push((path, scenario));
+    }
+    let width = catalog.iter().map(|(_, s)| s.name.len()).max().unwrap_or(0);
+    let bar = Progress::new(catalog.len() as u64, false, "process scenarios");
+    for (path, scenario) in catalog {
         let spec = scenario.process.explore.clone();
         let report = attach(Path::new(&path), scenario, &Profiler::Builtin("reference".into()))?.explore(
             spec.strategy,
@@ -382,7 +383,7 @@ pub fn catalog() -> Result<bool, ExitCode> {
         mismatches += usize::from(!ok);
         let counts: Vec<String> = report.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
         bar.println(&format!(
-            "{} {:<34} {:>6} schedules ({}): {}",
+            "{} {:<width$} {:>6} schedules ({}): {}",
             if ok { "ok  " } else { "FAIL" },
             report.scenario,
             report.schedules_run,

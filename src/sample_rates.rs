@@ -26,13 +26,14 @@ pub fn run(runs: u64, seed: u64, min: u64, json: bool) -> ExitCode {
         }
     };
     let bar = Progress::new((pitfalls.len() * STRATEGIES.len()) as u64, json, "explorations");
+    let width = pitfalls.iter().map(|s| s.name.len()).max().unwrap_or(0);
     let mut rates: Vec<Rate> = Vec::new();
     for scenario in pitfalls {
         for strategy in STRATEGIES {
             match rate(scenario.clone(), strategy, runs, seed) {
                 Ok(r) => {
                     if !json {
-                        bar.println(&line(&r, min));
+                        bar.println(&line(&r, min, width));
                     }
                     rates.push(r);
                 }
@@ -53,11 +54,11 @@ pub fn run(runs: u64, seed: u64, min: u64, json: bool) -> ExitCode {
     conclude(json, &rates, &summary, short > 0)
 }
 
-/// One exploration's line.
-fn line(r: &Rate, min: u64) -> String {
+/// One exploration's line, its scenario's name padded to `width`.
+fn line(r: &Rate, min: u64, width: usize) -> String {
     let mark = if r.samples < min { "FEW" } else { "   " };
     format!(
-        "{mark} {:<30} {:<7} {:>6} samples, {:>5} of {} runs sampled",
+        "{mark} {:<width$} {:<7} {:>6} samples, {:>5} of {} runs sampled",
         r.scenario, r.strategy, r.samples, r.runs_sampled, r.runs
     )
 }

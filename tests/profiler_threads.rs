@@ -191,6 +191,54 @@ fn the_os_layer_suspends_reads_and_resumes() {
     assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"], "{report:?}");
 }
 
+#[test]
+fn a_stale_context_is_the_same_to_the_profiler_and_to_the_runtime() {
+    // A GetThreadContext that answers a self-consistent but stale context (RSP above the most
+    // recent explicit Frame) answers it to the profiler's own call as well: the runtime's
+    // walk refuses it (R13.4), and the profiler sees the same registers.
+    let file = FILE
+        .replace(
+            r#"name = "App::Work"
+kind = "jit""#,
+            r#"name = "App::Work"
+kind = "jit"
+[[code]]
+name = "App::Inner"
+kind = "jit""#,
+        )
+        .replace(
+            r#"frames = [{ fn = "App::Main" }]
+program = ["call App::Work", "return", "exit"]"#,
+            r#"os_context = "stale"
+frames = [{ fn = "App::Inner" }, { frame = "HelperMethodFrame" }, { fn = "App::Work" }, { fn = "App::Main" }]
+program = ["spin 20"]"#,
+        );
+    let mut p = Process::new(Scenario::parse("stale.toml", &file).unwrap());
+    p.thread_body(
+        "sampler",
+        Arc::new(|rt: &sim_clr::Runtime, os: &SimOs| {
+            let main = rt.thread("main").unwrap();
+            let target = os
+                .threads()
+                .into_iter()
+                .find(|&t| t != os.current_thread())
+                .unwrap();
+            os.suspend_thread(target).unwrap();
+            let ctx = os.get_thread_context(target).unwrap();
+            let frame = main.layout.frames[0].address;
+            assert_eq!(ctx.rsp, frame + 8, "the stale RSP lies just above the Frame");
+            assert!(ctx.rsp > main.layout.calls[0].rsp);
+            let size = corprof::Context::SIZE as u32;
+            let hr = rt.do_stack_snapshot(main.id, None, 0, Some(&ctx), size);
+            assert_eq!(hr, HResult::CORPROF_E_STACKSNAPSHOT_UNSAFE);
+            os.resume_thread(target).unwrap();
+        }),
+    )
+    .unwrap();
+    let report = p.explore(Strategy::Dfs(1), 200, 0, |_, _| {});
+    assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"], "{report:?}");
+}
+
 /// The target allocates (holding the heap lock across a step); the sampler suspends it, gets
 /// its context, then collects into a buffer it allocates now or allocated before.
 fn allocating_sampler(preallocated: bool) -> Process {

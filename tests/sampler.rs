@@ -270,10 +270,14 @@ fn reference_stops_meeting(name: &str, hazard: &str, runs: u64) -> u64 {
 }
 
 #[test]
-fn the_reference_samples_a_thread_whose_stack_a_buffer_overrun_corrupted() {
-    let corrupt = reference_stops_meeting("s33-stack-overrun", "corrupt_stack", 40);
-    // Each of those stops was judged: the walk stopped at the corrupt frame, inside the stack.
-    assert!(corrupt >= 40, "{corrupt} stops met the overrun");
+fn the_reference_samples_threads_whose_stack_a_buffer_overrun_corrupted() {
+    // Each of those stops was judged: the walk stopped inside the stack, at the frame the
+    // overrun overwrote with text (S33) or after the caller found from the RBP it overwrote
+    // with a pointer into another stack (S35).
+    for story in ["s33-stack-overrun", "s35-frame-pointer-into-another-stack"] {
+        let corrupt = reference_stops_meeting(story, "corrupt_stack", 40);
+        assert!(corrupt >= 40, "{story}: {corrupt} stops met the overrun");
+    }
 }
 
 #[test]
@@ -287,6 +291,45 @@ fn leaving_a_frame_a_buffer_overrun_corrupted_ends_the_run() {
     assert_eq!(run.outcome, "unbalanced_return", "{run:?}");
     let message = run.fault.unwrap().message;
     assert!(message.contains("stack-cookie check"), "{message}");
+}
+
+#[test]
+fn stack_reads_outside_the_target_stack_are_a_wrong_sample_where_that_memory_is_mapped() {
+    // S33 catches `unchecked-reads` by the crash its reads of unmapped memory cause; in S35
+    // the words it reads are another thread's, and only the oracle can tell.
+    let mutant = mutants()
+        .into_iter()
+        .find(|m| m.name == "unchecked-reads")
+        .unwrap();
+    let p = process(pitfall("s35-frame-pointer-into-another-stack"), mutant.variant).unwrap();
+    let (ran, failed) = p.first_failure(Strategy::Pct(3), 1000, 1);
+    let run = failed.unwrap_or_else(|| panic!("unchecked-reads escaped S35 in {ran} schedules"));
+    assert_eq!(run.outcome, "wrong_sample", "{run:?}");
+}
+
+#[test]
+fn an_overrun_with_pointers_names_another_live_thread_in_preemptive_mode() {
+    let text = pitfall_text("s35-frame-pointer-into-another-stack");
+    for (from, to, why) in [
+        (
+            "\"overrun server\"",
+            "\"overrun main\"",
+            "not another live thread's",
+        ),
+        (
+            "\"call App::Encode\", \"pinvoke native!encode_batch\", \"call native!copy_refs\"",
+            "\"call App::Encode\", \"call native!copy_refs\"",
+            "cooperative mode",
+        ),
+    ] {
+        let edited = text.replace(from, to);
+        assert_ne!(edited, text);
+        let p = process(Scenario::parse("s35.toml", &edited).unwrap(), Variant::REFERENCE).unwrap();
+        let run = p.run(&mut Random(Rng::new(1))).unwrap();
+        assert_eq!(run.outcome, "unbalanced_return", "{run:?}");
+        let message = run.fault.unwrap().message;
+        assert!(message.contains(why), "{message}");
+    }
 }
 
 #[test]

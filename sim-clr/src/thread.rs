@@ -272,10 +272,8 @@ pub struct Thread {
     pub hijack_lock_held: bool,
     /// The GC placed a return-address hijack on the first managed frame (R29).
     pub hijacked: bool,
-    /// A native frame overran a buffer on its own stack (`overrun`): its position in
-    /// [`Thread::stack`] counted from the root. Every word from its stack pointer up to and
-    /// including its return address holds [`OVERRUN_WORD`].
-    pub overrun: Option<usize>,
+    /// A native frame overran a buffer on its own stack (`overrun`).
+    pub overrun: Option<Overrun>,
     /// Exception state (R15, R16).
     pub exception: ExceptionState,
     /// What `GetThreadContext` would show (R13).
@@ -308,6 +306,29 @@ pub struct Thread {
 
 /// Size of each thread's stack region.
 pub const STACK_SIZE: u64 = 0x10_0000;
+
+/// A buffer overrun by a native frame on its own stack ([`Thread::overrun`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Overrun {
+    /// The frame's position in [`Thread::stack`] counted from the root.
+    pub depth: usize,
+    /// What the overrun wrote.
+    pub fill: OverrunFill,
+}
+
+/// What a buffer overrun wrote over its frame's words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OverrunFill {
+    /// Text: every word from the frame's stack pointer up to and including its return
+    /// address holds [`OVERRUN_WORD`], an address nothing is mapped at.
+    Text,
+    /// Pointers: every word from the frame's stack pointer up to its return address (which
+    /// stays) holds this address in another thread's stack, as an array of pointers copied
+    /// one element too far leaves. The saved RBP among them is what an unwinder restores
+    /// for the caller: a caller that finds its frame from RBP is then looked for in the
+    /// other thread's stack, whose memory is mapped.
+    Pointer(u64),
+}
 
 /// What a buffer overrun leaves in the words it overwrote: the bytes of a text (`AAAAAAAA`),
 /// as a string copied past its buffer leaves. As an address it is non-canonical: nothing is
@@ -559,13 +580,18 @@ impl Thread {
                 layout.hijacked_slot = Some((slot, original));
             }
         }
-        // A buffer overrun overwrote its frame's words, return address included.
-        if let Some(depth) = self.overrun {
-            let entry = self.stack.len().checked_sub(depth + 1);
+        // A buffer overrun overwrote its frame's words: text up to and including the return
+        // address, pointers up to it.
+        if let Some(overrun) = self.overrun {
+            let entry = self.stack.len().checked_sub(overrun.depth + 1);
             layout.overrun = layout.calls.iter().position(|c| Some(c.entry) == entry);
             if let Some(call) = layout.overrun.map(|i| layout.calls[i]) {
-                for slot in (call.rsp..call.cfa).step_by(8) {
-                    memory.write_u64(slot, OVERRUN_WORD);
+                let (word, end) = match overrun.fill {
+                    OverrunFill::Text => (OVERRUN_WORD, call.cfa),
+                    OverrunFill::Pointer(address) => (address, call.cfa - 8),
+                };
+                for slot in (call.rsp..end).step_by(8) {
+                    memory.write_u64(slot, word);
                 }
             }
         }
@@ -582,9 +608,23 @@ impl Thread {
         context.rip = call.rip;
         context
     }
-    /// The thread's current CPU context (`GetThreadContext`): the leaf call's registers.
+    /// The thread's current CPU context: the leaf call's registers.
     pub fn leaf_context(&self) -> Option<Context> {
         (!self.layout.calls.is_empty()).then(|| self.call_context(0))
+    }
+
+    /// What `GetThreadContext` of the thread answers, to the runtime's own walks (R13) and to
+    /// a profiler's call alike: the leaf's registers, or for a stale context
+    /// ([`OsContext::Stale`], R13.4) the same with RSP just above the most recent explicit
+    /// Frame. `None` when no frame is laid.
+    pub fn os_thread_context(&self) -> Option<Context> {
+        let mut context = self.leaf_context()?;
+        if self.os_context == OsContext::Stale {
+            if let Some(frame) = self.layout.frames.first() {
+                context.rsp = frame.address + 8;
+            }
+        }
+        Some(context)
     }
 
     /// For a second-pass funclet at laid-out call `index`, the call of its parent method

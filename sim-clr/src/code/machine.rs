@@ -140,6 +140,11 @@ impl Reach {
         }
     }
 
+    /// Whether the frame's entry RSP is found from RBP (a frame pointer), not from RSP.
+    pub fn uses_frame_pointer(&self) -> bool {
+        self.anchor != Anchor::Rsp
+    }
+
     /// A link of the frame-pointer chain ([`Anchor::Chain`]) that reads nothing else: the
     /// caller's RBP is at RBP, the return address at RBP + 8, and the caller's RSP is
     /// RBP + 16.

@@ -34,8 +34,8 @@ pub enum Hazard {
     /// The thread is exiting: its `ThreadDestroyed` has begun (it may have returned).
     Exiting,
     /// A native frame on the thread's stack has overrun a buffer (`overrun`): its saved
-    /// registers and return address point nowhere, and an unwinder that steps past it must
-    /// stop within the stack.
+    /// registers (and with text its return address) point nowhere or into another thread's
+    /// stack, and an unwinder that steps past it must stop within the stack.
     CorruptStack,
 }
 

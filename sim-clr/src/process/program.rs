@@ -78,12 +78,15 @@ pub enum Op {
     HijackRsp,
     /// The agent puts the stack pointer back.
     RestoreRsp,
-    /// The native leaf frame overruns a buffer on its own stack: every word from its stack
-    /// pointer up to and including its return address is overwritten (with text,
-    /// [`crate::thread::OVERRUN_WORD`]). The frame can never be left again (its stack-cookie
-    /// check would end the process), and an unwinder that steps past it reads a return
-    /// address and saved registers that point nowhere.
-    Overrun,
+    /// The native leaf frame overruns a buffer on its own stack. `overrun`: every word from
+    /// its stack pointer up to and including its return address is overwritten with text
+    /// ([`crate::thread::OVERRUN_WORD`]), so an unwinder that steps past it reads a return
+    /// address and saved registers that point nowhere. `overrun THREAD`: the words up to its
+    /// return address hold an address in THREAD's stack (its stack pointer at that moment),
+    /// so the saved RBP an unwinder restores points into a stack that is mapped but not this
+    /// thread's ([`crate::thread::OverrunFill`]). Either way the frame can never be left
+    /// again (its stack-cookie check would end the process).
+    Overrun(Option<usize>),
     /// Blocks the profiling signal (Unix).
     MaskSignals,
     /// Unblocks the profiling signal.
@@ -313,7 +316,11 @@ pub fn parse(lines: &[Line<'_>], names: &Names<'_>) -> Result<Vec<Instr>, Progra
             "exit" => simple(Op::Exit)?,
             "hijack_rsp" => simple(Op::HijackRsp)?,
             "restore_rsp" => simple(Op::RestoreRsp)?,
-            "overrun" => simple(Op::Overrun)?,
+            "overrun" => match args {
+                [] => Some(Op::Overrun(None)),
+                [t] => Some(Op::Overrun(Some(thread(t)?))),
+                _ => return Err(err("`overrun` takes at most one thread".into())),
+            },
             "mask_signals" => simple(Op::MaskSignals)?,
             "unmask_signals" => simple(Op::UnmaskSignals)?,
             "replace_signal_handler" => simple(Op::ReplaceSignalHandler)?,

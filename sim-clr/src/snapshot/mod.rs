@@ -18,7 +18,7 @@ use walk::WalkEnd;
 pub(crate) use walk::{Walk, WalkStart};
 
 use crate::runtime::{Notification, Platform, Runtime, State};
-use crate::thread::{Lifecycle, Mode, OsContext, Thread};
+use crate::thread::{Lifecycle, Mode, OsContext};
 use crate::trace::FaultKind;
 use corprof::flags::{event, snapshot};
 use corprof::{Context, HResult, SnapshotFrame, StackSnapshotCallback, ThreadId};
@@ -228,7 +228,7 @@ fn decide_locked(
         ) {
             return Err(HResult::CORPROF_E_STACKSNAPSHOT_UNSAFE);
         }
-        let current = current_context(thread);
+        let current = thread.os_thread_context();
         st.reader_lock()?;
         let thread = &st.threads[t];
         let ip_managed = current.as_ref().is_some_and(|c| st.code.is_managed(c.rip));
@@ -277,18 +277,6 @@ fn decide_locked(
         );
     }
     Ok(())
-}
-
-/// The context `GetThreadContext` gives for the target (R13): its leaf registers, or for a
-/// stale context an RSP above the most recent explicit Frame.
-fn current_context(thread: &Thread) -> Option<Context> {
-    let mut context = thread.leaf_context()?;
-    if thread.os_context == OsContext::Stale {
-        if let Some(frame) = thread.layout.frames.first() {
-            context.rsp = frame.address + 8;
-        }
-    }
-    Some(context)
 }
 
 /// Calls the profiler once per reported frame (R22–R26), batch after batch (each followed by

@@ -99,7 +99,8 @@ impl Run<'_> {
 
     /// `GetThreadContext` of `x`: completes a pending suspension. It fails where the thread
     /// declares that it does (`os_context = "get_context_fails"`: the same call fails inside
-    /// `DoStackSnapshot`, R13.1) and for a thread whose stack is gone. A thread inside its
+    /// `DoStackSnapshot`, R13.1) and for a thread whose stack is gone; a thread declared
+    /// `os_context = "stale"` answers the stale context `DoStackSnapshot` sees (R13.4). A thread inside its
     /// `ThreadDestroyed` is alive and running that callback, so it answers as any live
     /// thread (no observation says otherwise).
     pub(super) fn os_context(&mut self, t: usize, x: usize, line: usize) -> Result<Context, OsError> {
@@ -120,7 +121,7 @@ impl Run<'_> {
             if thread.os_context == OsContext::GetContextFails {
                 return Err(OsError::ContextUnavailable);
             }
-            thread.leaf_context().ok_or(OsError::Terminated)?
+            thread.os_thread_context().ok_or(OsError::Terminated)?
         };
         if self.th[x].rsp_hijacked {
             context.rsp = super::HIJACKED_RSP;

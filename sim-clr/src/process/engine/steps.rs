@@ -5,7 +5,9 @@ use crate::code::FunctionIndex;
 use crate::process::program::{Instr, LockId, Op};
 use crate::process::Ending;
 use crate::runtime::{CallbackKind, Notification};
-use crate::thread::{ExceptionState, FrameKind, Funclet, Lifecycle, Mode, StackEntry, Thread};
+use crate::thread::{
+    ExceptionState, FrameKind, Funclet, Lifecycle, Mode, Overrun, OverrunFill, StackEntry, Thread,
+};
 use corprof::flags::SuspendReason;
 use corprof::{HResult, ProfilerInfo, ThreadId};
 
@@ -206,8 +208,13 @@ impl Run<'_> {
                 self.note(t, line, describe);
                 Done::Next
             }
-            Op::Overrun => {
-                let leaf = self.rt.lock().threads[t].stack.first().copied();
+            Op::Overrun(into) => {
+                let (leaf, cooperative) = {
+                    let st = self.rt.lock();
+                    let thread = &st.threads[t];
+                    let cooperative = thread.is_managed() && thread.mode == Mode::Cooperative;
+                    (thread.stack.first().copied(), cooperative)
+                };
                 let native = match leaf {
                     Some(StackEntry::Call { function, .. }) => {
                         self.rt.with_code(|c| !c.function(function).kind.is_managed())
@@ -221,11 +228,42 @@ impl Run<'_> {
                         "overruns a buffer, but its leaf frame is not native code",
                     );
                 }
+                let fill = match into {
+                    None => OverrunFill::Text,
+                    // A walk of a cooperative thread is seeded from the unwound context,
+                    // which would hand the runtime a frame pointer into another stack: what
+                    // CoreCLR reports then was never observed, so it is not modelled.
+                    Some(_) if cooperative => {
+                        return self.unbalanced(
+                            t,
+                            line,
+                            "overruns a buffer with pointers in cooperative mode (an FCall): only a thread in preemptive mode, whose walk starts from its Frames, may",
+                        )
+                    }
+                    Some(x) => {
+                        let st = self.rt.lock();
+                        let other = &st.threads[x];
+                        match other.layout.calls.first() {
+                            Some(call) if x != t && other.lifecycle != Lifecycle::Deleted => {
+                                OverrunFill::Pointer(call.rsp)
+                            }
+                            _ => {
+                                drop(st);
+                                return self.unbalanced(
+                                    t,
+                                    line,
+                                    "overruns a buffer with pointers into a stack that is not another live thread's",
+                                );
+                            }
+                        }
+                    }
+                };
                 self.edit_stack(t, instr, |thread| {
                     if thread.overrun.is_some() {
                         return Err("overruns a buffer again: one overrun frame per thread");
                     }
-                    thread.overrun = Some(thread.stack.len() - 1);
+                    let depth = thread.stack.len() - 1;
+                    thread.overrun = Some(Overrun { depth, fill });
                     Ok(())
                 })
             }
@@ -385,7 +423,7 @@ impl Run<'_> {
         let mut st = self.rt.lock();
         let thread = &mut st.threads[t];
         let mut edited = edit(thread);
-        if edited.is_ok() && thread.overrun.is_some_and(|depth| thread.stack.len() <= depth) {
+        if edited.is_ok() && thread.overrun.is_some_and(|o| thread.stack.len() <= o.depth) {
             edited = Err(OVERRUN_RETURN);
         }
         if edited.is_ok() {
