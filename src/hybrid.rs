@@ -33,6 +33,9 @@ struct Mismatch {
 /// The summary `--json` prints.
 #[derive(Serialize)]
 struct Summary {
+    seed: u64,
+    /// `windows`, `unix` or `all`.
+    platform: &'static str,
     processes: usize,
     walks: usize,
     mismatches: Vec<Mismatch>,
@@ -94,6 +97,11 @@ pub fn run(
     let strategy = random_stack();
     let bar = Progress::new(processes as u64, json, "processes");
     let mut summary = Summary {
+        seed,
+        platform: match platforms {
+            [one] => one,
+            _ => "all",
+        },
         processes: 0,
         walks: 0,
         mismatches: Vec::new(),

@@ -69,6 +69,8 @@ const KINDS: [Kind; 3] = [
     Kind {
         command: "walk-fuzz",
         keys: &[
+            ("seed", Rule::Same),
+            ("platform", Rule::Same),
             ("processes", Rule::Sum),
             ("walks", Rule::Sum),
             ("mismatches", Rule::Join("process")),

@@ -328,6 +328,10 @@ fn walk_fuzz_walks_random_processes_and_refuses_to_check_nothing() {
         (summary["processes"].as_u64(), summary["walks"].as_u64()),
         (Some(2), Some(2))
     );
+    assert_eq!(
+        (summary["seed"].as_u64(), summary["platform"].as_str()),
+        (Some(1), Some("unix"))
+    );
     assert_eq!(simclr(&["walk-fuzz", "--processes", "0"]).status.code(), Some(2));
     assert_eq!(
         simclr(&["walk-fuzz", "--platform", "beos"]).status.code(),
@@ -826,6 +830,16 @@ fn merged_shards_equal_the_whole_run() {
                 "the mutant fails somewhere: {report}"
             );
         }
+        // A shard of another seed's run: an error, whatever the kind.
+        let other = simclr(&[args, &["--json", "--shard", "1/3", "--seed", "2"]].concat());
+        let other_file = dir.join(format!("{}-seed2.json", args[0]));
+        std::fs::write(&other_file, &other.stdout).unwrap();
+        let mixed = simclr(&["merge", &reports[0], other_file.to_str().unwrap(), &reports[2]]);
+        assert_eq!(mixed.status.code(), Some(2), "{args:?}: {mixed:?}");
+        assert!(
+            String::from_utf8_lossy(&mixed.stderr).contains("shards of different runs"),
+            "{mixed:?}"
+        );
         // Not every shard: an error naming the missing one.
         let missing = simclr(&["merge", &reports[0], &reports[1]]);
         assert_eq!(missing.status.code(), Some(2));

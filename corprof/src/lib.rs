@@ -14,9 +14,11 @@
 //!
 //! [`com`] holds the same API at the COM ABI level (vtables, IIDs) for native profilers.
 //!
-//! With the `mock` feature, `MockProfilerInfo` and `MockProfilerCallback` (mockall) are
-//! available for unit tests that need no runtime at all, and `mock::report_frames` makes a
-//! mocked `DoStackSnapshot` call the profiler's callback as the runtime does.
+//! With the `mock` feature, every trait has a mockall mock for unit tests that need no
+//! runtime at all (`MockProfilerInfo`, `MockProfilerCallback`, `metadata::MockMetaDataImport`,
+//! `os::MockThreadControl`, `os::MockSync`, `modules::MockModules`); `mock::report_frames`
+//! makes a mocked `DoStackSnapshot` call the profiler's callback as the runtime does, and
+//! `mock::FakeOs` is an OS layer that answers and checks every call as the simulator does.
 
 // Only the COM ABI module (`com`) declares `unsafe` functions: the vtable slots.
 #![deny(unsafe_code)]

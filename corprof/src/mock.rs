@@ -1,5 +1,11 @@
-//! Helpers for [`MockProfilerInfo`](crate::MockProfilerInfo) (feature `mock`): a mocked
-//! `DoStackSnapshot` that calls the profiler's callback as the runtime does.
+//! Test doubles for profiler code (feature `mock`): [`report_frames`], a mocked
+//! `DoStackSnapshot` for [`MockProfilerInfo`](crate::MockProfilerInfo) that calls the
+//! profiler's callback as the runtime does, and [`FakeOs`], an operating system that answers
+//! and checks the OS layer's calls as the simulator does.
+
+mod fake_os;
+
+pub use fake_os::{FakeOs, FakeThread, Misuse, SAMPLER_THREAD};
 
 use crate::{FrameInfo, FunctionId, HResult, SnapshotFrame, StackSnapshotCallback};
 

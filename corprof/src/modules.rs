@@ -70,6 +70,7 @@ impl LoadedModule {
 }
 
 /// The process's module list and image memory.
+#[cfg_attr(feature = "mock", mockall::automock)]
 pub trait Modules: Send + Sync {
     /// Every loaded module, in address order.
     fn loaded_modules(&self) -> Vec<LoadedModule>;

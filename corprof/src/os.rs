@@ -119,6 +119,7 @@ impl std::fmt::Display for SignalFlags {
 }
 
 /// Thread control: what a sampler does to the threads it samples.
+#[cfg_attr(feature = "mock", mockall::automock)]
 pub trait ThreadControl: Send + std::marker::Sync {
     /// The calling thread.
     fn current_thread(&self) -> OsThread;
@@ -177,6 +178,7 @@ pub struct MutexId(pub u32);
 pub struct EventId(pub u32);
 
 /// Synchronization and time, as the simulator's scheduler must see them.
+#[cfg_attr(feature = "mock", mockall::automock)]
 pub trait Sync: Send + std::marker::Sync {
     /// A new, unlocked, non-recursive mutex. Implementations may treat `name` as a named
     /// object: the simulator opens an existing mutex of that name (its own locks included).

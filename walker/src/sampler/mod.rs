@@ -372,6 +372,11 @@ impl<O: Os> Sampler<O> {
         &self.config
     }
 
+    /// The OS layer it runs on (a test double's record of the calls, for instance).
+    pub fn os(&self) -> &O {
+        &self.os
+    }
+
     /// Asks the sampler and the watchdog to stop after their current step.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Release);
