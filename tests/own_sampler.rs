@@ -1,0 +1,134 @@
+//! A sampler of one's own, judged by the public oracle. A profiler team's Windows-design
+//! sampler (`SuspendThread`, `GetThreadContext`, the hybrid walk, `ResumeThread`), written
+//! here from scratch against `corprof` and `walker` as a user's crate would, runs in a
+//! pitfall's process; `fixtures::sampling::Judge` judges each of its samples against the
+//! ground truth at the instant the target stopped, with the verdicts the reference gets.
+
+use corprof::os::{Sync as _, ThreadControl};
+use corprof::ProfilerInfo;
+use fixtures::sampling::Judge;
+use sim_clr::process::{unobserved, Process, SimOs, Strategy, ThreadBody};
+use sim_clr::runtime::Runtime;
+use sim_clr::scenario::Scenario;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use walker::hybrid::{resolve_with, HybridOutcome, HybridWalker, Stopped};
+use walker::images::Images;
+use walker::sampler::Method;
+use walker::unwind::StackBounds;
+
+/// The team's sampler: three rounds over every other managed thread. With `drop_leaf` it
+/// reports its samples without their leaf frame (the bug of a collector that skips the
+/// interrupted frame, thinking it is the sampler's own).
+fn team_sampler(drop_leaf: bool, judged: Arc<AtomicU64>) -> ThreadBody {
+    Arc::new(move |rt: &Runtime, os: &SimOs| {
+        let info: &dyn ProfilerInfo = rt;
+        info.initialize_current_thread();
+        let images = Images::load(os).expect("the module list");
+        let unwinder = images.unwinder().expect("unwind data");
+        let mut walker = HybridWalker::with_capacity(256);
+        let mut judge = Judge::default();
+        let me = os.current_thread();
+        for _ in 0..3 {
+            // A real sampler knows its threads from ThreadAssignedToOSThread; this one asks
+            // the simulator, outside the process.
+            let targets: Vec<_> = unobserved(|| {
+                let threads = rt.threads().into_iter();
+                threads
+                    .filter(|t| t.is_managed() && t.os_id != me.0)
+                    .map(|t| (t.id, corprof::os::OsThread(t.os_id)))
+                    .collect()
+            });
+            for (thread, target) in targets {
+                if os.suspend_thread(target).is_err() {
+                    continue;
+                }
+                let (Ok(context), Ok((limit, base))) =
+                    (os.get_thread_context(target), os.stack_bounds(target))
+                else {
+                    let _ = os.resume_thread(target);
+                    continue;
+                };
+                if let Some(verdict) = unobserved(|| judge.stopped(rt, thread, Method::Suspend)) {
+                    verdict.report(os);
+                }
+                let stopped = Stopped {
+                    thread,
+                    context: &context,
+                    bounds: StackBounds { limit, base },
+                };
+                let mut read = |a| os.read_stack(target, a).ok();
+                let outcome = walker.walk(info, &unwinder, &stopped, &mut read, &mut resolve_with(info));
+                let _ = os.resume_thread(target);
+                let frames = walker.frames();
+                let frames = if drop_leaf {
+                    &frames[1.min(frames.len())..]
+                } else {
+                    frames
+                };
+                let truncated = outcome == HybridOutcome::Full;
+                judged.fetch_add(1, Ordering::Relaxed);
+                if let Some(verdict) =
+                    unobserved(|| judge.sample(rt, thread, frames, truncated, Method::Suspend))
+                {
+                    verdict.report(os);
+                }
+            }
+            os.sleep(Duration::from_millis(1));
+        }
+    })
+}
+
+/// Pitfall `name`'s process with the team's sampler on its `sampler` thread, counting the
+/// samples judged into `judged`.
+fn process(name: &str, drop_leaf: bool, judged: &Arc<AtomicU64>) -> Process {
+    let (_, text) = fixtures::pitfall_catalog()
+        .iter()
+        .find(|(file, _)| file.strip_suffix(".toml") == Some(name))
+        .expect("a pitfall");
+    let mut process = Process::new(Scenario::parse(name, text).unwrap());
+    process
+        .thread_body("sampler", team_sampler(drop_leaf, judged.clone()))
+        .unwrap();
+    process
+        .thread_body("watchdog", Arc::new(|_: &Runtime, _: &SimOs| {}))
+        .unwrap();
+    process
+}
+
+#[test]
+fn the_oracle_passes_a_correct_sampler_of_ones_own() {
+    // A helper on top, a buffer overrun, a frame pointer into another stack: the team's walk
+    // stops where a correct one must, and every sample is judged right.
+    for pitfall in [
+        "s29-helper-on-top",
+        "s33-stack-overrun",
+        "s35-frame-pointer-into-another-stack",
+    ] {
+        let judged = Arc::new(AtomicU64::new(0));
+        let report = process(pitfall, false, &judged).explore(Strategy::Pct(3), 200, 1, |_, _| {});
+        assert_eq!(
+            report.outcomes.keys().collect::<Vec<_>>(),
+            ["ok"],
+            "{pitfall}: {report:?}"
+        );
+        let judged = judged.load(Ordering::Relaxed);
+        assert!(
+            judged >= 200,
+            "{pitfall}: only {judged} samples judged in 200 runs"
+        );
+    }
+}
+
+#[test]
+fn the_oracle_catches_a_sampler_of_ones_own_that_drops_a_frame() {
+    let judged = Arc::new(AtomicU64::new(0));
+    let report = process("s33-stack-overrun", true, &judged).explore(Strategy::Pct(3), 200, 1, |_, _| {});
+    let failure = report.first_failure.expect("caught").fault;
+    assert_eq!(failure.kind, "wrong_sample", "{failure:?}");
+    assert!(
+        failure.message.contains("the sample of main is wrong"),
+        "{failure:?}"
+    );
+}
