@@ -132,3 +132,43 @@ fn the_oracle_catches_a_sampler_of_ones_own_that_drops_a_frame() {
         "{failure:?}"
     );
 }
+
+#[test]
+fn the_pitfall_catalog_runs_against_a_sampler_of_ones_own_in_one_call() {
+    let judged = Arc::new(AtomicU64::new(0));
+    let attach = |process: &mut Process| -> Result<(), String> {
+        process
+            .thread_body("sampler", team_sampler(false, judged.clone()))
+            .map_err(|e| e.to_string())?;
+        process
+            .thread_body("watchdog", Arc::new(|_: &Runtime, _: &SimOs| {}))
+            .map_err(|e| e.to_string())?;
+        Ok(())
+    };
+    // Every Windows-design pitfall whose profiler threads are a sampler and a watchdog.
+    let reports =
+        fixtures::sampling::explore_pitfalls(&["sampler", "watchdog"], &attach, Strategy::Pct(3), 100, 1)
+            .unwrap();
+    let outcomes = |name: &str| {
+        let report = reports.iter().find(|r| r.scenario == name).expect(name);
+        report.outcomes.keys().cloned().collect::<Vec<_>>()
+    };
+    assert!(reports.len() > 20, "{} pitfalls run", reports.len());
+    assert!(reports.iter().all(|r| r.schedules_run == 100));
+    // Where the design holds.
+    for name in [
+        "s29-helper-on-top",
+        "s33-stack-overrun",
+        "s35-frame-pointer-into-another-stack",
+    ] {
+        assert_eq!(outcomes(name), ["ok"], "{name}");
+    }
+    // What it lacks, found by the stories written for the reference: a watchdog (a target
+    // stopped holding the code manager's lock), a stack-pointer check (a seed off the stack),
+    // a stop when the application crashes, a lock shared with ThreadDestroyed.
+    assert!(outcomes("s05-code-manager-lock").contains(&"deadlock".to_string()));
+    assert!(outcomes("s12-hijacked-rsp").contains(&"wrong_sample".to_string()));
+    assert_eq!(outcomes("s20-crash"), ["sampled_after_crash"]);
+    assert!(outcomes("s07-thread-exits").contains(&"wrong_sample".to_string()));
+    assert!(judged.load(Ordering::Relaxed) > 0);
+}
