@@ -3,6 +3,7 @@
 use crate::hosted::loader as hosted_loader;
 #[cfg(unix)]
 use crate::out::{out, outln};
+use crate::own::{self, OwnSampler};
 use crate::progress::Progress;
 use crate::{load, print_json};
 use fixtures::sampling::Variant;
@@ -39,7 +40,8 @@ pub fn cores() -> usize {
 
 /// The profiler code a process's runs carry.
 pub enum Profiler {
-    /// `reference`, or the mutant of the sampler to put on `body = "sampler"` threads.
+    /// The sampler to put on the profiler threads (`body = "sampler"`, …): `reference`, a
+    /// mutant, or one of the binary's own.
     Builtin(String),
     /// A native profiler library hosted afresh in every run (`--profiler LIB --clsid GUID`).
     Hosted {
@@ -63,7 +65,8 @@ impl Profiler {
                 clsid,
                 isolation,
             } => format!(
-                "simclr replay {} --profiler {} --clsid {clsid}{} --schedule {schedule}",
+                "{} replay {} --profiler {} --clsid {clsid}{} --schedule {schedule}",
+                own::program(),
                 file.display(),
                 library.display(),
                 if isolation.is_some() { "" } else { " --in-process" }
@@ -72,17 +75,44 @@ impl Profiler {
     }
 }
 
-/// The sampler named `sampler` (`reference` or a mutant), or (exit 2, with the names there
-/// are) none.
-pub fn variant(sampler: &str) -> Result<Variant, ExitCode> {
-    fixtures::sampling::variant(sampler).ok_or_else(|| {
-        let names: Vec<&str> = fixtures::sampling::mutants().iter().map(|m| m.name).collect();
-        eprintln!(
-            "error: no sampler is named `{sampler}` (reference, {})",
-            names.join(", ")
-        );
-        ExitCode::from(2)
-    })
+/// A sampler `--sampler` names.
+pub enum Chosen {
+    /// The reference, or one of its mutants.
+    BuiltIn(Variant),
+    /// One the binary was built with ([`crate::main_with`]).
+    Own(&'static OwnSampler),
+}
+
+impl Chosen {
+    /// `scenario`'s process with this sampler on its profiler threads.
+    pub fn process(&self, scenario: Scenario) -> Result<Process, String> {
+        match self {
+            Chosen::BuiltIn(variant) => fixtures::sampling::process(scenario, *variant),
+            Chosen::Own(own) => {
+                let mut process = Process::new(scenario);
+                (own.attach)(&mut process)?;
+                Ok(process)
+            }
+        }
+    }
+}
+
+/// The sampler named `sampler` (`reference`, a mutant, or one of the binary's own), or (exit
+/// 2, with the names there are) none.
+pub fn chosen(sampler: &str) -> Result<Chosen, ExitCode> {
+    if let Some(variant) = fixtures::sampling::variant(sampler) {
+        return Ok(Chosen::BuiltIn(variant));
+    }
+    if let Some(own) = own::find(sampler) {
+        return Ok(Chosen::Own(own));
+    }
+    let mutants = fixtures::sampling::mutants();
+    let names: Vec<&str> = std::iter::once("reference")
+        .chain(own::names())
+        .chain(mutants.iter().map(|m| m.name))
+        .collect();
+    eprintln!("error: no sampler is named `{sampler}` ({})", names.join(", "));
+    Err(ExitCode::from(2))
 }
 
 /// The command that replays `schedule` of `file` with `sampler` on its sampler threads.
@@ -92,7 +122,11 @@ pub fn replay_command(file: &Path, sampler: &str, schedule: &str) -> String {
     } else {
         format!(" --sampler {sampler}")
     };
-    format!("simclr replay {}{variant} --schedule {schedule}", file.display())
+    format!(
+        "{} replay {}{variant} --schedule {schedule}",
+        own::program(),
+        file.display()
+    )
 }
 
 /// The scenario's process with `profiler` attached: the built-in code its `body` fields name
@@ -103,11 +137,9 @@ fn attach(file: &Path, scenario: Scenario, profiler: &Profiler) -> Result<Proces
         ExitCode::from(2)
     };
     match profiler {
-        Profiler::Builtin(sampler) => {
-            let variant = variant(sampler)?;
-            fixtures::sampling::process(scenario, variant)
-                .map_err(|e| fail(format!("{}:{e}", file.display())))
-        }
+        Profiler::Builtin(sampler) => chosen(sampler)?
+            .process(scenario)
+            .map_err(|e| fail(format!("{}:{e}", file.display()))),
         Profiler::Hosted {
             library,
             clsid,

@@ -1,10 +1,10 @@
 //! `simclr fuzz`: a sampler in random processes under random and PCT schedules; each failure
 //! is shrunk and written out as a scenario file with the schedule that replays it.
 
-use crate::explore::{replay_command, variant};
+use crate::explore::{chosen, replay_command};
 use crate::out::outln;
 use crate::progress::Progress;
-use fixtures::fuzz::{built_in, fuzz, Failure, Options};
+use fixtures::fuzz::{fuzz, Failure, Options};
 use sim_clr::process::Shard;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -26,8 +26,8 @@ pub struct Budget {
     pub shard: Option<Shard>,
 }
 
-/// Fuzzes `sampler` (`reference` or a mutant) within `budget`, writing reproducers into
-/// `out`; exit 1 on any failure.
+/// Fuzzes `sampler` (`reference`, a mutant, or one of the binary's own) within `budget`,
+/// writing reproducers into `out`; exit 1 on any failure.
 pub fn run(budget: &Budget, sampler: &str, json: bool, out: &Path) -> ExitCode {
     let Budget {
         processes,
@@ -41,8 +41,8 @@ pub fn run(budget: &Budget, sampler: &str, json: bool, out: &Path) -> ExitCode {
         eprintln!("error: --processes and --schedules must be at least 1");
         return ExitCode::from(2);
     }
-    let variant = match variant(sampler) {
-        Ok(v) => v,
+    let sampler_code = match chosen(sampler) {
+        Ok(c) => c,
         Err(code) => return code,
     };
     let bar = Progress::new(processes, json, "processes");
@@ -56,10 +56,14 @@ pub fn run(budget: &Budget, sampler: &str, json: bool, out: &Path) -> ExitCode {
         max_failures: None,
         platform,
     };
-    let report = fuzz(options, &built_in(variant), |done, failures| {
-        bar.set_position(done);
-        bar.set_message(format!("{failures} failures"));
-    });
+    let report = fuzz(
+        options,
+        &move |scenario| sampler_code.process(scenario),
+        |done, failures| {
+            bar.set_position(done);
+            bar.set_message(format!("{failures} failures"));
+        },
+    );
     bar.finish();
     let report = match report {
         Ok(r) => r,
@@ -71,7 +75,9 @@ pub fn run(budget: &Budget, sampler: &str, json: bool, out: &Path) -> ExitCode {
     let mut files = Vec::new();
     for f in &report.failures {
         let only = platform.map(|p| format!(" --platform {p}")).unwrap_or_default();
-        let origin = format!("simclr fuzz --seed {seed} --sampler {sampler} --schedules {schedules}{only}");
+        let program = crate::own::program();
+        let origin =
+            format!("{program} fuzz --seed {seed} --sampler {sampler} --schedules {schedules}{only}");
         match write_reproducer(out, f, sampler, seed, &origin) {
             Ok(file) => files.push(file),
             Err(code) => return code,

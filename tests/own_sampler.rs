@@ -1,85 +1,19 @@
 //! A sampler of one's own, judged by the public oracle. A profiler team's Windows-design
 //! sampler (`SuspendThread`, `GetThreadContext`, the hybrid walk, `ResumeThread`), written
-//! here from scratch against `corprof` and `walker` as a user's crate would, runs in a
-//! pitfall's process; `fixtures::sampling::Judge` judges each of its samples against the
+//! from scratch against `corprof` and `walker` as a user's crate would
+//! (`examples/team_sampler/sampler.rs`), runs in a pitfall's process; `fixtures::sampling::Judge` judges each of its samples against the
 //! ground truth at the instant the target stopped, with the verdicts the reference gets. The
 //! pitfall catalog and the fuzzer run it too.
 
-use corprof::os::{Sync as _, ThreadControl};
-use corprof::ProfilerInfo;
-use fixtures::sampling::Judge;
-use sim_clr::process::{unobserved, Process, SimOs, Strategy, ThreadBody};
+#[path = "../examples/team_sampler/sampler.rs"]
+mod sampler;
+
+use sampler::team_sampler;
+use sim_clr::process::{Process, SimOs, Strategy};
 use sim_clr::runtime::Runtime;
 use sim_clr::scenario::Scenario;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
-use walker::hybrid::{resolve_with, HybridOutcome, HybridWalker, Stopped};
-use walker::images::Images;
-use walker::sampler::Method;
-use walker::unwind::StackBounds;
-
-/// The team's sampler: three rounds over every other managed thread. With `drop_leaf` it
-/// reports its samples without their leaf frame (the bug of a collector that skips the
-/// interrupted frame, thinking it is the sampler's own).
-fn team_sampler(drop_leaf: bool, judged: Arc<AtomicU64>) -> ThreadBody {
-    Arc::new(move |rt: &Runtime, os: &SimOs| {
-        let info: &dyn ProfilerInfo = rt;
-        info.initialize_current_thread();
-        let images = Images::load(os).expect("the module list");
-        let unwinder = images.unwinder().expect("unwind data");
-        let mut walker = HybridWalker::with_capacity(256);
-        let mut judge = Judge::default();
-        let me = os.current_thread();
-        for _ in 0..3 {
-            // A real sampler knows its threads from ThreadAssignedToOSThread; this one asks
-            // the simulator, outside the process.
-            let targets: Vec<_> = unobserved(|| {
-                let threads = rt.threads().into_iter();
-                threads
-                    .filter(|t| t.is_managed() && t.os_id != me.0)
-                    .map(|t| (t.id, corprof::os::OsThread(t.os_id)))
-                    .collect()
-            });
-            for (thread, target) in targets {
-                if os.suspend_thread(target).is_err() {
-                    continue;
-                }
-                let (Ok(context), Ok((limit, base))) =
-                    (os.get_thread_context(target), os.stack_bounds(target))
-                else {
-                    let _ = os.resume_thread(target);
-                    continue;
-                };
-                if let Some(verdict) = unobserved(|| judge.stopped(rt, thread, Method::Suspend)) {
-                    verdict.report(os);
-                }
-                let stopped = Stopped {
-                    thread,
-                    context: &context,
-                    bounds: StackBounds { limit, base },
-                };
-                let mut read = |a| os.read_stack(target, a).ok();
-                let outcome = walker.walk(info, &unwinder, &stopped, &mut read, &mut resolve_with(info));
-                let _ = os.resume_thread(target);
-                let frames = walker.frames();
-                let frames = if drop_leaf {
-                    &frames[1.min(frames.len())..]
-                } else {
-                    frames
-                };
-                let truncated = outcome == HybridOutcome::Full;
-                judged.fetch_add(1, Ordering::Relaxed);
-                if let Some(verdict) =
-                    unobserved(|| judge.sample(rt, thread, frames, truncated, Method::Suspend))
-                {
-                    verdict.report(os);
-                }
-            }
-            os.sleep(Duration::from_millis(1));
-        }
-    })
-}
 
 /// Pitfall `name`'s process with the team's sampler on its `sampler` thread, counting the
 /// samples judged into `judged`.
@@ -174,22 +108,10 @@ fn the_pitfall_catalog_runs_against_a_sampler_of_ones_own_in_one_call() {
     assert!(judged.load(Ordering::Relaxed) > 0);
 }
 
-/// Attaches the team's sampler to every profiler thread of a random process: its sampler
-/// bodies (whichever method the generator drew) run the team's code; the watchdog and the
-/// profiler's managed exporter thread have nothing to do in this design.
+/// A random process with the team's sampler on its profiler threads.
 fn attach_everywhere(scenario: Scenario) -> Result<Process, String> {
     let mut process = Process::new(scenario);
-    let named: Vec<(String, String)> = process
-        .named_bodies()
-        .map(|(thread, body)| (thread.to_string(), body.name.clone()))
-        .collect();
-    for (thread, body) in named {
-        let code: ThreadBody = match body.as_str() {
-            "watchdog" | "exporter" => Arc::new(|_: &Runtime, _: &SimOs| {}),
-            _ => team_sampler(false, Arc::new(AtomicU64::new(0))),
-        };
-        process.thread_body(&thread, code).map_err(|e| e.to_string())?;
-    }
+    sampler::attach(&mut process)?;
     Ok(process)
 }
 

@@ -1,0 +1,27 @@
+//! A profiler team's own `simclr`: the command line with their sampler added as `team`
+//! (`sampler.rs`), so every command that takes `--sampler` runs it, and each failure prints a
+//! replay command for this binary.
+//!
+//! ```text
+//! cargo run --release --example team_sampler -- explore fixtures/pitfalls/s33-stack-overrun.toml --sampler team
+//! cargo run --release --example team_sampler -- explore fixtures/pitfalls/s05-code-manager-lock.toml --sampler team
+//! cargo run --release --example team_sampler -- fuzz --sampler team --platform windows --processes 20
+//! ```
+
+mod sampler;
+
+use sim_clr::process::HeapLockAllocator;
+use simclr::OwnSampler;
+use std::sync::Arc;
+
+/// Profiler code allocates as real code does: on a simulated thread, an allocation takes the
+/// process heap lock.
+#[global_allocator]
+static ALLOCATOR: HeapLockAllocator<std::alloc::System> = HeapLockAllocator(std::alloc::System);
+
+fn main() -> std::process::ExitCode {
+    simclr::main_with(vec![OwnSampler {
+        name: "team".into(),
+        attach: Arc::new(sampler::attach),
+    }])
+}
