@@ -72,6 +72,42 @@ fn the_header_compiles_as_c11_and_cpp17_without_warnings() {
 }
 
 #[test]
+fn pkg_config_gives_the_flags_that_build_a_c_program() {
+    let libs = libraries();
+    let root = root();
+    let flags = Command::new("pkg-config")
+        .env("PKG_CONFIG_PATH", root.join("include"))
+        .arg(format!("--define-variable=prefix={}", root.display()))
+        .arg(format!("--define-variable=libdir={}", libs.display()))
+        .args(["--cflags", "--libs", "simclr_host"])
+        .output();
+    let Ok(flags) = flags else {
+        eprintln!("skipped: pkg-config is not installed");
+        return;
+    };
+    assert!(flags.status.success(), "{flags:?}");
+    let flags = String::from_utf8(flags.stdout).unwrap();
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("capi");
+    std::fs::create_dir_all(&out).unwrap();
+    let exe = out.join("capi-pkg-config");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/capi.c");
+    run(compiler(false)
+        .to_command()
+        .args(["-std=c11", "-Wall", "-Werror"])
+        .arg(&source)
+        .arg("-o")
+        .arg(&exe)
+        .args(flags.split_whitespace()));
+    // Without arguments it runs its in-memory checks only.
+    let text = run(&mut Command::new(&exe));
+    assert!(!text.contains("FAILED"), "{text}");
+    assert!(
+        text.lines().filter(|l| l.starts_with("ok ")).count() >= 8,
+        "{text}"
+    );
+}
+
+#[test]
 fn a_c_program_uses_the_dynamic_and_the_static_library() {
     let libs = libraries();
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("capi");

@@ -61,8 +61,9 @@ pub enum Truncation {
     Snapshot(HResult),
     /// The runtime reported a native run without a context to unwind it from.
     NoContext,
-    /// The target's stack could no longer be read before `DoStackSnapshot` (it runs again, as
-    /// after a watchdog's rescue): the runtime was not asked to walk it.
+    /// The target's stack could not be read at its stack pointer before `DoStackSnapshot`:
+    /// it runs again (as after a watchdog's rescue), or its stack pointer lies off its stack.
+    /// The runtime was not asked to walk it.
     Resumed,
 }
 
@@ -73,7 +74,10 @@ impl std::fmt::Display for Truncation {
             Truncation::NoUnwindInfo(ip) => write!(f, "no unwind data for the interrupted frame at {ip:#x}"),
             Truncation::Snapshot(hr) => write!(f, "DoStackSnapshot failed: {hr}"),
             Truncation::NoContext => write!(f, "a native run without a context"),
-            Truncation::Resumed => write!(f, "the target ran again before DoStackSnapshot"),
+            Truncation::Resumed => write!(
+                f,
+                "the stack was unreadable at the stack pointer before DoStackSnapshot (the target ran again, or its stack pointer is bad)"
+            ),
         }
     }
 }
@@ -275,9 +279,10 @@ impl HybridWalker {
                 Some(seed)
             }
         };
-        // A target that runs again (its stack unreadable) is not walked: on Windows a
-        // cross-thread DoStackSnapshot suspends it itself, and would then wait for any lock it
-        // holds (the code manager's, say) with nobody left to resume it.
+        // A target whose stack is unreadable at its stack pointer (it runs again, or the
+        // pointer is bad) is not walked: on Windows a cross-thread DoStackSnapshot of a running
+        // target suspends it itself, and would then wait for any lock it holds (the code
+        // manager's, say) with nobody left to resume it.
         if read(context.rsp).is_none() {
             self.cut(Truncation::Resumed);
             return HybridOutcome::Complete;

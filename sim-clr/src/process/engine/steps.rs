@@ -208,65 +208,17 @@ impl Run<'_> {
                 self.note(t, line, describe);
                 Done::Next
             }
-            Op::Overrun(into) => {
-                let (leaf, cooperative) = {
-                    let st = self.rt.lock();
-                    let thread = &st.threads[t];
-                    let cooperative = thread.is_managed() && thread.mode == Mode::Cooperative;
-                    (thread.stack.first().copied(), cooperative)
-                };
-                let native = match leaf {
-                    Some(StackEntry::Call { function, .. }) => {
-                        self.rt.with_code(|c| !c.function(function).kind.is_managed())
-                    }
-                    _ => false,
-                };
-                if !native {
-                    return self.unbalanced(
-                        t,
-                        line,
-                        "overruns a buffer, but its leaf frame is not native code",
-                    );
-                }
-                let fill = match into {
-                    None => OverrunFill::Text,
-                    // A walk of a cooperative thread is seeded from the unwound context,
-                    // which would hand the runtime a frame pointer into another stack: what
-                    // CoreCLR reports then was never observed, so it is not modelled.
-                    Some(_) if cooperative => {
-                        return self.unbalanced(
-                            t,
-                            line,
-                            "overruns a buffer with pointers in cooperative mode (an FCall): only a thread in preemptive mode, whose walk starts from its Frames, may",
-                        )
-                    }
-                    Some(x) => {
-                        let st = self.rt.lock();
-                        let other = &st.threads[x];
-                        match other.layout.calls.first() {
-                            Some(call) if x != t && other.lifecycle != Lifecycle::Deleted => {
-                                OverrunFill::Pointer(call.rsp)
-                            }
-                            _ => {
-                                drop(st);
-                                return self.unbalanced(
-                                    t,
-                                    line,
-                                    "overruns a buffer with pointers into a stack that is not another live thread's",
-                                );
-                            }
-                        }
-                    }
-                };
-                self.edit_stack(t, instr, |thread| {
+            Op::Overrun(into) => match self.overrun_fill(t, into) {
+                Err(why) => self.unbalanced(t, line, why),
+                Ok(fill) => self.edit_stack(t, instr, |thread| {
                     if thread.overrun.is_some() {
                         return Err("overruns a buffer again: one overrun frame per thread");
                     }
                     let depth = thread.stack.len() - 1;
                     thread.overrun = Some(Overrun { depth, fill });
                     Ok(())
-                })
-            }
+                }),
+            },
             Op::InitThread => {
                 if self.passes(t, LockId::LOADER).is_err() {
                     return self.waits_for_lock(t, line, "InitializeCurrentThread", LockId::LOADER);
@@ -408,6 +360,37 @@ impl Run<'_> {
                     Done::Block(Wait::Event(e, u64::MAX))
                 }
             }
+        }
+    }
+
+    /// What an `overrun` step of `t` writes over its leaf frame (pointers into the stack of
+    /// thread `into`, else text), or why it cannot: the leaf must be native code, and pointers
+    /// need another live thread with a stack and `t` in preemptive mode. A walk of a
+    /// cooperative thread is seeded from the unwound context, which would hand the runtime a
+    /// frame pointer into another stack: what CoreCLR reports then was never observed, so it
+    /// is not modelled.
+    fn overrun_fill(&self, t: usize, into: Option<usize>) -> Result<OverrunFill, &'static str> {
+        let st = self.rt.lock();
+        let thread = &st.threads[t];
+        let native = match thread.stack.first() {
+            Some(StackEntry::Call { function, .. }) => !st.code.function(*function).kind.is_managed(),
+            _ => false,
+        };
+        if !native {
+            return Err("overruns a buffer, but its leaf frame is not native code");
+        }
+        let Some(x) = into else {
+            return Ok(OverrunFill::Text);
+        };
+        if thread.is_managed() && thread.mode == Mode::Cooperative {
+            return Err("overruns a buffer with pointers in cooperative mode (an FCall): only a thread in preemptive mode, whose walk starts from its Frames, may");
+        }
+        let other = &st.threads[x];
+        match other.layout.calls.first() {
+            Some(call) if x != t && other.lifecycle != Lifecycle::Deleted => {
+                Ok(OverrunFill::Pointer(call.rsp))
+            }
+            _ => Err("overruns a buffer with pointers into a stack that is not another live thread's"),
         }
     }
 
