@@ -337,3 +337,25 @@ fn the_reference_stops_a_profiler_thread_that_holds_the_samplers_own_lock() {
     let held = reference_stops_meeting("s34-profiler-thread", "profiler_lock", 200);
     assert!(held > 0, "no stop met the exporter holding the registry lock");
 }
+
+#[test]
+fn a_files_sampler_table_replaces_the_samplers_own_settings() {
+    let text = pitfall_text("s33-stack-overrun");
+    let once = text.replace("[explore]", "[sampler]\nrounds = 1\nmax_frames = 3\n\n[explore]");
+    let rate = |text: &str| {
+        let scenario = Scenario::parse("s33.toml", text).unwrap();
+        fixtures::sampling::rate(scenario, Strategy::Random, 50, 1).unwrap()
+    };
+    let (three, one) = (rate(text), rate(&once));
+    // One sample of its one application thread per round; cut at 3 frames, still judged right.
+    assert_eq!((three.samples, one.samples), (150, 50));
+    let p = process(Scenario::parse("s33.toml", &once).unwrap(), Variant::REFERENCE).unwrap();
+    let report = p.explore(Strategy::Pct(3), 100, 1, |_, _| {});
+    assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"], "{report:?}");
+    let zero = text.replace("[explore]", "[sampler]\nrounds = 0\n\n[explore]");
+    let error = Scenario::parse("s33.toml", &zero).unwrap_err().to_string();
+    assert!(
+        error.contains("rounds") && error.contains("between 1 and 10000"),
+        "{error}"
+    );
+}

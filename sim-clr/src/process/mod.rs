@@ -66,6 +66,22 @@ pub struct ProcessSpec {
     pub limits: Limits,
     /// How `simclr explore` runs the file by default, and what it must find.
     pub explore: ExploreSpec,
+    /// Settings of the built-in samplers its `body` fields name (`[sampler]`).
+    pub sampler: SamplerSettings,
+}
+
+/// The file's `[sampler]` table: settings of the built-in samplers (the reference and its
+/// mutants) that its `body` fields name. A setting left out keeps the sampler's own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SamplerSettings {
+    /// Rounds the sampler takes before it stops.
+    pub rounds: Option<u32>,
+    /// Frames a sample holds at most (deeper stacks are cut and flagged truncated).
+    pub max_frames: Option<u32>,
+    /// Virtual microseconds between rounds.
+    pub period_us: Option<u64>,
+    /// Milliseconds after which the watchdog resumes a thread the sampler suspended.
+    pub watchdog_ms: Option<u64>,
 }
 
 /// The file's `[explore]` table: the default exploration and its expected outcomes.

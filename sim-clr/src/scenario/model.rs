@@ -28,7 +28,18 @@ pub(crate) struct FileModel {
     pub profiler: Option<ProfilerModel>,
     pub limits: Option<LimitsModel>,
     pub explore: Option<ExploreModel>,
+    pub sampler: Option<SamplerModel>,
     pub host: Option<HostModel>,
+}
+
+/// Settings of the built-in samplers (`[sampler]`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SamplerModel {
+    pub rounds: Option<Spanned<u64>>,
+    pub max_frames: Option<Spanned<u64>>,
+    pub period_us: Option<Spanned<u64>>,
+    pub watchdog_ms: Option<Spanned<u64>>,
 }
 
 /// How the program drives a hosted native profiler library.

@@ -1,15 +1,18 @@
-//! Validation of a scenario's moving parts: thread programs, profiler handlers, locks, events
-//! and limits, into a [`ProcessSpec`].
+//! Validation of a scenario's moving parts: thread programs, profiler handlers, locks, events,
+//! limits and the built-in samplers' settings, into a [`ProcessSpec`].
 
 use super::error::{ScenarioError, Source};
-use super::model::{ExploreModel, FileModel, LimitsModel, ThreadModel};
+use super::model::{ExploreModel, FileModel, LimitsModel, SamplerModel, ThreadModel};
 use super::types::MAX_NAMES;
 use crate::code::CodeMap;
 use crate::process::program::{self, Instr, Line, Names, Op, RUNTIME_LOCKS};
-use crate::process::{Ending, ExploreSpec, Handlers, Limits, NamedBody, ProcessSpec, Program, Strategy};
+use crate::process::{
+    Ending, ExploreSpec, Handlers, Limits, NamedBody, ProcessSpec, Program, SamplerSettings, Strategy,
+};
 use crate::thread::Thread;
 use corprof::os::SignalFlags;
 use std::collections::HashSet;
+use std::ops::RangeInclusive;
 use toml::Spanned;
 
 type Res<T> = Result<T, ScenarioError>;
@@ -109,7 +112,42 @@ pub(super) fn process_spec(
         events,
         limits: limits(src, m.limits.as_ref())?,
         explore: explore(src, m.explore.as_ref())?,
+        sampler: sampler(src, m.sampler.as_ref())?,
     })
+}
+
+/// `[sampler]`: each setting within its range.
+fn sampler(src: &Source<'_>, m: Option<&SamplerModel>) -> Res<SamplerSettings> {
+    let Some(m) = m else {
+        return Ok(SamplerSettings::default());
+    };
+    let field = |v: &Option<Spanned<u64>>, name: &str, range: RangeInclusive<u64>| -> Res<Option<u64>> {
+        bounded(src, v, name, range)
+    };
+    Ok(SamplerSettings {
+        rounds: field(&m.rounds, "rounds", 1..=10_000)?.map(|v| v as u32),
+        max_frames: field(&m.max_frames, "max_frames", 1..=65_536)?.map(|v| v as u32),
+        period_us: field(&m.period_us, "period_us", 0..=60_000_000)?,
+        watchdog_ms: field(&m.watchdog_ms, "watchdog_ms", 1..=3_600_000)?,
+    })
+}
+
+/// An optional number within `range`: an error at its line naming `name` otherwise.
+fn bounded(
+    src: &Source<'_>,
+    v: &Option<Spanned<u64>>,
+    name: &str,
+    range: RangeInclusive<u64>,
+) -> Res<Option<u64>> {
+    match v {
+        Some(v) if !range.contains(v.get_ref()) => Err(src.error(
+            v.span(),
+            name,
+            format!("must be between {} and {}", range.start(), range.end()),
+        )),
+        Some(v) => Ok(Some(*v.get_ref())),
+        None => Ok(None),
+    }
 }
 
 /// `signal_flags`: `sa_flags` by name (`SA_RESTART`, `SA_SIGINFO`, `SA_ONSTACK`).
@@ -238,18 +276,9 @@ fn limits(src: &Source<'_>, m: Option<&LimitsModel>) -> Res<Limits> {
     let Some(m) = m else {
         return Ok(limits);
     };
-    let field =
-        |v: &Option<Spanned<u64>>, name: &str, range: std::ops::RangeInclusive<u64>| -> Res<Option<u64>> {
-            match v {
-                Some(v) if !range.contains(v.get_ref()) => Err(src.error(
-                    v.span(),
-                    name,
-                    format!("must be between {} and {}", range.start(), range.end()),
-                )),
-                Some(v) => Ok(Some(*v.get_ref())),
-                None => Ok(None),
-            }
-        };
+    let field = |v: &Option<Spanned<u64>>, name: &str, range: RangeInclusive<u64>| -> Res<Option<u64>> {
+        bounded(src, v, name, range)
+    };
     if let Some(v) = field(&m.step_us, "step_us", 1..=1_000_000)? {
         limits.step_us = v;
     }
