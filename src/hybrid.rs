@@ -164,10 +164,11 @@ pub fn run(
         for m in &summary.mismatches {
             let file = m.file.as_deref().unwrap_or("(not written)");
             outln!(
-                "process {} ({}): {} — reproduce with: simclr walk {file}",
+                "process {} ({}): {} — reproduce with: {} walk {file}",
                 m.process,
                 m.mode,
-                m.problem
+                m.problem,
+                crate::own::program(),
             );
         }
         let share = shard.map(|s| format!(" (shard {s})")).unwrap_or_default();

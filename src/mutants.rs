@@ -121,8 +121,12 @@ fn fuzzed(mutant: &Mutant, budget: &Budget, out: &Path) -> Result<Fuzzed, ExitCo
     };
     if let Some(f) = report.failures.first() {
         let origin = format!(
-            "simclr mutants --seed {} --fuzz-processes {} --fuzz-schedules {}, mutant {}",
-            budget.seed, budget.fuzz_processes, budget.fuzz_schedules, mutant.name
+            "{} mutants --seed {} --fuzz-processes {} --fuzz-schedules {}, mutant {}",
+            crate::own::program(),
+            budget.seed,
+            budget.fuzz_processes,
+            budget.fuzz_schedules,
+            mutant.name
         );
         let file = write_reproducer(out, f, mutant.name, budget.seed, &origin)?;
         fuzzed.caught = true;

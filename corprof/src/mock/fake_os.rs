@@ -50,8 +50,10 @@ impl FakeThread {
         self
     }
 
-    fn holds(&self, address: u64) -> bool {
-        (self.bounds.0..self.bounds.1).contains(&address) && address.is_multiple_of(8)
+    /// The stack word at `address` (0 where none was set), if the stack holds it.
+    fn read(&self, address: u64) -> Option<u64> {
+        let held = (self.bounds.0..self.bounds.1).contains(&address) && address.is_multiple_of(8);
+        held.then(|| self.words.get(&address).copied().unwrap_or(0))
     }
 }
 
@@ -246,10 +248,7 @@ impl ThreadControl for FakeOs {
         let mut state = self.lock();
         let me = state.me();
         let (fake, suspension) = state.thread(thread)?;
-        if !fake.holds(address) {
-            return Err(OsError::BadAddress(address));
-        }
-        let word = fake.words.get(&address).copied().unwrap_or(0);
+        let word = fake.read(address).ok_or(OsError::BadAddress(address))?;
         if thread != me && !suspension.completed {
             let why = if suspension.count == 0 {
                 "which is not suspended"
@@ -266,11 +265,7 @@ impl ThreadControl for FakeOs {
 
     fn read_raw(&self, address: u64) -> u64 {
         let mut state = self.lock();
-        let word = state
-            .threads
-            .values()
-            .find(|(fake, _)| fake.holds(address))
-            .map(|(fake, _)| fake.words.get(&address).copied().unwrap_or(0));
+        let word = state.threads.values().find_map(|(fake, _)| fake.read(address));
         word.unwrap_or_else(|| {
             state.misuse(
                 "access_violation",
