@@ -312,8 +312,8 @@ pub fn render(report: &ExploreReport, file: &Path, expect: Option<&[String]>, pr
     out
 }
 
-/// Replays one schedule of `file` with its full trace.
-pub fn replay(file: &Path, schedule: &str, profiler: &Profiler, json: bool) -> ExitCode {
+/// Replays one schedule of `file` with its full trace; with `svg`, draws it there too.
+pub fn replay(file: &Path, schedule: &str, profiler: &Profiler, svg: Option<&Path>, json: bool) -> ExitCode {
     let scenario = match load(file) {
         Ok(s) => s,
         Err(code) => return code,
@@ -329,13 +329,29 @@ pub fn replay(file: &Path, schedule: &str, profiler: &Profiler, json: bool) -> E
         Ok(p) => p,
         Err(code) => return code,
     };
-    let report = match process.replay(&schedule) {
+    let replayed = match svg {
+        Some(_) => process.replay_timeline(&schedule),
+        None => process.replay(&schedule),
+    };
+    let mut report = match replayed {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {}: {e}", file.display());
             return ExitCode::from(2);
         }
     };
+    if let Some(out) = svg {
+        let title = file.file_name().map_or_else(
+            || file.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        if let Err(e) = std::fs::write(out, crate::timeline::svg(&report, &title)) {
+            eprintln!("error: {}: {e}", out.display());
+            return ExitCode::from(2);
+        }
+        // The timeline is the picture's; the report printed stays as without `--svg`.
+        report.timeline = None;
+    }
     if json {
         if let Err(code) = print_json(&report) {
             return code;

@@ -37,6 +37,7 @@ mod own;
 mod progress;
 mod record;
 mod sample_rates;
+mod timeline;
 mod unwind_check;
 mod unwind_fuzz;
 
@@ -196,6 +197,11 @@ enum Command {
         schedule: String,
         #[command(flatten)]
         code: CodeArgs,
+        /// Also draw the run as a timeline into this SVG file: one lane per thread over the
+        /// steps (running, blocked and on what, suspended and by whom, callbacks, locks held,
+        /// walks), a deadlock's cycle in red.
+        #[arg(long, value_name = "OUT.svg")]
+        svg: Option<PathBuf>,
         /// Print one JSON document (docs/json-output.md).
         #[arg(long)]
         json: bool,
@@ -485,8 +491,9 @@ fn command() -> ExitCode {
             file,
             schedule,
             code,
+            svg,
             json,
-        } => explore::replay(&file, &schedule, &code.profiler(), json),
+        } => explore::replay(&file, &schedule, &code.profiler(), svg.as_deref(), json),
         Command::Conform {
             scenarios,
             results,

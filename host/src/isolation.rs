@@ -153,6 +153,7 @@ fn died(library: &Path, death: Death, choices: Vec<u16>) -> RunReport {
         stops: 0,
         hazards: Default::default(),
         trace: Vec::new(),
+        timeline: None,
     }
 }
 

@@ -9,24 +9,32 @@
 //!
 //! Scenarios ([`scenario`]) describe a runtime and a sequence of calls in TOML; running one
 //! gives a [`scenario::Report`] that compares every walk with the thread's ground truth.
+//!
+//! The modules stack in layers, each importing only lower ones: [`memory`], [`synth`],
+//! [`platform`], [`runtime_locks`], [`trace`], [`input`] and [`parallel`] at the bottom; then
+//! [`code`]; then [`thread`], [`fiber`] and [`spec`]; then [`runtime`] (with its
+//! `DoStackSnapshot`); then [`scenario`]; and [`process`] on top.
 
-// Only the fibers' counting allocator (`process::fiber`) needs `unsafe` (`GlobalAlloc`).
+// Only the fibers' counting allocator (`fiber`) needs `unsafe` (`GlobalAlloc`).
 #![deny(unsafe_code)]
 
 pub mod code;
+pub mod fiber;
 pub mod input;
 pub mod memory;
 pub mod parallel;
+pub mod platform;
 pub mod process;
 pub mod runtime;
+pub mod runtime_locks;
 pub mod scenario;
-mod snapshot;
+pub mod spec;
 pub mod synth;
 pub mod thread;
 pub mod trace;
 
+pub use runtime::snapshot::MAX_WALK_FRAMES;
 pub use runtime::{
     CallContext, CallbackKind, Notification, Platform, Runtime, RuntimeConfig, UnknownThread, Unload,
     MAX_EVENTS,
 };
-pub use snapshot::MAX_WALK_FRAMES;

@@ -666,7 +666,7 @@ mod tests {
                 FunctionSpec::new("Main", CodeKind::Jit),
                 FunctionSpec::new("host", CodeKind::Native),
             ],
-            crate::runtime::Platform::Unix,
+            crate::platform::Platform::Unix,
         )
         .unwrap();
         let mut memory = AddressSpace::default();
@@ -741,7 +741,7 @@ mod tests {
                 FunctionSpec::new("helper", CodeKind::Helper),
                 FunctionSpec::new("host", CodeKind::Native),
             ],
-            crate::runtime::Platform::Windows,
+            crate::platform::Platform::Windows,
         )
         .unwrap();
         let call = |function: usize, offset: Option<u64>| StackEntry::Call {

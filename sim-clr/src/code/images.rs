@@ -9,7 +9,7 @@
 //! none.
 
 use super::{CodeKind, Function};
-use crate::runtime::Platform;
+use crate::platform::Platform;
 use crate::synth::{write_pe, Assembled, EhFrameSections, PeLayout, PeVersion};
 use corprof::modules::{LoadedModule, Modules, Section, SectionKind};
 use corprof::os::OsError;

@@ -12,7 +12,7 @@ pub mod images;
 pub mod machine;
 pub mod metadata;
 
-use crate::runtime::Platform;
+use crate::platform::Platform;
 use crate::synth::FunctionShape;
 use corprof::{ClassId, FunctionId, MdToken, ModuleId, ReJitId};
 use images::Images;

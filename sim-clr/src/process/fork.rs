@@ -7,8 +7,8 @@
 //! fork; the caller forks, then releases them in each process with [`Prepared::in_parent`]
 //! or [`Prepared::in_child`].
 
-use super::fiber::PoolHeld;
 use crate::code::machine::CacheHeld;
+use crate::fiber::PoolHeld;
 
 /// This crate's process-wide locks, held across a `fork` ([`prepare`]).
 #[must_use = "fork while it is held, then release it in each process"]

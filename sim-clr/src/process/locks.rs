@@ -57,6 +57,15 @@ impl LockTable {
         self.states.iter().any(|s| s.owner == Some(t))
     }
 
+    /// The names of the locks thread `t` holds.
+    pub fn held(&self, t: usize) -> impl Iterator<Item = &str> {
+        self.states
+            .iter()
+            .zip(&self.names)
+            .filter(move |(s, _)| s.owner == Some(t))
+            .map(|(_, name)| name.as_str())
+    }
+
     /// True when thread `t` holds a lock profiler code created.
     pub fn profiler_lock_held_by(&self, t: usize) -> bool {
         self.states[self.declared..].iter().any(|s| s.owner == Some(t))

@@ -16,163 +16,31 @@
 //! byte-identical [`RunReport`].
 
 mod engine;
-pub mod fiber;
+pub use crate::fiber;
 pub mod fork;
 pub mod hazard;
 mod locks;
 mod os;
-pub mod program;
 pub mod schedule;
 pub mod shrink;
+pub mod timeline;
 pub mod waitfor;
 
 pub use crate::parallel::Shard;
+pub use crate::spec::{
+    program, Ending, ExploreSpec, Handlers, Limits, NamedBody, ProcessSpec, Program, SamplerSettings,
+    Strategy,
+};
 pub use fiber::{unobserved, HeapLockAllocator};
 pub use os::SimOs;
 
 use crate::scenario::Scenario;
 use corprof::os::SignalFlags;
 use corprof::ProfilerCallback;
-use program::Instr;
 use schedule::{Biased, Chooser, Dfs, Pct, Replay, Rng, Schedule, ScheduleError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-
-/// A program, shared by every run.
-pub type Program = Arc<[Instr]>;
-
-/// What a scenario file says about its moving parts (empty for a frozen scenario).
-#[derive(Clone, Debug, Default)]
-pub struct ProcessSpec {
-    /// Each thread's program, by thread index (`None`: frozen, as in a snapshot).
-    pub programs: Vec<Option<Program>>,
-    /// Threads that start only when another thread's `spawn` step starts them.
-    pub spawned: Vec<bool>,
-    /// Threads that exist only once the profiler creates a thread (`start = "profiler"`):
-    /// its thread creations take them in the order they are declared.
-    pub created: Vec<bool>,
-    /// Threads that run named profiler code (`body = "NAME"`), attached by whoever runs the
-    /// file (the CLI attaches the bundled behaviours).
-    pub bodies: Vec<Option<NamedBody>>,
-    /// The profiler's callback handlers, as programs run on the thread the callback is raised
-    /// on.
-    pub handlers: Handlers,
-    /// Lock names: the runtime's ([`program::RUNTIME_LOCKS`]) and the file's.
-    pub locks: Vec<String>,
-    /// Event names.
-    pub events: Vec<String>,
-    /// Virtual-time and step limits.
-    pub limits: Limits,
-    /// How `simclr explore` runs the file by default, and what it must find.
-    pub explore: ExploreSpec,
-    /// Settings of the built-in samplers its `body` fields name (`[sampler]`).
-    pub sampler: SamplerSettings,
-}
-
-/// The file's `[sampler]` table: settings of the built-in samplers (the reference and its
-/// mutants) that its `body` fields name. A setting left out keeps the sampler's own.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SamplerSettings {
-    /// Rounds the sampler takes before it stops.
-    pub rounds: Option<u32>,
-    /// Frames a sample holds at most (deeper stacks are cut and flagged truncated).
-    pub max_frames: Option<u32>,
-    /// Virtual microseconds between rounds.
-    pub period_us: Option<u64>,
-    /// Milliseconds after which the watchdog resumes a thread the sampler suspended.
-    pub watchdog_ms: Option<u64>,
-}
-
-/// The file's `[explore]` table: the default exploration and its expected outcomes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ExploreSpec {
-    /// The strategy.
-    pub strategy: Strategy,
-    /// How many schedules at most.
-    pub schedules: u64,
-    /// The first seed.
-    pub seed: u64,
-    /// The exact set of outcomes the exploration must find (`None`: no expectation).
-    pub expect: Option<Vec<String>>,
-}
-
-impl Default for ExploreSpec {
-    fn default() -> ExploreSpec {
-        ExploreSpec {
-            strategy: Strategy::Pct(3),
-            schedules: 1000,
-            seed: 1,
-            expect: None,
-        }
-    }
-}
-
-impl ProcessSpec {
-    /// True when some thread has a program with a step, or runs profiler code (a `body`): the
-    /// scenario moves. `program = []` on every thread moves nothing.
-    pub fn moves(&self) -> bool {
-        self.programs.iter().flatten().any(|p| !p.is_empty()) || self.bodies.iter().any(Option::is_some)
-    }
-}
-
-/// A thread's `body`: the name of profiler code to run on it, and the line naming it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NamedBody {
-    /// The name.
-    pub name: String,
-    /// The 1-based line of the `body` field.
-    pub line: usize,
-}
-
-/// The profiler's callback handlers written in the scenario file.
-#[derive(Clone, Debug, Default)]
-pub struct Handlers {
-    /// `ThreadCreated`, on the new thread.
-    pub thread_created: Option<Program>,
-    /// `ThreadDestroyed`, on the dying thread.
-    pub thread_destroyed: Option<Program>,
-    /// `ObjectAllocated`, on the allocating thread.
-    pub object_allocated: Option<Program>,
-    /// `ExceptionThrown`, on the throwing thread.
-    pub exception_thrown: Option<Program>,
-    /// The profiling signal's handler (Unix), on the interrupted thread.
-    pub signal: Option<Program>,
-    /// The `sa_flags` that handler is installed with (`signal_flags`; none by default).
-    pub signal_flags: SignalFlags,
-}
-
-/// Limits of one run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    /// Virtual time one step takes, in microseconds.
-    pub step_us: u64,
-    /// A thread that makes no progress for this long (virtual µs) is a livelock.
-    pub livelock_us: u64,
-    /// The most steps one run may take.
-    pub max_steps: u64,
-    /// Steps in a row in which no thread changes what another can see (a lock, an event, a
-    /// suspension, a signal, a program's position, a thread's start or end) before the run is
-    /// a livelock, unless a thread that did not run meanwhile waits for a deadline.
-    pub idle_steps: u64,
-    /// The most activations one thread may hold at once (its program, the callback and
-    /// signal handlers raised on top of it); one more overflows its stack. A handler that
-    /// raises its own callback again (an `exception_thrown` handler that throws) recurses
-    /// until then, as the real callback frames would until the thread's stack ran out.
-    pub callback_depth: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            step_us: 10,
-            livelock_us: 10_000_000,
-            max_steps: 1_000_000,
-            idle_steps: 5_000,
-            callback_depth: 64,
-        }
-    }
-}
 
 /// Profiler code for a simulated thread: called once per run with the process's runtime and
 /// OS layer. It may block (on the OS layer's mutexes, events, sleeps); every call it makes
@@ -248,103 +116,6 @@ impl std::fmt::Display for UnknownThread {
 
 impl std::error::Error for UnknownThread {}
 
-/// How a run can end besides `ok` and the faults the runtime reports
-/// ([`crate::trace::FaultKind`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ending {
-    /// A cycle in the wait-for graph.
-    Deadlock,
-    /// Threads blocked with no cycle (waiting for a thread that ended, an event nobody sets).
-    Hang,
-    /// No progress within the virtual-time budget, or the step limit reached.
-    Livelock,
-    /// A lock released by a thread that does not hold it.
-    LockMisuse,
-    /// A return (or catch) with no caller left.
-    UnbalancedReturn,
-    /// A stack that no longer fits its region.
-    StackOverflow,
-    /// A stack read of a thread that was not stopped (the run goes on).
-    TornStackRead,
-    /// Rust profiler code panicked.
-    ProfilerPanic,
-    /// A thread's `body` names profiler code that nobody attached.
-    UnattachedBody,
-    /// The profiler created more threads than the scenario declares `start = "profiler"`.
-    UndeclaredThread,
-    /// Profiler code took a lock or allocated while a thread it suspended was stopped (the
-    /// run goes on; the target may have held that lock).
-    LockWhileSuspending,
-    /// A signal handler took a lock or allocated (the run goes on).
-    LockInSignalHandler,
-    /// A thread the runtime knows suspended another (the run goes on).
-    ManagedSuspender,
-    /// An oracle found a sample that differs from the ground truth (the run goes on).
-    WrongSample,
-    /// An oracle found a sample shorter than a correct sampler would have taken at that
-    /// instant, for a reason the sampler caused (the run goes on).
-    LostSample,
-    /// The application saw `EINTR` from a system call the profiling signal interrupted, because
-    /// the handler was installed without `SA_RESTART` (the run goes on).
-    AppSawEintr,
-    /// A thread stopped others again after the application crashed (its `crash` event set):
-    /// beyond the one stop that may already have been under way (the run goes on).
-    SampledAfterCrash,
-}
-
-impl Ending {
-    /// Every ending.
-    pub const ALL: [Ending; 17] = [
-        Ending::Deadlock,
-        Ending::Hang,
-        Ending::Livelock,
-        Ending::LockMisuse,
-        Ending::UnbalancedReturn,
-        Ending::StackOverflow,
-        Ending::TornStackRead,
-        Ending::ProfilerPanic,
-        Ending::UnattachedBody,
-        Ending::UndeclaredThread,
-        Ending::LockWhileSuspending,
-        Ending::LockInSignalHandler,
-        Ending::ManagedSuspender,
-        Ending::WrongSample,
-        Ending::LostSample,
-        Ending::AppSawEintr,
-        Ending::SampledAfterCrash,
-    ];
-
-    /// Its name in reports.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Ending::Deadlock => "deadlock",
-            Ending::Hang => "hang",
-            Ending::Livelock => "livelock",
-            Ending::LockMisuse => "lock_misuse",
-            Ending::UnbalancedReturn => "unbalanced_return",
-            Ending::StackOverflow => "stack_overflow",
-            Ending::TornStackRead => "torn_stack_read",
-            Ending::ProfilerPanic => "profiler_panic",
-            Ending::UnattachedBody => "unattached_body",
-            Ending::UndeclaredThread => "undeclared_thread",
-            Ending::LockWhileSuspending => "lock_while_suspending",
-            Ending::LockInSignalHandler => "lock_in_signal_handler",
-            Ending::ManagedSuspender => "managed_suspender",
-            Ending::WrongSample => "wrong_sample",
-            Ending::LostSample => "lost_sample",
-            Ending::AppSawEintr => "app_saw_eintr",
-            Ending::SampledAfterCrash => "sampled_after_crash",
-        }
-    }
-
-    /// True when `name` is an outcome a run can have: `ok`, an ending, or a runtime fault.
-    pub fn is_outcome(name: &str) -> bool {
-        name == "ok"
-            || Ending::ALL.iter().any(|e| e.as_str() == name)
-            || crate::trace::FaultKind::ALL.iter().any(|k| k.as_str() == name)
-    }
-}
-
 /// One link of a deadlock cycle: `thread` waits for `waits_for`, which `held_by` holds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CycleLink {
@@ -407,6 +178,21 @@ pub struct RunReport {
     pub hazards: BTreeMap<String, u64>,
     /// Every step, in order.
     pub trace: Vec<TraceEntry>,
+    /// Every thread's state after every step, when asked for
+    /// ([`Process::replay_timeline`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<timeline::Timeline>,
+}
+
+/// What a run records besides its outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Recording {
+    /// Nothing: exploration.
+    Nothing,
+    /// The trace of every step.
+    Trace,
+    /// The trace and every thread's state after every step.
+    Timeline,
 }
 
 /// Where a run runs, when not in this process ([`Process::isolate`]).
@@ -421,28 +207,6 @@ pub trait Isolation: Send + Sync {
         run: &dyn Fn(&mut dyn Chooser) -> Result<RunReport, ScheduleError>,
         chooser: &mut dyn Chooser,
     ) -> Result<RunReport, ScheduleError>;
-}
-
-/// Which strategy [`Process::explore`] uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Strategy {
-    /// Uniformly random choices; run `i` uses seed `seed + i`.
-    Random,
-    /// PCT with this bug depth.
-    Pct(u32),
-    /// Exhaustive DFS with at most this many preemptions per run.
-    Dfs(u32),
-}
-
-impl Strategy {
-    /// The strategy's name with its bound (`random`, `pct:3`, `dfs:2`).
-    pub fn describe(self) -> String {
-        match self {
-            Strategy::Random => "random".into(),
-            Strategy::Pct(d) => format!("pct:{d}"),
-            Strategy::Dfs(p) => format!("dfs:{p}"),
-        }
-    }
 }
 
 /// The first failing schedule of an exploration.
@@ -590,17 +354,17 @@ impl Process {
 
     /// Runs one schedule chosen by `chooser`, with its full trace.
     pub fn run(&self, chooser: &mut dyn Chooser) -> Result<RunReport, ScheduleError> {
-        self.go(true, chooser)
+        self.go(Recording::Trace, chooser)
     }
 
     /// Runs one schedule without recording a trace (what [`Process::explore`] does; replay a
     /// schedule for its trace).
     pub fn run_untraced(&self, chooser: &mut dyn Chooser) -> Result<RunReport, ScheduleError> {
-        self.go(false, chooser)
+        self.go(Recording::Nothing, chooser)
     }
 
-    fn go(&self, traced: bool, chooser: &mut dyn Chooser) -> Result<RunReport, ScheduleError> {
-        let run = |chooser: &mut dyn Chooser| engine::Run::new(self, traced).go(chooser);
+    fn go(&self, recording: Recording, chooser: &mut dyn Chooser) -> Result<RunReport, ScheduleError> {
+        let run = |chooser: &mut dyn Chooser| engine::Run::new(self, recording).go(chooser);
         match &self.isolation {
             Some(isolation) => isolation.run(&run, chooser),
             None => run(chooser),
@@ -610,6 +374,20 @@ impl Process {
     /// Replays `schedule` exactly: an error if a choice names a thread that cannot run then,
     /// or the schedule ends before the run does.
     pub fn replay(&self, schedule: &Schedule) -> Result<RunReport, ScheduleError> {
+        self.replay_recording(schedule, Recording::Trace)
+    }
+
+    /// [`Process::replay`], recording besides the trace every thread's state after every step
+    /// ([`RunReport::timeline`]): what `simclr replay --svg` draws.
+    pub fn replay_timeline(&self, schedule: &Schedule) -> Result<RunReport, ScheduleError> {
+        self.replay_recording(schedule, Recording::Timeline)
+    }
+
+    fn replay_recording(
+        &self,
+        schedule: &Schedule,
+        recording: Recording,
+    ) -> Result<RunReport, ScheduleError> {
         let threads = self.scenario.threads.len();
         if let Some(&bad) = schedule.0.iter().find(|&&t| t as usize >= threads) {
             return Err(ScheduleError(format!(
@@ -617,7 +395,7 @@ impl Process {
                 threads.saturating_sub(1)
             )));
         }
-        let report = self.run(&mut Replay::new(schedule, true))?;
+        let report = self.go(recording, &mut Replay::new(schedule, true))?;
         if report.choice_points < schedule.0.len() as u64 {
             return Err(ScheduleError(format!(
                 "the run ended after {} of the schedule's {} choices",

@@ -6,8 +6,8 @@
 //! once `GetThreadContext` returns. Called outside a simulated thread, every call panics with
 //! a message saying so: there is no process to act on.
 
-use super::fiber::{create_during_setup, request, Reply, Request, ThreadStart};
 use crate::code::images::Images;
+use crate::fiber::{create_during_setup, request, Reply, Request, ThreadStart};
 use corprof::modules::{LoadedModule, Modules};
 use corprof::os::{EventId, MutexId, OsError, OsThread, Sync, ThreadControl};
 use corprof::Context;

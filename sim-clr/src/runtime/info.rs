@@ -3,7 +3,7 @@
 
 use super::{Runtime, State};
 use crate::code::metadata::{APP_DOMAIN, APP_DOMAIN_NAME, PROCESS_ID};
-use crate::process::fiber;
+use crate::fiber;
 use crate::thread::{Lifecycle, ThreadKind};
 use corprof::flags::{event, high as event_high};
 use corprof::metadata::{AppDomainInfo, AssemblyInfo, ClassInfo, ModuleInfo, MODULE_DISK};
@@ -27,7 +27,7 @@ impl ProfilerInfo for Runtime {
         context_size: u32,
     ) -> HResult {
         let _call = fiber::RuntimeCall::enter();
-        crate::snapshot::do_stack_snapshot(self, thread, callback, info_flags, context, context_size)
+        crate::runtime::snapshot::do_stack_snapshot(self, thread, callback, info_flags, context, context_size)
     }
 
     fn get_function_from_ip(&self, ip: u64) -> Result<FunctionId, HResult> {

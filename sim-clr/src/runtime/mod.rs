@@ -14,17 +14,20 @@
 //!   parking threads at safe points (R41);
 //! - `code_manager`: the code manager's reader lock against a writer (R13.2, R14, R42);
 //! - `notifications`: callbacks queued under the lock and raised after it;
-//! - `info`: the `ProfilerInfo` methods.
+//! - `info`: the `ProfilerInfo` methods;
+//! - `snapshot`: `DoStackSnapshot`, its decision table and its walk.
 
 mod callbacks;
 mod callers;
 mod code_manager;
 mod info;
 mod notifications;
+pub(crate) mod snapshot;
 mod suspension;
 mod unload;
 mod version;
 
+pub use crate::platform::Platform;
 pub use callbacks::{builtin, CallContext, CallbackKind, UnknownThread};
 pub(crate) use callbacks::{Entered, OBJECT_BASE};
 pub(crate) use callers::Caller;
@@ -42,25 +45,6 @@ use corprof::flags::event;
 use corprof::{FunctionId, HResult, ProfilerCallback, ThreadId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-
-/// Which operating system's runtime is simulated (R11, R13, R43).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Platform {
-    /// Windows: cross-thread walks OS-suspend the target.
-    Windows,
-    /// Linux/macOS: cross-thread walks only under `SuspendRuntime`.
-    Unix,
-}
-
-impl Platform {
-    /// `"windows"` or `"unix"`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Platform::Windows => "windows",
-            Platform::Unix => "unix",
-        }
-    }
-}
 
 /// Global runtime state (what CoreCLR keeps in `g_fEEStarted`, `g_profControlBlock`, …).
 #[derive(Clone, Debug)]
@@ -145,13 +129,16 @@ pub(crate) struct State {
     /// threads, and a runtime suspension is finished when its engine says so.
     pub in_process: bool,
     /// The buffers of the last `DoStackSnapshot` walk, kept for the next.
-    pub spare_walk: Option<Box<crate::snapshot::Walk>>,
+    pub spare_walk: Option<Box<crate::runtime::snapshot::Walk>>,
     /// The profiler's `Initialize` is running: the event mask's immutable flags may still be
     /// set.
     pub initializing: bool,
     /// Where the last `DoStackSnapshot` that returned started walking (`None` when it walked
     /// nothing); a scenario report marks it in the ground truth.
-    pub last_walk_start: Option<crate::snapshot::WalkStart>,
+    pub last_walk_start: Option<crate::runtime::snapshot::WalkStart>,
+    /// How many `DoStackSnapshot` calls have returned, and the last one's target and answer
+    /// (a run's timeline marks each walk on the step that made it).
+    pub walks: (u64, Option<(ThreadId, HResult)>),
     /// How many threads have `holds_writer_lock` set (kept by [`State::set_writer_lock`]), so
     /// a reader need not look at every thread when none does.
     pub writer_lock_holders: usize,
@@ -335,6 +322,7 @@ impl Runtime {
                 spare_walk: None,
                 initializing: false,
                 last_walk_start: None,
+                walks: (0, None),
                 writer_lock_holders,
             }),
             profiler: Mutex::new(None),

@@ -9,7 +9,7 @@
 //! scheduled, can block, and can fail like any other callback.
 
 use super::{Runtime, State};
-use crate::process::fiber;
+use crate::fiber;
 use crate::trace::Event;
 use corprof::flags::{event, SuspendReason};
 use corprof::{ProfilerCallback, ThreadId};

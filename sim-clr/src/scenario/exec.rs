@@ -6,8 +6,8 @@ use super::types::{
     Action, ApiCall, Call, CallbackBehavior, FrameInfoArg, FunctionRef, IpRef, NestedAt, Scenario, Seed,
     SeedBase, SeedValue, Target, NATIVE_RUN,
 };
+use crate::runtime::snapshot::WalkStart;
 use crate::runtime::{CallContext, CallbackKind, Runtime};
-use crate::snapshot::WalkStart;
 use crate::thread::{StackEntry, Thread};
 use corprof::{CodeInfo, Context, FrameInfo, FunctionId, HResult, ProfilerInfo, SnapshotFrame, ThreadId};
 

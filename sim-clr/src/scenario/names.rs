@@ -3,7 +3,7 @@
 //! the documentation tests.
 
 use crate::code::CodeKind;
-use crate::runtime::Platform;
+use crate::platform::Platform;
 use crate::thread::{ExceptionState, Funclet, Lifecycle, Mode, OsContext, ThreadKind};
 
 /// `platform`.

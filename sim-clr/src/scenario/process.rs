@@ -5,8 +5,8 @@ use super::error::{ScenarioError, Source};
 use super::model::{ExploreModel, FileModel, LimitsModel, SamplerModel, ThreadModel};
 use super::types::MAX_NAMES;
 use crate::code::CodeMap;
-use crate::process::program::{self, Instr, Line, Names, Op, RUNTIME_LOCKS};
-use crate::process::{
+use crate::spec::program::{self, Instr, Line, Names, Op, RUNTIME_LOCKS};
+use crate::spec::{
     Ending, ExploreSpec, Handlers, Limits, NamedBody, ProcessSpec, Program, SamplerSettings, Strategy,
 };
 use crate::thread::Thread;

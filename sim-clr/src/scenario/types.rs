@@ -26,7 +26,7 @@ pub struct Scenario {
     /// The calls, in order.
     pub calls: Vec<Call>,
     /// Thread programs, profiler handlers, locks and limits (empty when nothing moves).
-    pub process: crate::process::ProcessSpec,
+    pub process: crate::spec::ProcessSpec,
     /// How the program drives a hosted native profiler library (`[host]`).
     pub host: super::host::HostSpec,
 }

@@ -34,8 +34,8 @@
 //! aborted because the buffer was full counts the same way. When the application sets its
 //! crash event, the sampler stops cleanly.
 //!
-//! [`Defect`] names deliberately broken variants, each breaking one of these rules: a test
-//! harness must catch every one of them.
+//! The sampler has no switch that breaks a rule: test harnesses build broken variants by
+//! composition, wrapping the OS layer, the runtime or the callbacks it is given.
 
 mod registry;
 mod signal;
@@ -71,82 +71,6 @@ pub enum Method {
     Signal,
 }
 
-/// A deliberate defect: the sampler with exactly one rule broken.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Defect {
-    /// Copies the stack into a new vector while the target is suspended.
-    AllocateWhileSuspended,
-    /// Takes the registry lock in the walk's per-frame callback, with the target suspended.
-    LockInWalkCallback,
-    /// Does not re-check the destroyed flag after taking the per-thread lock.
-    NoDestroyedRecheck,
-    /// Reads the stack before `GetThreadContext` has completed the suspension.
-    ReadBeforeContext,
-    /// Does not resume the target when `GetThreadContext` fails.
-    LeakSuspendOnFailure,
-    /// Walks other threads with `DoStackSnapshot` without `SuspendRuntime` (Unix).
-    WalkWithoutSuspendRuntime,
-    /// The signal handler takes the registry lock.
-    LockInSignalHandler,
-    /// Seeds the walk from a context whose stack pointer is not checked against the stack
-    /// bounds, and reads the stack unchecked.
-    NoBoundsCheck,
-    /// `ThreadDestroyed` marks the thread without taking its per-thread lock.
-    UnlockedThreadDestroyed,
-    /// Goes on sampling after the application's crash event is set.
-    IgnoreCrash,
-}
-
-impl Defect {
-    /// Every defect.
-    pub const ALL: [Defect; 10] = [
-        Defect::AllocateWhileSuspended,
-        Defect::LockInWalkCallback,
-        Defect::NoDestroyedRecheck,
-        Defect::ReadBeforeContext,
-        Defect::LeakSuspendOnFailure,
-        Defect::WalkWithoutSuspendRuntime,
-        Defect::LockInSignalHandler,
-        Defect::NoBoundsCheck,
-        Defect::UnlockedThreadDestroyed,
-        Defect::IgnoreCrash,
-    ];
-
-    /// Its name (kebab-case).
-    pub fn name(self) -> &'static str {
-        match self {
-            Defect::AllocateWhileSuspended => "allocate-while-suspended",
-            Defect::LockInWalkCallback => "lock-in-walk-callback",
-            Defect::NoDestroyedRecheck => "no-destroyed-recheck",
-            Defect::ReadBeforeContext => "read-before-context",
-            Defect::LeakSuspendOnFailure => "leak-suspend-on-failure",
-            Defect::WalkWithoutSuspendRuntime => "walk-without-suspend-runtime",
-            Defect::LockInSignalHandler => "lock-in-signal-handler",
-            Defect::NoBoundsCheck => "no-bounds-check",
-            Defect::UnlockedThreadDestroyed => "unlocked-thread-destroyed",
-            Defect::IgnoreCrash => "ignore-crash",
-        }
-    }
-
-    /// The rule it breaks.
-    pub fn rule(self) -> &'static str {
-        match self {
-            Defect::AllocateWhileSuspended => "no allocation while a target is suspended",
-            Defect::LockInWalkCallback => "no profiler lock while a target is suspended",
-            Defect::NoDestroyedRecheck => "re-check ThreadDestroyed after taking the per-thread lock",
-            Defect::ReadBeforeContext => "GetThreadContext before reading a suspended thread's stack",
-            Defect::LeakSuspendOnFailure => "resume once when GetThreadContext fails",
-            Defect::WalkWithoutSuspendRuntime => {
-                "cross-thread DoStackSnapshot on Unix only under SuspendRuntime"
-            }
-            Defect::LockInSignalHandler => "a signal handler takes no lock and allocates nothing",
-            Defect::NoBoundsCheck => "check the seed's stack pointer against the stack bounds",
-            Defect::UnlockedThreadDestroyed => "ThreadDestroyed takes the per-thread lock",
-            Defect::IgnoreCrash => "stop sampling when the application crashes",
-        }
-    }
-}
-
 /// How the sampler runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -173,8 +97,6 @@ pub struct Config {
     /// application; `SA_ONSTACK`, so the handler runs on the thread's alternate signal stack
     /// when its own stack pointer is bad; `SA_SIGINFO` for the interrupted context.
     pub signal_flags: SignalFlags,
-    /// A deliberate defect (`None`: the reference sampler).
-    pub defect: Option<Defect>,
 }
 
 impl Config {
@@ -193,12 +115,7 @@ impl Config {
             stack_copy_words: 512,
             signal_timeout: Duration::from_secs(2),
             signal_flags: SignalFlags::SIGINFO | SignalFlags::RESTART | SignalFlags::ONSTACK,
-            defect: None,
         }
-    }
-
-    fn has(&self, defect: Defect) -> bool {
-        self.defect == Some(defect)
     }
 }
 
@@ -377,6 +294,11 @@ impl<O: Os> Sampler<O> {
         &self.os
     }
 
+    /// The threads it tracks.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
     /// Asks the sampler and the watchdog to stop after their current step.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Release);
@@ -431,8 +353,7 @@ impl<O: Os> Sampler<O> {
             stats: Stats::default(),
             targets: Vec::with_capacity(64),
         };
-        let ignore_crash = self.config.has(Defect::IgnoreCrash);
-        let crashed = || !ignore_crash && crash.is_some_and(|e| os.event_wait(e, Duration::ZERO));
+        let crashed = || crash.is_some_and(|e| os.event_wait(e, Duration::ZERO));
         while self
             .config
             .rounds
@@ -500,9 +421,9 @@ impl<O: Os> Sampler<O> {
 
     /// Takes `target`'s per-thread lock; `Err` (lock released) if it was destroyed meanwhile.
     fn lock_alive(&self, target: &Tracked) -> Result<(), Skip> {
-        self.os.mutex_lock(target.lock);
-        if target.destroyed() && !self.config.has(Defect::NoDestroyedRecheck) {
-            self.os.mutex_unlock(target.lock);
+        self.os.mutex_lock(target.lock());
+        if target.destroyed() {
+            self.os.mutex_unlock(target.lock());
             return Err(Skip::Destroyed);
         }
         Ok(())
@@ -545,7 +466,7 @@ impl<O: Os> Sampler<O> {
             Ok(outcome) => self.deliver(round, target.id, os_thread, outcome, sink),
             Err(why) => Self::skip(round, sink, target.id, why),
         }
-        self.os.mutex_unlock(target.lock);
+        self.os.mutex_unlock(target.lock());
     }
 
     fn deliver(
@@ -584,7 +505,7 @@ impl<O: Os> Sampler<O> {
         }
         let mut ok = |_: &corprof::SnapshotFrame<'_>| HResult::S_OK;
         let hr = round.info.do_stack_snapshot(canary.id, Some(&mut ok), 0, None, 0);
-        self.os.mutex_unlock(canary.lock);
+        self.os.mutex_unlock(canary.lock());
         hr == HResult::S_OK
     }
 
@@ -602,37 +523,20 @@ impl<O: Os> Sampler<O> {
             self.watch.end(self.config.watchdog.as_ref(), target, os.now());
             return Err(Skip::Unreachable);
         }
-        let bounds = os.stack_bounds(os_thread).ok();
-        if self.config.has(Defect::ReadBeforeContext) {
-            if let Some((_, base)) = bounds {
-                let _ = os.read_stack(os_thread, base - 8);
-            }
-        }
-        let context = match os.get_thread_context(os_thread) {
-            Ok(context) => context,
-            Err(_) => {
-                if !self.config.has(Defect::LeakSuspendOnFailure) {
-                    self.release(target, os_thread);
-                }
-                return Err(Skip::BadContext);
-            }
+        let bounds = os.stack_bounds(os_thread);
+        let Ok(context) = os.get_thread_context(os_thread) else {
+            self.release(target, os_thread);
+            return Err(Skip::BadContext);
         };
         sink.stopped(target.id);
-        let unchecked = self.config.has(Defect::NoBoundsCheck);
         let bounds = match bounds {
-            Some((limit, base)) if unchecked || (limit..base).contains(&context.rsp) => {
-                StackBounds { limit, base }
-            }
+            Ok((limit, base)) if (limit..base).contains(&context.rsp) => StackBounds { limit, base },
             _ => {
                 self.release(target, os_thread);
                 return Err(Skip::BadContext);
             }
         };
-        let outcome = self.walk_suspended(round, target.id, os_thread, &context, bounds, unchecked);
-        if self.config.has(Defect::AllocateWhileSuspended) {
-            let copy: Vec<HybridFrame> = round.walker.frames().to_vec();
-            std::hint::black_box(copy);
-        }
+        let outcome = self.walk_suspended(round, target.id, os_thread, &context, bounds);
         // A sample the watchdog rescued is discarded: the thread ran on during the walk.
         if self.release(target, os_thread) {
             Ok(outcome)
@@ -662,39 +566,25 @@ impl<O: Os> Sampler<O> {
         os_thread: OsThread,
         context: &Context,
         bounds: StackBounds,
-        unchecked: bool,
     ) -> HybridOutcome {
         let os = &self.os;
         let watch = &self.watch;
         let stopped = Stopped {
             thread,
             context,
-            bounds: if unchecked {
-                StackBounds {
-                    limit: 0,
-                    base: u64::MAX,
-                }
-            } else {
-                bounds
-            },
+            bounds,
         };
-        let mut read = |a: u64| match (watch.rescued(), unchecked) {
-            (true, _) => None,
-            (false, true) => Some(os.read_raw(a)),
-            (false, false) => os.read_stack(os_thread, a).ok(),
-        };
-        let info = round.info;
-        let mut lookup = resolve_with(info);
-        let lock_in_walk = self.config.has(Defect::LockInWalkCallback);
-        let registry = &self.registry;
-        let mut resolve = |ip: u64| {
+        let mut read = |a: u64| {
             if watch.rescued() {
                 return None;
             }
-            if lock_in_walk {
-                let lock = registry.lock_id(os);
-                os.mutex_lock(lock);
-                os.mutex_unlock(lock);
+            os.read_stack(os_thread, a).ok()
+        };
+        let info = round.info;
+        let mut lookup = resolve_with(info);
+        let mut resolve = |ip: u64| {
+            if watch.rescued() {
+                return None;
             }
             lookup(ip)
         };
@@ -766,11 +656,7 @@ impl<O: Os> Sampler<O> {
                 Err(None) => {}
             }
         }
-        let hr = if self.config.has(Defect::WalkWithoutSuspendRuntime) {
-            HResult::S_OK
-        } else {
-            round.info.suspend_runtime()
-        };
+        let hr = round.info.suspend_runtime();
         if hr == HResult::S_OK {
             // Only threads the runtime lists now: no `Thread` is freed during the suspension.
             let live = round.info.enum_threads().unwrap_or_default();
@@ -783,9 +669,7 @@ impl<O: Os> Sampler<O> {
                     Self::skip(round, sink, target.id, Skip::Destroyed);
                 }
             }
-            if !self.config.has(Defect::WalkWithoutSuspendRuntime) {
-                round.info.resume_runtime();
-            }
+            round.info.resume_runtime();
         } else {
             round.stats.suspend_runtime_failures += 1;
             for (target, _) in &locked {
@@ -793,7 +677,7 @@ impl<O: Os> Sampler<O> {
             }
         }
         for (target, _) in locked {
-            os.mutex_unlock(target.lock);
+            os.mutex_unlock(target.lock());
         }
     }
 
@@ -822,11 +706,6 @@ impl<O: Os> Sampler<O> {
         let Some(mut capture) = self.slot.claim(me) else {
             return;
         };
-        if self.config.has(Defect::LockInSignalHandler) {
-            let lock = self.registry.lock_id(os);
-            os.mutex_lock(lock);
-            os.mutex_unlock(lock);
-        }
         capture.context = context.clone();
         capture.start = context.rsp;
         capture.len = 0;
@@ -860,8 +739,7 @@ impl<O: Os> ProfilerCallback for Sampler<O> {
     }
 
     fn thread_destroyed(&self, thread: ThreadId) -> HResult {
-        let locked = !self.config.has(Defect::UnlockedThreadDestroyed);
-        self.registry.destroy(&self.os, thread, locked);
+        self.registry.destroy(&self.os, thread);
         HResult::S_OK
     }
 }

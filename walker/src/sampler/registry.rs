@@ -24,7 +24,7 @@ pub struct Tracked {
     /// `ThreadDestroyed` has run for it.
     destroyed: AtomicBool,
     /// The per-thread lock.
-    pub(crate) lock: MutexId,
+    lock: MutexId,
     /// Watchdog interventions on it in the budget period `period`.
     interventions: AtomicU32,
     period: AtomicU64,
@@ -37,6 +37,12 @@ impl Tracked {
             0 => None,
             id => Some(OsThread(id)),
         }
+    }
+
+    /// Its per-thread lock, held by the sampler for a whole sample and by `ThreadDestroyed`
+    /// while it marks the thread.
+    pub fn lock(&self) -> MutexId {
+        self.lock
     }
 
     /// Whether `ThreadDestroyed` has marked it.
@@ -83,9 +89,12 @@ impl Default for Registry {
 }
 
 impl Registry {
+    /// The name the registry's lock is created with.
+    pub const LOCK_NAME: &'static str = "simclr-sampler-registry";
+
     /// The profiler lock that guards the list (created on first use, on the calling thread).
-    pub(crate) fn lock_id(&self, os: &dyn Sync) -> MutexId {
-        super::once(&self.lock, || os.mutex_create("simclr-sampler-registry"))
+    pub fn lock_id(&self, os: &dyn Sync) -> MutexId {
+        super::once(&self.lock, || os.mutex_create(Self::LOCK_NAME))
     }
 
     /// Runs `f` on the list with the registry lock held. The inner mutex is never contended:
@@ -147,9 +156,9 @@ impl Registry {
         self.with(os, |list| list.iter().find(|t| t.id == id).cloned())
     }
 
-    /// `ThreadDestroyed`: marks `id` destroyed under its per-thread lock (unless `locked` is
-    /// false, a defect) and forgets it (remembering it until seeding ends).
-    pub fn destroy(&self, os: &dyn Sync, id: ThreadId, locked: bool) {
+    /// `ThreadDestroyed`: marks `id` destroyed under its per-thread lock and forgets it
+    /// (remembering it until seeding ends).
+    pub fn destroy(&self, os: &dyn Sync, id: ThreadId) {
         // The tombstone first: no seed adds `id` after it, and an entry added before it is
         // found and marked below.
         self.with(os, |_| {
@@ -158,19 +167,11 @@ impl Registry {
             }
         });
         if let Some(entry) = self.get(os, id) {
-            self.mark(os, &entry, locked);
-        }
-        self.with(os, |list| list.retain(|t| t.id != id));
-    }
-
-    fn mark(&self, os: &dyn Sync, entry: &Tracked, locked: bool) {
-        if locked {
             os.mutex_lock(entry.lock);
-        }
-        entry.destroyed.store(true, Ordering::Release);
-        if locked {
+            entry.destroyed.store(true, Ordering::Release);
             os.mutex_unlock(entry.lock);
         }
+        self.with(os, |list| list.retain(|t| t.id != id));
     }
 
     /// How many threads are tracked.
@@ -207,7 +208,7 @@ mod tests {
         registry.add(&os, ThreadId(1), Some(OsThread(7)), true);
         assert_eq!(entry.os_thread(), Some(OsThread(7)));
         assert_eq!(ids(&registry, &os), [1], "added once");
-        registry.destroy(&os, ThreadId(1), true);
+        registry.destroy(&os, ThreadId(1));
         assert!(entry.destroyed(), "a sampler holding the entry sees the mark");
         assert!(ids(&registry, &os).is_empty());
     }
@@ -216,7 +217,7 @@ mod tests {
     fn a_seed_does_not_bring_back_a_thread_destroyed_before_seeding_ended() {
         let os = StdSync::default();
         let registry = Registry::default();
-        registry.destroy(&os, ThreadId(2), true);
+        registry.destroy(&os, ThreadId(2));
         registry.add(&os, ThreadId(2), Some(OsThread(9)), false);
         registry.add(&os, ThreadId(3), Some(OsThread(10)), false);
         assert_eq!(ids(&registry, &os), [3]);

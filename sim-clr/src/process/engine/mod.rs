@@ -15,13 +15,14 @@ mod hazards;
 mod os_calls;
 mod steps;
 
-use super::fiber::{setting_up, Code, Fiber, Home, Reply, Request};
 use super::hazard::Hazard;
 use super::locks::LockTable;
 use super::program::{Instr, LockId, Op};
 use super::schedule::{Chooser, Schedule, ScheduleError};
+use super::timeline::{Doing, Lane, Step, Timeline};
 use super::waitfor::{find_cycle, Edge};
-use super::{CycleLink, Ending, Process, Program, RunFault, RunReport, SimOs, TraceEntry};
+use super::{CycleLink, Ending, Process, Program, Recording, RunFault, RunReport, SimOs, TraceEntry};
+use crate::fiber::{setting_up, Code, Fiber, Home, Reply, Request};
 use crate::runtime::builtin;
 use crate::runtime::{CallContext, CallbackKind, Caller, Entered, Notification, Runtime, OBJECT_BASE};
 use crate::thread::{FrameKind, Lifecycle, Mode, StackEntry};
@@ -167,6 +168,8 @@ pub(crate) struct Run<'p> {
     choices: Vec<u16>,
     trace: Vec<TraceEntry>,
     tracing: bool,
+    /// Every thread's state after every step, when recorded.
+    timeline: Option<Timeline>,
     current: Option<usize>,
     fault: Option<RunFault>,
     warnings: Vec<RunFault>,
@@ -179,7 +182,8 @@ pub(crate) struct Run<'p> {
 }
 
 impl<'p> Run<'p> {
-    pub fn new(p: &'p Process, tracing: bool) -> Run<'p> {
+    pub fn new(p: &'p Process, recording: Recording) -> Run<'p> {
+        let tracing = recording != Recording::Nothing;
         let s = &p.scenario;
         let rt = Arc::new(p.template.fork());
         rt.lock().in_process = true;
@@ -288,6 +292,10 @@ impl<'p> Run<'p> {
             choices: Vec::new(),
             trace: Vec::new(),
             tracing,
+            timeline: (recording == Recording::Timeline).then(|| Timeline {
+                threads: s.threads.iter().map(|t| t.name.clone()).collect(),
+                steps: Vec::new(),
+            }),
             current: None,
             fault: None,
             warnings: Vec::new(),
@@ -363,9 +371,13 @@ impl<'p> Run<'p> {
             self.steps += 1;
             self.th[t].last_step = self.steps;
             self.now += limits.step_us;
+            let walks = self.timeline.as_ref().map(|_| self.rt.lock().walks.0);
             self.step(t);
             self.raise_queued();
             self.collect_runtime_faults();
+            if let Some(walks) = walks {
+                self.record(t, walks);
+            }
             if self.fault.is_some() {
                 break;
             }
@@ -429,6 +441,7 @@ impl<'p> Run<'p> {
             steps: self.steps,
             time_us: self.now,
             trace: std::mem::take(&mut self.trace),
+            timeline: self.timeline.take(),
         }
     }
 
@@ -839,6 +852,74 @@ impl<'p> Run<'p> {
                 line,
                 what,
             });
+        }
+    }
+
+    /// Adds the step thread `t` just ran to the timeline; `walks` is how many walks had
+    /// returned before it.
+    fn record(&mut self, t: usize, walks: u64) {
+        let walk = {
+            let st = self.rt.lock();
+            match st.walks {
+                (n, Some((target, hr))) if n > walks => {
+                    let name = st
+                        .threads
+                        .iter()
+                        .find(|x| x.id == target)
+                        .map_or_else(|| format!("thread {:#x}", target.0), |x| x.name.clone());
+                    Some((name, hr.to_string()))
+                }
+                _ => None,
+            }
+        };
+        let lanes = (0..self.th.len()).map(|x| self.lane(x, t)).collect();
+        if let Some(timeline) = &mut self.timeline {
+            timeline.steps.push(Step {
+                step: self.steps,
+                ran: t,
+                walk,
+                lanes,
+            });
+        }
+    }
+
+    /// Thread `x` after a step thread `ran` ran.
+    fn lane(&self, x: usize, ran: usize) -> Lane {
+        let s = &self.th[x];
+        // A thread that ran into a wait shows the wait.
+        let doing = match s.status {
+            Status::Blocked(w) if !self.wait_over(x, w) => Doing::Blocked(self.wait_name(w)),
+            _ if x == ran => Doing::Ran,
+            _ if s.parked => Doing::Parked,
+            Status::Frozen => Doing::Frozen,
+            Status::NotStarted => Doing::NotStarted,
+            Status::Ready | Status::Blocked(_) => Doing::Ready,
+            Status::Sleeping(_) => Doing::Sleeping,
+            Status::Done => Doing::Done,
+        };
+        Lane {
+            doing,
+            suspended_by: s.suspenders.iter().map(|&by| self.th[by].name.clone()).collect(),
+            callback: s
+                .stack
+                .iter()
+                .rev()
+                .find_map(|a| a.callback)
+                .map(|k| k.as_str().to_string()),
+            signal: s.stack.iter().any(|a| a.signal),
+            locks: self.locks.held(x).map(str::to_string).collect(),
+        }
+    }
+
+    /// What a blocked thread waits for, in words.
+    fn wait_name(&self, w: Wait) -> String {
+        match w {
+            Wait::Lock(l) => format!("lock {}", self.locks.name(l)),
+            Wait::SafePoints => "safe points".into(),
+            Wait::SuspensionEnd => "end of the runtime suspension".into(),
+            Wait::Event(e, _) => format!("event {}", self.event_names[e as usize]),
+            Wait::Join(x) => format!("join {}", self.th[x].name),
+            Wait::Cond(c, ..) => format!("condition {}", self.conds[c as usize].0),
         }
     }
 

@@ -5,10 +5,11 @@
 //! here, so both see the same semantics and leave the same trace line.
 
 use super::{Activation, Run, Source, Status, Wait};
-use crate::process::fiber::{Code, Fiber, Home, Reply, Request, ThreadStart, Yielded};
+use crate::fiber::{Code, Fiber, Home, Reply, Request, ThreadStart, Yielded};
+use crate::platform::Platform;
 use crate::process::program::LockId;
 use crate::process::{Ending, SimOs, ThreadBody};
-use crate::runtime::{CallbackKind, Notification, Platform, Runtime};
+use crate::runtime::{CallbackKind, Notification, Runtime};
 use crate::thread::{Lifecycle, OsContext};
 use crate::trace::FaultKind;
 use corprof::os::{EventId, MutexId, OsError, OsThread};

@@ -17,7 +17,8 @@ mod walk;
 use walk::WalkEnd;
 pub(crate) use walk::{Walk, WalkStart};
 
-use crate::runtime::{Notification, Platform, Runtime, State};
+use crate::platform::Platform;
+use crate::runtime::{Notification, Runtime, State};
 use crate::thread::{Lifecycle, Mode, OsContext};
 use crate::trace::FaultKind;
 use corprof::flags::{event, snapshot};
@@ -45,6 +46,20 @@ pub(crate) fn do_stack_snapshot(
     info_flags: u32,
     seed: Option<&Context>,
     _context_size: u32, // R7: only logged; a seed is always read as a full CONTEXT (R31).
+) -> HResult {
+    let hr = snapshot(runtime, thread, callback, info_flags, seed);
+    let mut st = runtime.lock();
+    st.walks = (st.walks.0 + 1, Some((thread, hr)));
+    hr
+}
+
+/// `DoStackSnapshot`, from its decision table to its last callback.
+fn snapshot(
+    runtime: &Runtime,
+    thread: ThreadId,
+    callback: Option<&mut StackSnapshotCallback<'_>>,
+    info_flags: u32,
+    seed: Option<&Context>,
 ) -> HResult {
     let (plan, notified) = {
         let mut st = runtime.lock();
@@ -315,7 +330,7 @@ fn deliver(
     loop {
         // The callbacks are the profiler's code: their allocations count. Nothing else in
         // the loops allocates.
-        let completed = crate::process::fiber::observed(|| {
+        let completed = crate::fiber::observed(|| {
             if contexts {
                 report::<true>(walk, cb, plan.context_size)
             } else {

@@ -660,7 +660,7 @@ impl Drop for RuntimeCall {
 /// process's thread-store lock, as a runtime suspension does; a no-op outside a fiber. (Program
 /// steps take it in the engine, which runs them.)
 pub(crate) fn thread_store_lock(take: bool) {
-    let lock = MutexId(crate::process::program::LockId::THREAD_STORE.0);
+    let lock = MutexId(crate::runtime_locks::LockId::THREAD_STORE.0);
     request(if take {
         Request::MutexLock(lock)
     } else {

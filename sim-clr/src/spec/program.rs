@@ -6,28 +6,8 @@
 //! engine runs a flat list of [`Instr`]s; an unknown name is an error at its line.
 
 use crate::code::{CodeMap, FunctionIndex};
+pub use crate::runtime_locks::{LockId, RUNTIME_LOCKS};
 use std::collections::HashMap;
-
-/// A lock the runtime or the OS owns, always present; scenario files may declare more.
-pub const RUNTIME_LOCKS: [&str; 5] = ["loader", "heap", "code_manager", "thread_store", "function_table"];
-
-/// Index of a lock: the [`RUNTIME_LOCKS`] first, then the file's own, in declaration order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct LockId(pub u32);
-
-impl LockId {
-    /// The loader lock (`LoadLibrary`, per-thread runtime initialization, R39).
-    pub const LOADER: LockId = LockId(0);
-    /// The process heap lock (malloc's on Unix, the process heap's on Windows), taken by every
-    /// allocation: the runtime's and the profiler's.
-    pub const HEAP: LockId = LockId(1);
-    /// The code manager's writer lock (R13.2, R14, R42).
-    pub const CODE_MANAGER: LockId = LockId(2);
-    /// The thread-store lock, held by a runtime suspension (R41).
-    pub const THREAD_STORE: LockId = LockId(3);
-    /// The OS function-table lock (`RtlLookupFunctionEntry`, dynamic function tables).
-    pub const FUNCTION_TABLE: LockId = LockId(4);
-}
 
 /// One step. Thread operands are thread indices; functions index the code map.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -446,7 +426,7 @@ mod tests {
     fn run(text: &[&str]) -> Result<Vec<Instr>, ProgramError> {
         let code = CodeMap::build(
             &[FunctionSpec::new("Work", CodeKind::Jit)],
-            crate::runtime::Platform::Unix,
+            crate::platform::Platform::Unix,
         )
         .unwrap();
         let threads = ["main".to_string(), "sampler".to_string()];

@@ -1,0 +1,179 @@
+//! `simclr replay --svg`: the timeline of a catalog deadlock, parsed as XML, shows every
+//! thread's lane, the suspension, the lock and the wait, and the cycle.
+
+use fixtures::sampling::{process, variant};
+use sim_clr::process::Strategy;
+use sim_clr::scenario::Scenario;
+use std::process::Command;
+
+// Profiler code's allocations on simulated threads take the process heap lock, as in the
+// binary whose replay the test runs.
+#[global_allocator]
+static ALLOCATOR: sim_clr::process::HeapLockAllocator<std::alloc::System> =
+    sim_clr::process::HeapLockAllocator(std::alloc::System);
+
+const FILE: &str = "fixtures/pitfalls/s05-code-manager-lock.toml";
+
+/// The first deadlock `no-watchdog` meets in S5, as `explore` finds it.
+fn deadlock_schedule() -> String {
+    let text = std::fs::read_to_string(FILE).unwrap();
+    let scenario = Scenario::parse(FILE, &text).unwrap();
+    let p = process(scenario, variant("no-watchdog").unwrap()).unwrap();
+    let (_, failed) = p.first_failure(Strategy::Pct(3), 1000, 1);
+    let run = failed.expect("no-watchdog deadlocks in S5");
+    assert_eq!(run.outcome, "deadlock");
+    run.schedule
+}
+
+/// The attribute `name` of `node`.
+fn attr<'a>(node: roxmltree::Node<'a, '_>, name: &str) -> &'a str {
+    node.attribute(name).unwrap_or_default()
+}
+
+/// The hover text of `node`.
+fn title(node: roxmltree::Node<'_, '_>) -> String {
+    node.children()
+        .find(|c| c.has_tag_name("title"))
+        .and_then(|t| t.text())
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn has_class(node: roxmltree::Node<'_, '_>, class: &str) -> bool {
+    attr(node, "class").split(' ').any(|c| c == class)
+}
+
+#[test]
+fn a_deadlock_is_drawn_with_its_cycle() {
+    let schedule = deadlock_schedule();
+    let out = std::env::temp_dir().join(format!("simclr-timeline-{}.svg", std::process::id()));
+    let run = Command::new(env!("CARGO_BIN_EXE_simclr"))
+        .args([
+            "replay",
+            FILE,
+            "--sampler",
+            "no-watchdog",
+            "--schedule",
+            &schedule,
+            "--svg",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let text = std::fs::read_to_string(&out).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    let doc = roxmltree::Document::parse(&text).expect("the SVG is well-formed XML");
+    let svg = doc.root_element();
+    assert!(svg.has_tag_name("svg"));
+
+    let outcome = svg.descendants().find(|n| has_class(*n, "outcome")).unwrap();
+    assert!(outcome.text().unwrap().starts_with("deadlock: "));
+
+    // One lane per thread of the scenario, in its order.
+    let lanes: Vec<_> = svg.descendants().filter(|n| has_class(*n, "lane")).collect();
+    let names: Vec<&str> = lanes.iter().map(|l| attr(*l, "data-thread")).collect();
+    assert_eq!(names, ["main", "sampler", "watchdog"]);
+    let lane = |name: &str| *lanes.iter().find(|l| attr(**l, "data-thread") == name).unwrap();
+
+    // The cycle: the sampler waits for main's lock, main for the sampler's ResumeThread.
+    let in_cycle: Vec<&str> = lanes
+        .iter()
+        .filter(|l| has_class(**l, "cycle"))
+        .map(|l| attr(*l, "data-thread"))
+        .collect();
+    assert_eq!(in_cycle, ["main", "sampler"]);
+    let arrows: Vec<(String, String, String)> = svg
+        .descendants()
+        .filter(|n| has_class(*n, "waits-for"))
+        .map(|n| (attr(n, "data-from").into(), attr(n, "data-to").into(), title(n)))
+        .collect();
+    assert_eq!(arrows.len(), 2, "{arrows:?}");
+    assert!(arrows.contains(&(
+        "sampler".into(),
+        "main".into(),
+        "sampler waits for main (lock code_manager)".into()
+    )));
+    assert!(arrows.contains(&(
+        "main".into(),
+        "sampler".into(),
+        "main waits for sampler (ResumeThread)".into()
+    )));
+
+    // What the lanes show: main suspended by the sampler while it holds the lock, the
+    // sampler blocked on it at the end.
+    let marks = |name: &str, class: &str| -> Vec<String> {
+        lane(name)
+            .descendants()
+            .filter(|n| has_class(*n, class))
+            .map(title)
+            .collect()
+    };
+    assert!(marks("main", "suspended")
+        .iter()
+        .any(|t| t.contains("suspended by sampler")));
+    assert!(marks("main", "lock")
+        .iter()
+        .any(|t| t.contains("holds lock code_manager")));
+    let blocked = marks("sampler", "blocked");
+    assert!(
+        blocked
+            .last()
+            .is_some_and(|t| t.contains("blocked on lock code_manager")),
+        "{blocked:?}"
+    );
+    assert!(!marks("sampler", "ran").is_empty());
+}
+
+#[test]
+fn without_svg_the_replay_prints_the_same() {
+    let schedule = deadlock_schedule();
+    let replay = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_simclr"))
+            .args([
+                "replay",
+                FILE,
+                "--sampler",
+                "no-watchdog",
+                "--schedule",
+                &schedule,
+                "--json",
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let out = std::env::temp_dir().join(format!("simclr-timeline-json-{}.svg", std::process::id()));
+    let with = replay(&["--svg", out.to_str().unwrap()]);
+    std::fs::remove_file(&out).unwrap();
+    assert_eq!(with, replay(&[]));
+}
+
+#[test]
+fn the_readmes_timeline_is_current() {
+    let out = std::env::temp_dir().join(format!("simclr-timeline-doc-{}.svg", std::process::id()));
+    let run = Command::new(env!("CARGO_BIN_EXE_simclr"))
+        .args([
+            "replay",
+            FILE,
+            "--sampler",
+            "no-watchdog",
+            "--schedule",
+            "1x32.0.1x23.0x3.2.1x8",
+        ])
+        .arg("--svg")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let drawn = std::fs::read_to_string(&out).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    let committed =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/timeline.svg"))
+            .unwrap();
+    assert!(
+        drawn == committed,
+        "docs/timeline.svg is stale: cargo run --release -- replay {FILE} --sampler no-watchdog --schedule 1x32.0.1x23.0x3.2.1x8 --svg docs/timeline.svg"
+    );
+}
