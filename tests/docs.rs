@@ -135,7 +135,7 @@ fn native_unwinding_doc_names_real_files_and_every_error() {
 #[test]
 fn process_docs_list_every_step_and_report_key() {
     let format = read("docs/scenario-format.md");
-    let parser = read("sim-clr/src/process/program.rs");
+    let parser = read("sim-clr/src/spec/program.rs");
     // Every verb the parser matches (`"verb" =>`) is documented as a step.
     for verb in parser
         .split('"')
