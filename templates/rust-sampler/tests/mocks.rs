@@ -12,10 +12,11 @@ use walker::images::Images;
 const TARGET: OsThread = OsThread(7);
 
 fn context() -> Context {
-    let mut context = Context::default();
-    context.rsp = 0x1000_0f00;
-    context.rip = 0x7f00_0000_1000;
-    context
+    Context {
+        rsp: 0x1000_0f00,
+        rip: 0x7f00_0000_1000,
+        ..Default::default()
+    }
 }
 
 /// `sample_one` of `TARGET` on `os`: whether it sampled, and whether it stopped the target.
