@@ -46,6 +46,12 @@ runtime_dotnet() {
 runtimes=("$@")
 [ ${#runtimes[@]} -gt 0 ] || runtimes=(3.1.23 8.0.4)
 for version in "${runtimes[@]}"; do runtime_dotnet "$version" >/dev/null; done
+if ! command -v mcs >/dev/null 2>&1; then
+  echo "== installing the C# compiler (Debian mono-mcs)" >&2
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  retry env DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends mono-mcs >/dev/null
+fi
 # 2. The profiler, the comparison tool and the programs (one build; each runtime's folder gets
 #    copies with a runtimeconfig.json naming it).
 echo "== building"
