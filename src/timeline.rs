@@ -257,10 +257,12 @@ fn bars(w: &mut String, timeline: &Timeline, t: usize, top: f64, step_w: f64, re
         let (first, last) = (timeline.steps[a].step, timeline.steps[b - 1].step);
         let mut what = format!("{name}: {}, steps {first}–{last}", describe(&doing));
         if doing == Doing::Ran {
-            let lines: Vec<&str> = report
-                .trace
+            // The trace is in step order: only the segment's steps are read.
+            let from = report.trace.partition_point(|e| e.step < first);
+            let lines: Vec<&str> = report.trace[from..]
                 .iter()
-                .filter(|e| e.thread == *name && (first..=last).contains(&e.step))
+                .take_while(|e| e.step <= last)
+                .filter(|e| e.thread == *name)
                 .map(|e| e.what.as_str())
                 .collect();
             for line in lines.iter().take(6) {

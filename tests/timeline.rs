@@ -5,6 +5,7 @@ use fixtures::sampling::{process, variant};
 use sim_clr::process::Strategy;
 use sim_clr::scenario::Scenario;
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 // Profiler code's allocations on simulated threads take the process heap lock, as in the
 // binary whose replay the test runs.
@@ -23,6 +24,30 @@ fn deadlock_schedule() -> String {
     let run = failed.expect("no-watchdog deadlocks in S5");
     assert_eq!(run.outcome, "deadlock");
     run.schedule
+}
+
+/// `simclr replay` of `schedule` with the `no-watchdog` mutant (`--json` when `json`), drawing
+/// the run when `svg`: what it printed, and the picture.
+fn replay(schedule: &str, json: bool, svg: bool) -> (String, Option<String>) {
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, Ordering::Relaxed);
+    let out = std::env::temp_dir().join(format!("simclr-timeline-{}-{call}.svg", std::process::id()));
+    let mut command = Command::new(env!("CARGO_BIN_EXE_simclr"));
+    command.args(["replay", FILE, "--sampler", "no-watchdog", "--schedule", schedule]);
+    if json {
+        command.arg("--json");
+    }
+    if svg {
+        command.arg("--svg").arg(&out);
+    }
+    let run = command.output().unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let picture = svg.then(|| {
+        let text = std::fs::read_to_string(&out).unwrap();
+        std::fs::remove_file(&out).unwrap();
+        text
+    });
+    (String::from_utf8(run.stdout).unwrap(), picture)
 }
 
 /// The attribute `name` of `node`.
@@ -45,24 +70,8 @@ fn has_class(node: roxmltree::Node<'_, '_>, class: &str) -> bool {
 
 #[test]
 fn a_deadlock_is_drawn_with_its_cycle() {
-    let schedule = deadlock_schedule();
-    let out = std::env::temp_dir().join(format!("simclr-timeline-{}.svg", std::process::id()));
-    let run = Command::new(env!("CARGO_BIN_EXE_simclr"))
-        .args([
-            "replay",
-            FILE,
-            "--sampler",
-            "no-watchdog",
-            "--schedule",
-            &schedule,
-            "--svg",
-        ])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-    let text = std::fs::read_to_string(&out).unwrap();
-    std::fs::remove_file(&out).unwrap();
+    let (_, text) = replay(&deadlock_schedule(), false, true);
+    let text = text.unwrap();
     let doc = roxmltree::Document::parse(&text).expect("the SVG is well-formed XML");
     let svg = doc.root_element();
     assert!(svg.has_tag_name("svg"));
@@ -128,52 +137,17 @@ fn a_deadlock_is_drawn_with_its_cycle() {
 #[test]
 fn without_svg_the_replay_prints_the_same() {
     let schedule = deadlock_schedule();
-    let replay = |extra: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_simclr"))
-            .args([
-                "replay",
-                FILE,
-                "--sampler",
-                "no-watchdog",
-                "--schedule",
-                &schedule,
-                "--json",
-            ])
-            .args(extra)
-            .output()
-            .unwrap();
-        String::from_utf8(out.stdout).unwrap()
-    };
-    let out = std::env::temp_dir().join(format!("simclr-timeline-json-{}.svg", std::process::id()));
-    let with = replay(&["--svg", out.to_str().unwrap()]);
-    std::fs::remove_file(&out).unwrap();
-    assert_eq!(with, replay(&[]));
+    assert_eq!(replay(&schedule, true, true).0, replay(&schedule, true, false).0);
 }
 
 #[test]
 fn the_readmes_timeline_is_current() {
-    let out = std::env::temp_dir().join(format!("simclr-timeline-doc-{}.svg", std::process::id()));
-    let run = Command::new(env!("CARGO_BIN_EXE_simclr"))
-        .args([
-            "replay",
-            FILE,
-            "--sampler",
-            "no-watchdog",
-            "--schedule",
-            "1x32.0.1x23.0x3.2.1x8",
-        ])
-        .arg("--svg")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
-    let drawn = std::fs::read_to_string(&out).unwrap();
-    std::fs::remove_file(&out).unwrap();
+    let (_, drawn) = replay("1x32.0.1x23.0x3.2.1x8", false, true);
     let committed =
         std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/timeline.svg"))
             .unwrap();
     assert!(
-        drawn == committed,
+        drawn.as_deref() == Some(committed.as_str()),
         "docs/timeline.svg is stale: cargo run --release -- replay {FILE} --sampler no-watchdog --schedule 1x32.0.1x23.0x3.2.1x8 --svg docs/timeline.svg"
     );
 }

@@ -151,6 +151,11 @@ pub struct Runtime {
 }
 
 impl State {
+    /// Counts a `DoStackSnapshot` of `thread` that answered `hr` ([`State::walks`]).
+    pub(crate) fn walked(&mut self, thread: ThreadId, hr: HResult) {
+        self.walks = (self.walks.0 + 1, Some((thread, hr)));
+    }
+
     /// The index of the thread named `name`.
     pub fn thread_named(&self, name: &str) -> Option<usize> {
         self.thread_names.get(name).copied()

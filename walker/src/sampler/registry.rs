@@ -93,7 +93,7 @@ impl Registry {
     pub const LOCK_NAME: &'static str = "simclr-sampler-registry";
 
     /// The profiler lock that guards the list (created on first use, on the calling thread).
-    pub fn lock_id(&self, os: &dyn Sync) -> MutexId {
+    pub(crate) fn lock_id(&self, os: &dyn Sync) -> MutexId {
         super::once(&self.lock, || os.mutex_create(Self::LOCK_NAME))
     }
 

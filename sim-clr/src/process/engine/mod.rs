@@ -652,12 +652,9 @@ impl<'p> Run<'p> {
         if matches!(s.status, Status::Done | Status::Frozen) {
             return out;
         }
-        let edge = |to: usize, what: &str| Edge {
-            to,
-            what: what.into(),
-        };
+        let edge = |to: usize, what: String| Edge { to, what };
         if !s.suspenders.is_empty() && !s.suspend_pending {
-            out.extend(s.suspenders.iter().map(|&by| edge(by, RESUME_THREAD)));
+            out.extend(s.suspenders.iter().map(|&by| edge(by, RESUME_THREAD.into())));
         }
         let blocked = match s.status {
             Status::Blocked(w) if !self.wait_over(t, w) => Some(w),
@@ -667,19 +664,17 @@ impl<'p> Run<'p> {
         if s.parked || blocked == Some(Wait::SuspensionEnd) {
             out.extend(
                 self.suspension_owner()
-                    .map(|o| edge(o, "end of the runtime suspension")),
+                    .map(|o| edge(o, self.wait_name(Wait::SuspensionEnd))),
             );
         }
         match blocked {
-            Some(Wait::Lock(l)) => out.extend(
-                self.locks
-                    .owner(l)
-                    .map(|o| edge(o, &format!("lock {}", self.locks.name(l)))),
+            Some(w @ Wait::Lock(l)) => out.extend(self.locks.owner(l).map(|o| edge(o, self.wait_name(w)))),
+            Some(Wait::SafePoints) => out.extend(
+                self.unsafe_threads(t)
+                    .into_iter()
+                    .map(|o| edge(o, "safe point".into())),
             ),
-            Some(Wait::SafePoints) => {
-                out.extend(self.unsafe_threads(t).into_iter().map(|o| edge(o, "safe point")))
-            }
-            Some(Wait::Join(x)) => out.push(edge(x, "join")),
+            Some(Wait::Join(x)) => out.push(edge(x, "join".into())),
             Some(Wait::SuspensionEnd | Wait::Event(..) | Wait::Cond(..)) | None => {}
         }
         out
@@ -753,10 +748,7 @@ impl<'p> Run<'p> {
             let edges = self.edges(t);
             if edges.is_empty() {
                 let waits_for = match self.th[t].status {
-                    Status::Blocked(Wait::Event(e, _)) => format!("event {}", self.event_names[e as usize]),
-                    Status::Blocked(Wait::Cond(c, _, _)) => {
-                        format!("condition variable {}", self.conds[c as usize].0)
-                    }
+                    Status::Blocked(w @ (Wait::Event(..) | Wait::Cond(..))) => self.wait_name(w),
                     _ => "nothing that can happen".into(),
                 };
                 links.push((
@@ -911,7 +903,8 @@ impl<'p> Run<'p> {
         }
     }
 
-    /// What a blocked thread waits for, in words.
+    /// What a blocked thread waits for, in words (as deadlock and hang reports and the
+    /// timeline name it).
     fn wait_name(&self, w: Wait) -> String {
         match w {
             Wait::Lock(l) => format!("lock {}", self.locks.name(l)),
@@ -919,7 +912,7 @@ impl<'p> Run<'p> {
             Wait::SuspensionEnd => "end of the runtime suspension".into(),
             Wait::Event(e, _) => format!("event {}", self.event_names[e as usize]),
             Wait::Join(x) => format!("join {}", self.th[x].name),
-            Wait::Cond(c, ..) => format!("condition {}", self.conds[c as usize].0),
+            Wait::Cond(c, ..) => format!("condition variable {}", self.conds[c as usize].0),
         }
     }
 

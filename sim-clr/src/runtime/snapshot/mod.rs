@@ -47,25 +47,12 @@ pub(crate) fn do_stack_snapshot(
     seed: Option<&Context>,
     _context_size: u32, // R7: only logged; a seed is always read as a full CONTEXT (R31).
 ) -> HResult {
-    let hr = snapshot(runtime, thread, callback, info_flags, seed);
-    let mut st = runtime.lock();
-    st.walks = (st.walks.0 + 1, Some((thread, hr)));
-    hr
-}
-
-/// `DoStackSnapshot`, from its decision table to its last callback.
-fn snapshot(
-    runtime: &Runtime,
-    thread: ThreadId,
-    callback: Option<&mut StackSnapshotCallback<'_>>,
-    info_flags: u32,
-    seed: Option<&Context>,
-) -> HResult {
     let (plan, notified) = {
         let mut st = runtime.lock();
         let decided = decide(&mut st, thread, info_flags, seed);
-        if decided.is_err() {
+        if let Err(hr) = decided {
             st.last_walk_start = None;
+            st.walked(thread, hr);
         }
         (decided, !st.pending.is_empty())
     };
@@ -86,6 +73,7 @@ fn snapshot(
         // R18: resume the target if this walk suspended it, release the hijack lock.
         let mut st = runtime.lock();
         st.last_walk_start = walk.start;
+        st.walked(thread, hr);
         st.spare_walk = Some(walk);
         if plan.suspended {
             st.threads[plan.target].os_suspend_count -= 1;
