@@ -1,5 +1,6 @@
-//! The scheduler's speed: steps per second with the wait-for check on every block, and whole
-//! schedules per second of a two-thread, two-lock program — under `simclr explore`'s engine
+//! The scheduler's speed: steps per second with the wait-for check on every block, steps per
+//! second when every atomic access of Rust code is a scheduling point, and whole schedules per
+//! second of a two-thread, two-lock program — under `simclr explore`'s engine
 //! and, as the peer in the same run, under shuttle (the same program as real Rust threads on
 //! shuttle's mutexes, random scheduler).
 
@@ -40,6 +41,45 @@ fn steps(c: &mut Criterion) {
     let mut g = c.benchmark_group("scheduler_steps");
     g.throughput(Throughput::Elements(run.steps));
     g.bench_function("8 threads, 1 lock, wait-for check on every block", |b| {
+        let mut seed = 0;
+        b.iter(|| {
+            seed += 1;
+            process
+                .explore(Strategy::Random, 1, seed, |_, _| {})
+                .schedules_run
+        })
+    });
+    g.finish();
+}
+
+/// Two native threads running Rust code that adds to one `corprof::sync` counter 2,000
+/// times each: every access a scheduling point.
+fn atomic_counters() -> Process {
+    use corprof::sync::atomic::{AtomicU64, Ordering};
+    use sim_clr::process::{SimOs, ThreadBody};
+    use std::sync::Arc;
+    let text = "platform = \"unix\"\n[[code]]\nname = \"n!loop\"\nkind = \"native\"\n\
+        [[threads]]\nname = \"one\"\nkind = \"native\"\nframes = [{ fn = \"n!loop\" }]\nbody = \"adder\"\n\
+        [[threads]]\nname = \"two\"\nkind = \"native\"\nframes = [{ fn = \"n!loop\" }]\nbody = \"adder\"\n";
+    let mut process = Process::new(Scenario::parse("atomics.toml", text).expect("valid"));
+    let counter = Arc::new(AtomicU64::new(0));
+    let adder: ThreadBody = Arc::new(move |_: &sim_clr::Runtime, _: &SimOs| {
+        for _ in 0..2_000 {
+            counter.fetch_add(1, Ordering::SeqCst);
+        }
+    });
+    for thread in ["one", "two"] {
+        process.thread_body(thread, adder.clone()).expect("declared");
+    }
+    process
+}
+
+fn atomic_steps(c: &mut Criterion) {
+    let process = atomic_counters();
+    let run = process.run(&mut Random(Rng::new(7))).unwrap();
+    let mut g = c.benchmark_group("scheduler_steps");
+    g.throughput(Throughput::Elements(run.steps));
+    g.bench_function("2 threads, every atomic access a scheduling point", |b| {
         let mut seed = 0;
         b.iter(|| {
             seed += 1;
@@ -108,5 +148,5 @@ fn schedules(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, steps, schedules);
+criterion_group!(benches, steps, atomic_steps, schedules);
 criterion_main!(benches);

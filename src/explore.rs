@@ -8,7 +8,7 @@ use crate::progress::Progress;
 use crate::{load, print_json};
 use fixtures::sampling::Variant;
 use sim_clr::process::schedule::Schedule;
-use sim_clr::process::{ExploreReport, Process, RunReport, Shard, Strategy};
+use sim_clr::process::{ExploreReport, Process, RunReport, Shard, Strategy, TraceEntry};
 use sim_clr::scenario::Scenario;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -25,6 +25,8 @@ pub struct Options {
     pub seed: Option<u64>,
     /// One JSON document instead of text.
     pub json: bool,
+    /// Runs of each outcome kept with their traces ([`Process::trace_first`]).
+    pub trace_first: usize,
     /// Schedules run at once (built-in profiler code only: [`Process::jobs`]).
     pub jobs: usize,
     /// Run only this share of the schedules (random schedules only: [`Process::shard`]).
@@ -217,8 +219,15 @@ pub fn explore(file: &Path, options: &Options) -> ExitCode {
             );
             return ExitCode::from(2);
         }
+        if options.trace_first > 0 {
+            eprintln!(
+                "error: --trace-first and --shard cannot be combined: a shard's first runs are not the run's"
+            );
+            return ExitCode::from(2);
+        }
         process.shard(shard);
     }
+    process.trace_first(options.trace_first);
     let bar = Progress::new(schedules, options.json, "schedules");
     let report = process.explore(strategy, schedules, seed, |done, faults| {
         if done % 64 == 0 {
@@ -309,6 +318,17 @@ pub fn render(report: &ExploreReport, file: &Path, expect: Option<&[String]>, pr
             writeln!(out, "replay: {}", profiler.replay(file, &f.schedule)).unwrap();
         }
     }
+    for (outcome, runs) in &report.traces {
+        for run in runs {
+            writeln!(
+                out,
+                "\n-- run {} ({outcome}), schedule {}",
+                run.index, run.schedule
+            )
+            .unwrap();
+            render_trace(&mut out, &run.trace);
+        }
+    }
     out
 }
 
@@ -362,11 +382,10 @@ pub fn replay(file: &Path, schedule: &str, profiler: &Profiler, svg: Option<&Pat
     ExitCode::SUCCESS
 }
 
-/// The text form of one run: its trace, then how it ended.
-pub fn render_run(report: &RunReport) -> String {
+/// Writes a run's trace, one step a line.
+fn render_trace(out: &mut String, trace: &[TraceEntry]) {
     use std::fmt::Write;
-    let mut out = String::new();
-    for e in &report.trace {
+    for e in trace {
         let line = if e.line == 0 {
             String::new()
         } else {
@@ -379,6 +398,13 @@ pub fn render_run(report: &RunReport) -> String {
         )
         .unwrap();
     }
+}
+
+/// The text form of one run: its trace, then how it ended.
+pub fn render_run(report: &RunReport) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    render_trace(&mut out, &report.trace);
     writeln!(
         out,
         "outcome: {} after {} steps, {} us of virtual time; schedule {}",

@@ -181,6 +181,10 @@ enum Command {
         /// Print one JSON document (docs/json-output.md).
         #[arg(long)]
         json: bool,
+        /// Also print the traces of the first N runs of each outcome, `ok` runs included (they
+        /// are replayed once the exploration ends).
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        trace_first: usize,
         #[command(flatten)]
         jobs: Jobs,
         #[command(flatten)]
@@ -471,6 +475,7 @@ fn command() -> ExitCode {
             depth,
             seed,
             json,
+            trace_first,
             jobs,
             shard,
             code,
@@ -482,6 +487,7 @@ fn command() -> ExitCode {
                 schedules,
                 seed,
                 json,
+                trace_first,
                 jobs: jobs.get(),
                 shard: shard.shard,
                 profiler: code.profiler(),

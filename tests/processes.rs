@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use sim_clr::process::schedule::{Random, Rng, Schedule};
-use sim_clr::process::{CycleLink, Process, RunReport};
+use sim_clr::process::{CycleLink, Process, RunReport, TraceEntry};
 use sim_clr::scenario::Scenario;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -40,6 +40,8 @@ fn the_catalog_covers_the_failure_stories() {
         "correct-sampler-control",
         "snapshot-sampler-unix",
         "join-cycle",
+        "two-walkers-one-target",
+        "gc-waits-for-walk",
     ] {
         assert!(names.contains(required), "{required} is missing");
     }
@@ -82,6 +84,81 @@ fn explorations_and_first_failures_are_pinned() {
             serde_json::json!({ "explore": report, "first_failure_run": first })
         );
     }
+}
+
+/// The traces of every schedule of catalog process `name` (it must be one DFS explores
+/// exhaustively, every run `ok`).
+fn every_ok_trace(name: &str) -> Vec<Vec<TraceEntry>> {
+    let scenario = processes().into_iter().find(|s| s.name == name).unwrap();
+    let spec = scenario.process.explore.clone();
+    let mut process = process(scenario);
+    process.trace_first(usize::MAX);
+    let report = process.explore(spec.strategy, spec.schedules, spec.seed, |_, _| {});
+    assert!(report.exhaustive, "{name}");
+    assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"], "{name}");
+    let runs = &report.traces["ok"];
+    assert_eq!(runs.len() as u64, report.schedules_run, "{name}");
+    runs.iter().map(|r| r.trace.clone()).collect()
+}
+
+/// The entries of `trace` between the start of a walk of `target` and its end, walker by
+/// walker: what happened while the walk held its target.
+fn during_walks<'t>(trace: &'t [TraceEntry], target: &str) -> Vec<&'t TraceEntry> {
+    let (start, end) = (
+        format!("DoStackSnapshot {target}: walking"),
+        format!("DoStackSnapshot {target} →"),
+    );
+    let mut walker: Option<&str> = None;
+    let mut during = Vec::new();
+    for e in trace {
+        match walker {
+            None if e.what.starts_with(&start) => walker = Some(&e.thread),
+            Some(w) if e.thread == w && e.what.starts_with(&end) => walker = None,
+            Some(_) => during.push(e),
+            None => {}
+        }
+    }
+    during
+}
+
+/// Walks take time (a step per reported frame): meanwhile the target stays suspended, a
+/// second walk of it is refused with CORPROF_E_STACKSNAPSHOT_UNSAFE (R8) rather than waiting,
+/// and a GC started meanwhile finishes only after the walk has resumed the target.
+#[test]
+fn a_walk_holds_its_target_until_it_ends() {
+    let mut refused = 0;
+    for trace in every_ok_trace("two-walkers-one-target") {
+        let during = during_walks(&trace, "main");
+        assert!(during.iter().all(|e| e.thread != "main"), "{trace:#?}");
+        refused += during
+            .iter()
+            .filter(|e| {
+                e.what
+                    .contains("DoStackSnapshot main → 0x80131360 CORPROF_E_STACKSNAPSHOT_UNSAFE")
+            })
+            .count();
+    }
+    assert!(refused > 0, "no schedule walked main twice at once");
+    let mut gc_waited = 0;
+    for trace in every_ok_trace("gc-waits-for-walk") {
+        let during = during_walks(&trace, "main");
+        assert!(during.iter().all(|e| e.thread != "main"), "{trace:#?}");
+        // A GC that starts during the walk waits for it (one that found main parked before
+        // the walk began has every thread at a safe point already).
+        if let Some(gc) = during
+            .iter()
+            .position(|e| e.what == "gc: runtime suspension starts")
+        {
+            assert!(
+                during[gc..]
+                    .iter()
+                    .all(|e| e.what != "gc: every thread at a safe point"),
+                "the GC finished its suspension during the walk: {trace:#?}"
+            );
+            gc_waited += 1;
+        }
+    }
+    assert!(gc_waited > 0, "no GC started during a walk");
 }
 
 #[test]

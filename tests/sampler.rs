@@ -238,7 +238,7 @@ fn a_sample_of_a_thread_whose_thread_destroyed_returned_is_wrong() {
     // unlocked-thread-destroyed --strategy pct --seed 1` finds: the sampler re-checks the
     // worker under its per-thread lock, the worker's ThreadDestroyed (which does not take
     // the lock) runs and returns, and only then does the sampler suspend it.
-    let schedule = "3x3.2x32.0.2x37.0x12.1x12.2x4".parse().unwrap();
+    let schedule = "3x3.2x32.0.2x39.0x12.1x13.2x6".parse().unwrap();
     let unlocked = fixtures::sampling::variant("unlocked-thread-destroyed").unwrap();
     let run = process(pitfall("s07-thread-exits"), unlocked)
         .unwrap()

@@ -12,6 +12,9 @@
 //! [`modules`] is the loaded-module list with each module's unwind sections, which a native
 //! unwinder copies when a module appears.
 //!
+//! [`sync`] holds atomics a simulator can interleave threads at (plain std atomics unless the
+//! `simulation` feature is on).
+//!
 //! [`com`] holds the same API at the COM ABI level (vtables, IIDs) for native profilers.
 //!
 //! With the `mock` feature, every trait has a mockall mock for unit tests that need no
@@ -37,6 +40,7 @@ pub mod metadata;
 pub mod mock;
 pub mod modules;
 pub mod os;
+pub mod sync;
 
 pub use callback::ProfilerCallback;
 pub use context::{Context, Register};

@@ -29,6 +29,10 @@ use std::time::Duration;
 pub enum Request {
     /// A plain scheduling point (every `ProfilerInfo` call makes one).
     Point,
+    /// A `corprof::sync` atomic access: a scheduling point; `true` when it surely writes.
+    Atomic(bool),
+    /// A `corprof::sync::spin_loop`: wait until another thread writes.
+    Spin,
     /// Wait until every cooperative thread has parked for the caller's runtime suspension.
     SafePoints,
     /// Raise the callbacks the runtime queued (the suspension callbacks) on their threads
@@ -585,6 +589,22 @@ fn exchange(shared: &Shared, request: Request) -> Reply {
 /// A scheduling point (a no-op outside a fiber).
 pub fn point() {
     request(Request::Point);
+}
+
+/// Makes every `corprof::sync` atomic access by code on a fiber a scheduling point, and its
+/// `spin_loop` a wait until another thread writes (once per process; off a fiber they stay
+/// plain atomics).
+pub(crate) fn install_atomics() {
+    corprof::sync::install(corprof::sync::Scheduler {
+        access: |write| {
+            request(Request::Atomic(write));
+        },
+        spin: || {
+            if request(Request::Spin).is_none() {
+                std::hint::spin_loop();
+            }
+        },
+    });
 }
 
 /// Runs `f` without its allocations counting as the profiler's: for oracles that inspect the

@@ -286,6 +286,9 @@ pub struct Thread {
     pub holds_writer_lock: bool,
     /// OS suspend count (suspensions by `DoStackSnapshot` or by a profiler).
     pub os_suspend_count: u32,
+    /// `Some` while a cross-thread `DoStackSnapshot` holds the thread suspended (R11), until
+    /// the walk ends (R18): the walking thread, when it is one of the process's.
+    pub stopped_for_walk: Option<Option<usize>>,
     /// `InitializeCurrentThread` was called on it (R39).
     pub tls_initialized: bool,
     /// The mode it had before a runtime suspension parked it.
@@ -378,6 +381,7 @@ impl Thread {
             suspend_fails: false,
             holds_writer_lock: false,
             os_suspend_count: 0,
+            stopped_for_walk: None,
             tls_initialized: false,
             parked: None,
             runs_code: false,

@@ -100,6 +100,8 @@ pub struct Process {
     isolation: Option<Arc<dyn Isolation>>,
     /// How many schedules an exploration runs at once ([`Process::jobs`]).
     jobs: usize,
+    /// How many runs of each outcome an exploration keeps with their traces.
+    trace_first: usize,
     /// The share of an exploration's schedules this process runs ([`Process::shard`]).
     shard: Shard,
 }
@@ -242,11 +244,28 @@ pub struct ExploreReport {
     pub hazards: BTreeMap<String, u64>,
     /// The first schedule that did not end `ok`, if any.
     pub first_failure: Option<FirstFailure>,
+    /// The first runs of each outcome with their traces, at most [`Process::trace_first`] of
+    /// each (none unless asked for; a run whose replay fails, as a hosted library that is
+    /// not deterministic may, is left out).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub traces: BTreeMap<String, Vec<Traced>>,
+}
+
+/// One run of an exploration kept with its trace ([`Process::trace_first`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Traced {
+    /// Which schedule of the exploration it was (0-based).
+    pub index: u64,
+    /// The schedule string (`replay --schedule` runs it again).
+    pub schedule: String,
+    /// Every step of the run.
+    pub trace: Vec<TraceEntry>,
 }
 
 impl Process {
     /// The scenario's process, with no Rust code attached.
     pub fn new(scenario: Scenario) -> Process {
+        fiber::install_atomics();
         let bodies = vec![None; scenario.threads.len()];
         Process {
             template: Arc::new(scenario.runtime()),
@@ -257,6 +276,7 @@ impl Process {
             loader: None,
             isolation: None,
             jobs: 1,
+            trace_first: 0,
             shard: Shard::WHOLE,
         }
     }
@@ -269,6 +289,14 @@ impl Process {
     /// outcome depends on (a [`Loader`] makes each run's afresh).
     pub fn jobs(&mut self, n: usize) -> &mut Process {
         self.jobs = n.max(1);
+        self
+    }
+
+    /// Keeps the first `n` runs of each outcome of every exploration with their traces
+    /// ([`ExploreReport::traces`]), `ok` runs included: why a race was or was not hit shows in
+    /// them. Runs are explored untraced and the kept ones replayed once the exploration ends.
+    pub fn trace_first(&mut self, n: usize) -> &mut Process {
+        self.trace_first = n;
         self
     }
 
@@ -425,14 +453,20 @@ impl Process {
             stops: 0,
             hazards: BTreeMap::new(),
             first_failure: None,
+            traces: BTreeMap::new(),
         };
         let mut faults = 0;
+        let mut kept: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
         report.exhaustive = self.each_run(strategy, schedules, seed, |index, run| {
             report.schedules_run += 1;
             *report.outcomes.entry(run.outcome.clone()).or_default() += 1;
             report.stops += run.stops;
             for (hazard, n) in &run.hazards {
                 *report.hazards.entry(hazard.clone()).or_default() += n;
+            }
+            let first = kept.entry(run.outcome.clone()).or_default();
+            if first.len() < self.trace_first {
+                first.push((index, run.schedule.clone()));
             }
             if let Some(fault) = run.fault {
                 faults += 1;
@@ -447,6 +481,21 @@ impl Process {
             progress(report.schedules_run, faults);
             true
         });
+        report.traces = kept
+            .into_iter()
+            .filter(|(_, runs)| !runs.is_empty())
+            .map(|(outcome, runs)| {
+                let traced = runs.into_iter().filter_map(|(index, schedule)| {
+                    let run = self.replay(&schedule.parse().ok()?).ok()?;
+                    Some(Traced {
+                        index,
+                        schedule,
+                        trace: run.trace,
+                    })
+                });
+                (outcome, traced.collect())
+            })
+            .collect();
         report
     }
 

@@ -44,6 +44,7 @@ use crate::trace::{Event, Fault, FaultKind};
 use corprof::flags::event;
 use corprof::{FunctionId, HResult, ProfilerCallback, ThreadId};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Global runtime state (what CoreCLR keeps in `g_fEEStarted`, `g_profControlBlock`, …).
@@ -148,6 +149,10 @@ pub(crate) struct State {
 pub struct Runtime {
     state: Mutex<State>,
     profiler: Mutex<Option<Arc<dyn ProfilerCallback>>>,
+    /// Changes whenever a walk suspends or resumes its target
+    /// ([`crate::thread::Thread::stopped_for_walk`]): a scheduler reads it after every step
+    /// without taking the state lock.
+    walk_stops: AtomicU64,
 }
 
 impl State {
@@ -331,7 +336,18 @@ impl Runtime {
                 writer_lock_holders,
             }),
             profiler: Mutex::new(None),
+            walk_stops: AtomicU64::new(0),
         }
+    }
+
+    /// A number that changes whenever a walk suspends or resumes its target.
+    pub fn walk_stops(&self) -> u64 {
+        self.walk_stops.load(Ordering::Acquire)
+    }
+
+    /// Notes that a walk suspended or resumed its target.
+    pub(crate) fn walk_stopped(&self) {
+        self.walk_stops.fetch_add(1, Ordering::Release);
     }
 
     /// A copy of this runtime in its current state, with no profiler attached: what each run of
@@ -340,6 +356,7 @@ impl Runtime {
         Runtime {
             state: Mutex::new(self.lock().clone()),
             profiler: Mutex::new(None),
+            walk_stops: AtomicU64::new(0),
         }
     }
 

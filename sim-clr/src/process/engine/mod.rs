@@ -39,6 +39,8 @@ const HIJACKED_RSP: u64 = 0x0000_0bad_0000_0000;
 
 /// The wait of a thread OS-suspended by another (any thread may end it).
 const RESUME_THREAD: &str = "ResumeThread";
+/// What a thread a walk suspended waits for: the walk's end (R18).
+const WALK: &str = "the end of its DoStackSnapshot";
 
 /// What a blocked thread waits for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,6 +58,8 @@ enum Wait {
     /// A condition variable's notification after the given count, until a virtual deadline
     /// (`u64::MAX`: none).
     Cond(u32, u64, u64),
+    /// Another thread to change something after this step (a `corprof::sync::spin_loop`).
+    Change(u64),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,6 +134,14 @@ struct Sim {
     returning: Option<crate::runtime::Entered>,
     /// Threads it stopped (suspension, signal, runtime suspension) after the crash event.
     stops_after_crash: u32,
+    /// A program's `walk` in progress: its target held, and how many frames it reported.
+    walking: Option<(crate::runtime::snapshot::Held, u32)>,
+    /// The step at which its code last asked to spin (`corprof::sync::spin_loop`, after a
+    /// read that found nothing new): a write after it ends the spin.
+    spin_since: u64,
+    /// Suspended by another thread's `DoStackSnapshot` until its walk ends (a copy of the
+    /// runtime's [`crate::thread::Thread::stopped_for_walk`]).
+    stopped_for_walk: Option<Option<usize>>,
 }
 
 /// What a step did.
@@ -158,6 +170,8 @@ pub(crate) struct Run<'p> {
     marks: Vec<bool>,
     /// The thread running a GC's runtime suspension.
     gc: Option<usize>,
+    /// [`Runtime::walk_stops`] when the threads' walk suspensions were last copied.
+    walk_stops: u64,
     now: u64,
     steps: u64,
     /// The step at which a thread last changed what another can see ([`Run::changed`]).
@@ -258,6 +272,9 @@ impl<'p> Run<'p> {
                     starting: false,
                     returning: None,
                     stops_after_crash: 0,
+                    walking: None,
+                    stopped_for_walk: None,
+                    spin_since: 0,
                 }
             })
             .collect();
@@ -284,6 +301,7 @@ impl<'p> Run<'p> {
             conds: Vec::new(),
             marks: vec![false; s.threads.len()],
             gc: None,
+            walk_stops: 0,
             now: 0,
             steps: 0,
             changed_at: 0,
@@ -449,6 +467,14 @@ impl<'p> Run<'p> {
 
     fn runnable(&mut self, out: &mut Vec<usize>) {
         out.clear();
+        let walk_stops = self.rt.walk_stops();
+        if walk_stops != self.walk_stops {
+            self.walk_stops = walk_stops;
+            let st = self.rt.lock();
+            for (s, t) in self.th.iter_mut().zip(&st.threads) {
+                s.stopped_for_walk = t.stopped_for_walk;
+            }
+        }
         for t in 0..self.th.len() {
             if let Status::Sleeping(until) = self.th[t].status {
                 if until <= self.now {
@@ -517,7 +543,7 @@ impl<'p> Run<'p> {
 
     fn can_run(&self, t: usize) -> bool {
         let s = &self.th[t];
-        if !s.suspenders.is_empty() && !s.suspend_pending {
+        if (!s.suspenders.is_empty() && !s.suspend_pending) || s.stopped_for_walk.is_some() {
             return false;
         }
         if self.waiting(t) {
@@ -536,6 +562,7 @@ impl<'p> Run<'p> {
                 self.conds[c as usize].1 != generation || deadline <= self.now
             }
             Wait::Join(x) => self.th[x].status == Status::Done,
+            Wait::Change(since) => self.changed_at > since,
         }
     }
 
@@ -569,7 +596,7 @@ impl<'p> Run<'p> {
     fn next_wake(&self) -> Option<u64> {
         self.th
             .iter()
-            .filter(|s| s.suspenders.is_empty() || s.suspend_pending)
+            .filter(|s| (s.suspenders.is_empty() || s.suspend_pending) && s.stopped_for_walk.is_none())
             .filter_map(|s| match s.status {
                 Status::Sleeping(until) => Some(until),
                 Status::Blocked(Wait::Event(_, deadline) | Wait::Cond(_, _, deadline))
@@ -656,6 +683,9 @@ impl<'p> Run<'p> {
         if !s.suspenders.is_empty() && !s.suspend_pending {
             out.extend(s.suspenders.iter().map(|&by| edge(by, RESUME_THREAD.into())));
         }
+        if let Some(Some(by)) = s.stopped_for_walk {
+            out.push(edge(by, WALK.into()));
+        }
         let blocked = match s.status {
             Status::Blocked(w) if !self.wait_over(t, w) => Some(w),
             _ => None,
@@ -675,7 +705,7 @@ impl<'p> Run<'p> {
                     .map(|o| edge(o, "safe point".into())),
             ),
             Some(Wait::Join(x)) => out.push(edge(x, "join".into())),
-            Some(Wait::SuspensionEnd | Wait::Event(..) | Wait::Cond(..)) | None => {}
+            Some(Wait::SuspensionEnd | Wait::Event(..) | Wait::Cond(..) | Wait::Change(_)) | None => {}
         }
         out
     }
@@ -748,7 +778,9 @@ impl<'p> Run<'p> {
             let edges = self.edges(t);
             if edges.is_empty() {
                 let waits_for = match self.th[t].status {
-                    Status::Blocked(w @ (Wait::Event(..) | Wait::Cond(..))) => self.wait_name(w),
+                    Status::Blocked(w @ (Wait::Event(..) | Wait::Cond(..) | Wait::Change(_))) => {
+                        self.wait_name(w)
+                    }
                     _ => "nothing that can happen".into(),
                 };
                 links.push((
@@ -891,7 +923,10 @@ impl<'p> Run<'p> {
         };
         Lane {
             doing,
-            suspended_by: s.suspenders.iter().map(|&by| self.th[by].name.clone()).collect(),
+            suspended_by: (s.suspenders.iter().copied())
+                .chain(s.stopped_for_walk.flatten())
+                .map(|by| self.th[by].name.clone())
+                .collect(),
             callback: s
                 .stack
                 .iter()
@@ -913,6 +948,7 @@ impl<'p> Run<'p> {
             Wait::Event(e, _) => format!("event {}", self.event_names[e as usize]),
             Wait::Join(x) => format!("join {}", self.th[x].name),
             Wait::Cond(c, ..) => format!("condition variable {}", self.conds[c as usize].0),
+            Wait::Change(_) => "a write by another thread (spin_loop)".into(),
         }
     }
 

@@ -324,7 +324,12 @@ impl Run<'_> {
         // Rust code may have suspended or resumed the runtime.
         self.sync_parked();
         match yielded {
-            Yielded::Request(req) => self.fiber_mut(t, |pending, _, _| *pending = Some(req)),
+            Yielded::Request(req) => {
+                if let Request::Spin = req {
+                    self.th[t].spin_since = self.steps;
+                }
+                self.fiber_mut(t, |pending, _, _| *pending = Some(req));
+            }
             Yielded::Finished => self.pop_activation(t),
             Yielded::Panicked(message) => {
                 let message = format!("profiler code on {} panicked: {message}", self.th[t].name);
@@ -480,6 +485,17 @@ impl Run<'_> {
                 self.th[t].status = Status::Sleeping(self.now + d.as_micros() as u64);
                 Reply::Done
             }
+            // An atomic access: a scheduling point and nothing more.
+            Request::Atomic(_) => Reply::Done,
+            // A spin-wait: nothing can change for it until another thread writes after the
+            // step that asked (the one whose read found nothing new).
+            Request::Spin => {
+                let since = self.th[t].spin_since;
+                if self.changed_at <= since {
+                    return Err(Wait::Change(since));
+                }
+                Reply::Done
+            }
             Request::Now => Reply::Time(Duration::from_micros(self.now)),
             Request::Images => Reply::Images(self.rt.images()),
             Request::CurrentThread => Reply::Thread(self.os_thread(t)),
@@ -538,6 +554,7 @@ fn changes(req: &Request, reply: &Reply) -> bool {
         }
         Request::Suspend(_) | Request::Resume(_) => matches!(reply, Reply::Count(Ok(_))),
         Request::JoinThread(_) | Request::Signal(_) => matches!(reply, Reply::Unit(Ok(()))),
+        Request::Atomic(write) => *write,
         _ => false,
     }
 }

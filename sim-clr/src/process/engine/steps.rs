@@ -4,7 +4,7 @@ use super::{Activation, Done, Run, Source, Status, Wait};
 use crate::code::FunctionIndex;
 use crate::process::program::{Instr, LockId, Op};
 use crate::process::Ending;
-use crate::runtime::{CallbackKind, Notification};
+use crate::runtime::{snapshot, CallbackKind, Notification};
 use crate::thread::{
     ExceptionState, FrameKind, Funclet, Lifecycle, Mode, Overrun, OverrunFill, StackEntry, Thread,
 };
@@ -242,20 +242,52 @@ impl Run<'_> {
                 Done::Next
             }
             Op::Walk(x) => {
-                if self.thread_setup(t).is_err() {
-                    return self.waits_for_lock(t, line, "per-thread setup", LockId::LOADER);
+                // A walk takes a step per frame it reports (the scheduling point before each
+                // callback), its target held meanwhile: stopped, its hijack lock taken.
+                if phase == 0 {
+                    if self.thread_setup(t).is_err() {
+                        return self.waits_for_lock(t, line, "per-thread setup", LockId::LOADER);
+                    }
+                    let id = x.map_or(ThreadId::NULL, |x| self.rt.lock().threads[x].id);
+                    let mut frames = 0u32;
+                    let mut cb = |_: &corprof::SnapshotFrame<'_>| {
+                        frames += 1;
+                        HResult::S_OK
+                    };
+                    match snapshot::walk_held(&self.rt, id, Some(&mut cb), 0, None) {
+                        Ok(held) => {
+                            if frames > 1 {
+                                self.note(t, line, |run| {
+                                    format!(
+                                        "{}: walking, {frames} frames, a step each",
+                                        run.describe(instr.op)
+                                    )
+                                });
+                            }
+                            self.th[t].walking = Some((held, frames));
+                        }
+                        Err(hr) => {
+                            self.note(t, line, |run| {
+                                format!("{} → {hr}, 0 frames", run.describe(instr.op))
+                            });
+                            return Done::Next;
+                        }
+                    }
                 }
-                let id = x.map_or(ThreadId::NULL, |x| self.rt.lock().threads[x].id);
-                let mut frames = 0u32;
-                let mut cb = |_: &corprof::SnapshotFrame<'_>| {
-                    frames += 1;
-                    HResult::S_OK
-                };
-                let hr = self.rt.do_stack_snapshot(id, Some(&mut cb), 0, None, 0);
-                self.note(t, line, |run| {
-                    format!("{} → {hr}, {frames} frames", run.describe(instr.op))
-                });
-                Done::Next
+                match self.th[t].walking.take() {
+                    Some(walking) if phase + 1 < walking.1 => {
+                        self.th[t].walking = Some(walking);
+                        Done::Again
+                    }
+                    Some((held, frames)) => {
+                        let hr = held.release(&self.rt);
+                        self.note(t, line, |run| {
+                            format!("{} → {hr}, {frames} frames", run.describe(instr.op))
+                        });
+                        Done::Next
+                    }
+                    None => Done::Next,
+                }
             }
             Op::SuspendRuntime => match phase {
                 0 => {

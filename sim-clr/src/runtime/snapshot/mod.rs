@@ -47,6 +47,31 @@ pub(crate) fn do_stack_snapshot(
     seed: Option<&Context>,
     _context_size: u32, // R7: only logged; a seed is always read as a full CONTEXT (R31).
 ) -> HResult {
+    match walk_held(runtime, thread, callback, info_flags, seed) {
+        Ok(held) => held.release(runtime),
+        Err(hr) => hr,
+    }
+}
+
+/// A walk whose callbacks have all been made, its target still stopped and its hijack lock
+/// still held: a program's `walk` step holds it for a step per reported frame before it
+/// releases it, as profiler code on a fiber holds it across the scheduling point before each
+/// callback.
+pub(crate) struct Held {
+    plan: Plan,
+    thread: ThreadId,
+    hr: HResult,
+}
+
+/// `DoStackSnapshot` up to its end, without the end (R18): `Err` when the decision table
+/// refused the walk (nothing is held then).
+pub(crate) fn walk_held(
+    runtime: &Runtime,
+    thread: ThreadId,
+    callback: Option<&mut StackSnapshotCallback<'_>>,
+    info_flags: u32,
+    seed: Option<&Context>,
+) -> Result<Held, HResult> {
     let (plan, notified) = {
         let mut st = runtime.lock();
         let decided = decide(&mut st, thread, info_flags, seed);
@@ -61,31 +86,41 @@ pub(crate) fn do_stack_snapshot(
     if notified {
         runtime.flush();
     }
-    let mut plan = match plan {
-        Ok(plan) => plan,
-        Err(hr) => return hr,
-    };
-    let hr = deliver(runtime, &mut plan, callback, info_flags);
-    let mut walk = plan.walk;
-    // The spare walk shares no stack: writes to it need no copy.
-    walk.unshare();
-    {
-        // R18: resume the target if this walk suspended it, release the hijack lock.
-        let mut st = runtime.lock();
-        st.last_walk_start = walk.start;
-        st.walked(thread, hr);
-        st.spare_walk = Some(walk);
-        if plan.suspended {
-            st.threads[plan.target].os_suspend_count -= 1;
-            let id = st.threads[plan.target].id;
-            st.notify(Notification::ThreadResumed(id));
-        }
-        st.threads[plan.target].hijack_lock_held = false;
-    }
+    let mut plan = plan?;
     if plan.suspended {
-        runtime.flush();
+        runtime.walk_stopped();
     }
-    hr
+    let hr = deliver(runtime, &mut plan, callback, info_flags);
+    Ok(Held { plan, thread, hr })
+}
+
+impl Held {
+    /// R18: resumes the target if the walk suspended it and releases its hijack lock; the
+    /// walk's HRESULT.
+    pub(crate) fn release(self, runtime: &Runtime) -> HResult {
+        let Held { plan, thread, hr } = self;
+        let mut walk = plan.walk;
+        // The spare walk shares no stack: writes to it need no copy.
+        walk.unshare();
+        {
+            let mut st = runtime.lock();
+            st.last_walk_start = walk.start;
+            st.walked(thread, hr);
+            st.spare_walk = Some(walk);
+            if plan.suspended {
+                st.threads[plan.target].os_suspend_count -= 1;
+                st.threads[plan.target].stopped_for_walk = None;
+                let id = st.threads[plan.target].id;
+                st.notify(Notification::ThreadResumed(id));
+            }
+            st.threads[plan.target].hijack_lock_held = false;
+        }
+        if plan.suspended {
+            runtime.walk_stopped();
+            runtime.flush();
+        }
+        hr
+    }
 }
 
 /// R1–R16, in order. On success the target's hijack lock is held and the walk's first batch
@@ -148,6 +183,7 @@ fn decide(st: &mut State, thread: ThreadId, flags: u32, seed: Option<&Context>) 
             // R18 on the failure paths.
             if suspended {
                 st.threads[t].os_suspend_count -= 1;
+                st.threads[t].stopped_for_walk = None;
                 let id = st.threads[t].id;
                 st.notify(Notification::ThreadResumed(id));
             }
@@ -192,6 +228,7 @@ fn decide_locked(
             return Err(HResult::CORPROF_E_STACKSNAPSHOT_UNSAFE);
         }
         st.threads[t].os_suspend_count += 1;
+        st.threads[t].stopped_for_walk = Some(st.caller().thread);
         *suspended = true;
         let id = st.threads[t].id;
         st.notify(Notification::ThreadSuspended(id));
@@ -315,14 +352,24 @@ fn deliver(
     if contexts {
         walk.bytes.resize(plan.context_size.max(Context::SIZE), 0);
     }
+    // A walk takes time: in a running process every callback is a scheduling point, so other
+    // threads run between two frames while the target stays stopped and its hijack lock held
+    // (a second walk of it is refused, R8; a GC waits for the target's suspension to end).
+    let paced = crate::fiber::on_fiber();
+    let mut cb = |frame: &SnapshotFrame<'_>| {
+        if paced {
+            crate::fiber::point();
+        }
+        cb(frame)
+    };
     loop {
         // The callbacks are the profiler's code: their allocations count. Nothing else in
         // the loops allocates.
         let completed = crate::fiber::observed(|| {
             if contexts {
-                report::<true>(walk, cb, plan.context_size)
+                report::<true>(walk, &mut cb, plan.context_size)
             } else {
-                report::<false>(walk, cb, plan.context_size) && walk.report_chain(cb)
+                report::<false>(walk, &mut cb, plan.context_size) && walk.report_chain(&mut cb)
             }
         });
         if !completed {

@@ -1,0 +1,197 @@
+//! Atomics as scheduling points: a sampler whose per-thread slots sit behind spin locks
+//! (`corprof::sync::atomic`), with no OS lock and no hand-placed scheduling point, raced by
+//! exploration at its atomic accesses alone.
+//!
+//! `ThreadDestroyed` spin-locks the dying thread's slot, marks it destroyed and unlocks, so it
+//! waits for a walk in progress. The sampler's correct order is lock, check the mark, walk,
+//! unlock; the planted bug reads the mark before taking the lock, so `ThreadDestroyed` can run
+//! to its end in between and the sampler walks a thread whose `ThreadDestroyed` returned: on
+//! Windows the runtime terminates the process (R11.1, R37).
+
+use corprof::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use corprof::{HResult, ProfilerCallback, ProfilerInfo, ThreadId};
+use sim_clr::process::{Loaded, Process, SimOs, Strategy, ThreadBody};
+use sim_clr::runtime::Runtime;
+use sim_clr::scenario::Scenario;
+use std::sync::atomic::AtomicU64 as Counter;
+use std::sync::Arc;
+
+/// Two application threads that exit while a native sampler walks them.
+const PROCESS: &str = r#"
+name = "spin-lock-slots"
+platform = "windows"
+
+[runtime]
+event_mask = ["ENABLE_STACK_SNAPSHOT", "MONITOR_THREADS"]
+
+[[code]]
+name = "App::Main"
+kind = "jit"
+
+[[code]]
+name = "App::Work"
+kind = "jit"
+
+[[code]]
+name = "host!main"
+kind = "native"
+
+[[code]]
+name = "sampler!loop"
+kind = "native"
+
+[[threads]]
+name = "main"
+frames = [{ fn = "App::Main" }, { fn = "host!main" }]
+program = ["call App::Work", "return", "exit"]
+
+[[threads]]
+name = "worker"
+frames = [{ fn = "App::Main" }, { fn = "host!main" }]
+program = ["call App::Work", "spin 2", "return", "exit"]
+
+[[threads]]
+name = "sampler"
+kind = "native"
+frames = [{ fn = "sampler!loop" }]
+body = "sampler"
+"#;
+
+/// One thread's slot: its `ThreadID` (0: free), a spin lock, the destroyed mark.
+#[derive(Default)]
+struct Slot {
+    thread: AtomicU64,
+    busy: AtomicBool,
+    destroyed: AtomicBool,
+}
+
+impl Slot {
+    fn lock(&self) {
+        while self.busy.compare_exchange(false, true, SeqCst, SeqCst).is_err() {
+            corprof::sync::spin_loop();
+        }
+    }
+
+    fn unlock(&self) {
+        self.busy.store(false, SeqCst);
+    }
+}
+
+/// The slot map: threads listed when the sampler starts, and any `ThreadDestroyed` names.
+#[derive(Default)]
+struct Slots([Slot; 4]);
+
+impl Slots {
+    /// `thread`'s slot, claimed if it has none. Every caller scans in the same order, so two
+    /// threads claiming one thread's slot at once find the same one.
+    fn slot(&self, thread: ThreadId) -> Option<&Slot> {
+        self.0
+            .iter()
+            .find(|s| match s.thread.compare_exchange(0, thread.0, SeqCst, SeqCst) {
+                Ok(_) => true,
+                Err(owner) => owner == thread.0,
+            })
+    }
+}
+
+impl ProfilerCallback for Slots {
+    /// Marks the thread destroyed (in a slot of its own if the sampler has not listed it yet,
+    /// so it never will), waiting for a walk in progress.
+    fn thread_destroyed(&self, thread: ThreadId) -> HResult {
+        if let Some(slot) = self.slot(thread) {
+            slot.lock();
+            slot.destroyed.store(true, SeqCst);
+            slot.unlock();
+        }
+        HResult::S_OK
+    }
+}
+
+/// The sampler thread: three rounds over the slots, each walk under the slot's spin lock;
+/// with `bug`, the destroyed mark read before the lock is taken. Successful walks are counted
+/// in `walked` (a plain std atomic: the test's, not the sampler's).
+fn sampler(slots: Arc<Slots>, bug: bool, walked: Arc<Counter>) -> ThreadBody {
+    Arc::new(move |rt: &Runtime, _: &SimOs| {
+        let info: &dyn ProfilerInfo = rt;
+        info.initialize_current_thread();
+        // The threads that exist, listed where none is freed.
+        if info.suspend_runtime() == HResult::S_OK {
+            for thread in info.enum_threads().unwrap_or_default() {
+                slots.slot(thread);
+            }
+            info.resume_runtime();
+        }
+        for _ in 0..3 {
+            for slot in &slots.0 {
+                let thread = ThreadId(slot.thread.load(SeqCst));
+                if thread.is_null() || (bug && slot.destroyed.load(SeqCst)) {
+                    continue;
+                }
+                slot.lock();
+                if bug || !slot.destroyed.load(SeqCst) {
+                    let mut frames = |_: &corprof::SnapshotFrame<'_>| HResult::S_OK;
+                    if info.do_stack_snapshot(thread, Some(&mut frames), 0, None, 0) == HResult::S_OK {
+                        walked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+                slot.unlock();
+            }
+        }
+    })
+}
+
+/// The process with a fresh slot map and sampler in every run.
+fn process(bug: bool, walked: &Arc<Counter>) -> Process {
+    let walked = walked.clone();
+    let mut p = Process::new(Scenario::parse("spin-lock-slots.toml", PROCESS).unwrap());
+    p.load(Arc::new(move |_| {
+        let slots = Arc::new(Slots::default());
+        Loaded {
+            bodies: vec![("sampler".into(), sampler(slots.clone(), bug, walked.clone()))],
+            profiler: Some(slots),
+            ..Loaded::default()
+        }
+    }));
+    p
+}
+
+#[test]
+fn a_destroyed_mark_read_outside_the_spin_lock_is_caught_within_1000_pct_schedules() {
+    let (ran, failure) = process(true, &Arc::default()).first_failure(Strategy::Pct(3), 1_000, 1);
+    let failure = failure.unwrap_or_else(|| panic!("not caught in {ran} schedules"));
+    // The walk came after ThreadDestroyed returned: before the Thread was freed, or after.
+    assert!(
+        ["walk_of_destroyed_thread", "thread_use_after_free"].contains(&failure.outcome.as_str()),
+        "{failure:?}"
+    );
+}
+
+#[test]
+fn the_fixed_order_runs_10000_schedules_clean() {
+    let walked = Arc::default();
+    let report = process(false, &walked).explore(Strategy::Pct(3), 10_000, 1, |_, _| {});
+    assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"], "{report:?}");
+    // The sampler walked threads: the check is not vacuous.
+    assert!(walked.load(std::sync::atomic::Ordering::Relaxed) > 10_000);
+}
+
+#[test]
+fn spinning_waits_for_another_threads_write() {
+    // A spin lock held by a thread that never releases it: the spinner waits for a write
+    // that never comes, and the run ends as a hang naming the wait, not a busy livelock.
+    let slots = Arc::new(Slots::default());
+    slots.0[0].busy.store(true, SeqCst);
+    let mut p = Process::new(Scenario::parse("spin-lock-slots.toml", PROCESS).unwrap());
+    let spinning = slots.clone();
+    let body: ThreadBody = Arc::new(move |_: &Runtime, _: &SimOs| spinning.0[0].lock());
+    p.thread_body("sampler", body).unwrap();
+    let (_, failure) = p.first_failure(Strategy::Random, 1, 1);
+    let failure = failure.expect("the spinner never gets the lock");
+    assert_eq!(failure.outcome, "hang", "{failure:?}");
+    let fault = failure.fault.unwrap();
+    assert!(
+        fault.message.contains("a write by another thread (spin_loop)"),
+        "{}",
+        fault.message
+    );
+}
