@@ -35,12 +35,12 @@ fn contended() -> Process {
     Process::new(Scenario::parse("contended.toml", &text).expect("valid"))
 }
 
-fn steps(c: &mut Criterion) {
-    let process = contended();
+/// Steps per second of one random run of `process` after another.
+fn bench_steps(c: &mut Criterion, name: &str, process: &Process) {
     let run = process.run(&mut Random(Rng::new(7))).unwrap();
     let mut g = c.benchmark_group("scheduler_steps");
     g.throughput(Throughput::Elements(run.steps));
-    g.bench_function("8 threads, 1 lock, wait-for check on every block", |b| {
+    g.bench_function(name, |b| {
         let mut seed = 0;
         b.iter(|| {
             seed += 1;
@@ -50,6 +50,14 @@ fn steps(c: &mut Criterion) {
         })
     });
     g.finish();
+}
+
+fn steps(c: &mut Criterion) {
+    bench_steps(
+        c,
+        "8 threads, 1 lock, wait-for check on every block",
+        &contended(),
+    );
 }
 
 /// Two native threads running Rust code that adds to one `corprof::sync` counter 2,000
@@ -75,20 +83,11 @@ fn atomic_counters() -> Process {
 }
 
 fn atomic_steps(c: &mut Criterion) {
-    let process = atomic_counters();
-    let run = process.run(&mut Random(Rng::new(7))).unwrap();
-    let mut g = c.benchmark_group("scheduler_steps");
-    g.throughput(Throughput::Elements(run.steps));
-    g.bench_function("2 threads, every atomic access a scheduling point", |b| {
-        let mut seed = 0;
-        b.iter(|| {
-            seed += 1;
-            process
-                .explore(Strategy::Random, 1, seed, |_, _| {})
-                .schedules_run
-        })
-    });
-    g.finish();
+    bench_steps(
+        c,
+        "2 threads, every atomic access a scheduling point",
+        &atomic_counters(),
+    );
 }
 
 fn shuttle_two_locks(spin: u32) {

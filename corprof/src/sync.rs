@@ -82,8 +82,7 @@ pub mod atomic {
                     success: Ordering,
                     failure: Ordering,
                 ) -> Result<$t, $t> {
-                    access(false);
-                    self.0.compare_exchange(current, new, success, failure)
+                    self.compare_exchange(current, new, success, failure)
                 }
                 /// Applies `f` until it stores or `f` returns `None` (one scheduling point
                 /// per attempt).

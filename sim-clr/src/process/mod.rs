@@ -464,9 +464,11 @@ impl Process {
             for (hazard, n) in &run.hazards {
                 *report.hazards.entry(hazard.clone()).or_default() += n;
             }
-            let first = kept.entry(run.outcome.clone()).or_default();
-            if first.len() < self.trace_first {
-                first.push((index, run.schedule.clone()));
+            if self.trace_first > 0 {
+                let first = kept.entry(run.outcome.clone()).or_default();
+                if first.len() < self.trace_first {
+                    first.push((index, run.schedule.clone()));
+                }
             }
             if let Some(fault) = run.fault {
                 faults += 1;
@@ -483,7 +485,6 @@ impl Process {
         });
         report.traces = kept
             .into_iter()
-            .filter(|(_, runs)| !runs.is_empty())
             .map(|(outcome, runs)| {
                 let traced = runs.into_iter().filter_map(|(index, schedule)| {
                     let run = self.replay(&schedule.parse().ok()?).ok()?;

@@ -108,10 +108,7 @@ impl Held {
             st.walked(thread, hr);
             st.spare_walk = Some(walk);
             if plan.suspended {
-                st.threads[plan.target].os_suspend_count -= 1;
-                st.threads[plan.target].stopped_for_walk = None;
-                let id = st.threads[plan.target].id;
-                st.notify(Notification::ThreadResumed(id));
+                resume_target(&mut st, plan.target);
             }
             st.threads[plan.target].hijack_lock_held = false;
         }
@@ -121,6 +118,14 @@ impl Held {
         }
         hr
     }
+}
+
+/// Undoes the walk's own suspension of thread `t` (R11) at its end (R18).
+fn resume_target(st: &mut State, t: usize) {
+    st.threads[t].os_suspend_count -= 1;
+    st.threads[t].stopped_for_walk = None;
+    let id = st.threads[t].id;
+    st.notify(Notification::ThreadResumed(id));
 }
 
 /// R1–R16, in order. On success the target's hijack lock is held and the walk's first batch
@@ -182,10 +187,7 @@ fn decide(st: &mut State, thread: ThreadId, flags: u32, seed: Option<&Context>) 
             st.spare_walk = Some(plan);
             // R18 on the failure paths.
             if suspended {
-                st.threads[t].os_suspend_count -= 1;
-                st.threads[t].stopped_for_walk = None;
-                let id = st.threads[t].id;
-                st.notify(Notification::ThreadResumed(id));
+                resume_target(st, t);
             }
             st.threads[t].hijack_lock_held = false;
             Err(hr)
