@@ -10,6 +10,7 @@
 
 use corprof::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use corprof::{HResult, ProfilerCallback, ProfilerInfo, ThreadId};
+use sim_clr::process::fiber::{self, Request};
 use sim_clr::process::{Loaded, Process, SimOs, Strategy, ThreadBody};
 use sim_clr::runtime::Runtime;
 use sim_clr::scenario::Scenario;
@@ -190,8 +191,84 @@ fn spinning_waits_for_another_threads_write() {
     assert_eq!(failure.outcome, "hang", "{failure:?}");
     let fault = failure.fault.unwrap();
     assert!(
-        fault.message.contains("a write by another thread (spin_loop)"),
+        fault.message.contains("a write by another thread (it spins)"),
         "{}",
         fault.message
+    );
+}
+
+/// Two native threads running profiler code: one spins on a flag, the other may set it.
+const POLLERS: &str = r#"
+name = "poll"
+platform = "windows"
+
+[[code]]
+name = "sampler!loop"
+kind = "native"
+
+[[threads]]
+name = "spinner"
+kind = "native"
+frames = [{ fn = "sampler!loop" }]
+body = "spinner"
+
+[[threads]]
+name = "setter"
+kind = "native"
+frames = [{ fn = "sampler!loop" }]
+body = "setter"
+"#;
+
+/// The pollers' process, with a fresh flag in every run: the spinner polls it the way
+/// instrumented native code reports its atomics ([`Request::Poll`]: an access that changed
+/// nothing, its address and the value read), as a spin loop with no spin hint does, until it
+/// is set; with `set`, the setter sets it after a few scheduling points of its own.
+fn pollers(set: bool) -> Process {
+    let mut p = Process::new(Scenario::parse("poll.toml", POLLERS).unwrap());
+    p.load(Arc::new(move |_| {
+        let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let polled = flag.clone();
+        let spinner: ThreadBody = Arc::new(move |_: &Runtime, _: &SimOs| loop {
+            let seen = polled.load(SeqCst);
+            fiber::request(Request::Poll(Arc::as_ptr(&polled) as usize, seen.into()));
+            if seen {
+                return;
+            }
+        });
+        let setter: ThreadBody = Arc::new(move |_: &Runtime, _: &SimOs| {
+            for _ in 0..3 {
+                fiber::point();
+            }
+            if set {
+                flag.store(true, SeqCst);
+                fiber::request(Request::Atomic(true));
+            }
+        });
+        Loaded {
+            bodies: vec![("spinner".into(), spinner), ("setter".into(), setter)],
+            ..Loaded::default()
+        }
+    }));
+    p
+}
+
+#[test]
+fn a_thread_polling_an_unchanged_value_lets_the_others_run_first() {
+    // A spinner that kept the scheduler's choice would poll through the run's idle steps
+    // under every schedule that favours it, and the run would end as a livelock; here it runs
+    // only when nothing else can, so the setter always gets there.
+    let report = pollers(true).explore(Strategy::Pct(3), 200, 1, |_, _| {});
+    assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"], "{report:?}");
+}
+
+#[test]
+fn a_spin_nothing_will_end_is_a_livelock() {
+    let (_, failure) = pollers(false).first_failure(Strategy::Pct(3), 1, 1);
+    let failure = failure.expect("the flag is never set");
+    assert_eq!(failure.outcome, "livelock", "{failure:?}");
+    let message = failure.fault.unwrap().message;
+    assert!(
+        message.contains("spinner kept running without effect"),
+        "{message}"
     );
 }

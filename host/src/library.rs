@@ -40,7 +40,7 @@ unsafe impl Send for Library {}
 unsafe impl Sync for Library {}
 
 /// The last `dlerror` message.
-fn last_error() -> String {
+pub(crate) fn last_error() -> String {
     // SAFETY: dlerror returns NULL or a NUL-terminated string valid until the next dl call
     // on this thread; it is copied at once.
     unsafe {
@@ -58,13 +58,20 @@ impl Library {
     /// mutex, condition-variable, sleep and clock imports (and its C++ runtime's condition
     /// variables, sleeps and clocks) are redirected: on a simulated thread of a running
     /// process they are the process's threads, mutexes, condition variables and virtual
-    /// time, elsewhere the C library's own (see `docs/native-profilers.md`).
+    /// time, elsewhere the C library's own; a library built with `-fsanitize=thread` gets a
+    /// scheduling point at each of its atomic operations (see `docs/native-profilers.md`).
     pub fn open(path: &Path) -> Result<Library, String> {
         let text = path
             .to_str()
             .ok_or_else(|| format!("{} is not UTF-8", path.display()))?;
         let c = CString::new(text).map_err(|_| format!("{text} contains a NUL byte"))?;
         let _loading = LOADING.read().unwrap_or_else(|e| e.into_inner());
+        // A library built with `-fsanitize=thread` finds its runtime, a stand-in whose atomic
+        // operations are scheduling points.
+        #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+        if crate::interpose::tsan::instrumented(path) {
+            crate::interpose::tsan::provide()?;
+        }
         // SAFETY: `c` is a NUL-terminated path; loading runs the library's initializers,
         // which is what hosting it means.
         let handle = unsafe { dlopen(c.as_ptr(), RTLD_NOW) };

@@ -33,6 +33,12 @@ pub enum Request {
     Atomic(bool),
     /// A `corprof::sync::spin_loop`: wait until another thread writes.
     Spin,
+    /// An atomic access at this address that changed nothing and read this value (a load, a
+    /// failed compare-exchange, an exchange storing what was there): a scheduling point. From
+    /// the third in a row at one address reading the same value (no other request of the
+    /// thread's in between) the thread spins: until another thread changes something, it runs
+    /// only when no other thread can.
+    Poll(usize, u64),
     /// Wait until every cooperative thread has parked for the caller's runtime suspension.
     SafePoints,
     /// Raise the callbacks the runtime queued (the suspension callbacks) on their threads

@@ -25,6 +25,9 @@
 //! process) it calls the C library function the entry held before, so the library behaves
 //! as it always did.
 //!
+//! A library built with `-fsanitize=thread` gets a stand-in for the ThreadSanitizer runtime
+//! ([`tsan`]): each of its atomic operations is a scheduling point.
+//!
 //! The library's own imports are redirected, and the thread, sleep, clock and condition
 //! variable imports of the C++ runtime it loaded (`std::thread` calls `pthread_create` and
 //! `std::chrono::steady_clock::now` reads the clock inside libstdc++); other calls the C
@@ -33,6 +36,7 @@
 
 mod clocks;
 mod shared;
+pub(crate) mod tsan;
 
 use crate::library::{dlopen, dlsym, RTLD_NOW};
 use clocks::{

@@ -42,6 +42,11 @@ const RESUME_THREAD: &str = "ResumeThread";
 /// What a thread a walk suspended waits for: the walk's end (R18).
 const WALK: &str = "the end of its DoStackSnapshot";
 
+/// Polls in a row of one address that read one value, after which a thread spins
+/// ([`Request::Poll`]): a spin loop gets there at once, while code that merely reads a value
+/// twice (one flag checked for two threads in turn) does not.
+const SPIN_POLLS: u32 = 3;
+
 /// What a blocked thread waits for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Wait {
@@ -139,6 +144,13 @@ struct Sim {
     /// The step at which its code last asked to spin (`corprof::sync::spin_loop`, after a
     /// read that found nothing new): a write after it ends the spin.
     spin_since: u64,
+    /// Its code's last request, if it was a [`Request::Poll`]: the address, the value read,
+    /// and how many polls in a row read it there.
+    polled: Option<(usize, u64, u32)>,
+    /// The step since which it spins (polls that read nothing new,
+    /// [`SPIN_POLLS`] in a row): until another thread changes something, it runs only when no
+    /// other thread can.
+    spinning: Option<u64>,
     /// Suspended by another thread's `DoStackSnapshot` until its walk ends (a copy of the
     /// runtime's [`crate::thread::Thread::stopped_for_walk`]).
     stopped_for_walk: Option<Option<usize>>,
@@ -275,6 +287,8 @@ impl<'p> Run<'p> {
                     walking: None,
                     stopped_for_walk: None,
                     spin_since: 0,
+                    polled: None,
+                    spinning: None,
                 }
             })
             .collect();
@@ -484,6 +498,12 @@ impl<'p> Run<'p> {
             if self.can_run(t) {
                 out.push(t);
             }
+        }
+        // A spinning thread would only read again what it read: while another thread can run,
+        // that one does.
+        let spins = |s: &Sim| s.spinning.is_some_and(|since| self.changed_at <= since);
+        if out.iter().any(|&t| !spins(&self.th[t])) {
+            out.retain(|&t| !spins(&self.th[t]));
         }
     }
 
@@ -948,7 +968,7 @@ impl<'p> Run<'p> {
             Wait::Event(e, _) => format!("event {}", self.event_names[e as usize]),
             Wait::Join(x) => format!("join {}", self.th[x].name),
             Wait::Cond(c, ..) => format!("condition variable {}", self.conds[c as usize].0),
-            Wait::Change(_) => "a write by another thread (spin_loop)".into(),
+            Wait::Change(_) => "a write by another thread (it spins)".into(),
         }
     }
 

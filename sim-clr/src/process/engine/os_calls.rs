@@ -4,7 +4,7 @@
 //! A program's step and a fiber's request for the same call go through the same function
 //! here, so both see the same semantics and leave the same trace line.
 
-use super::{Activation, Run, Source, Status, Wait};
+use super::{Activation, Run, Source, Status, Wait, SPIN_POLLS};
 use crate::fiber::{Code, Fiber, Home, Reply, Request, ThreadStart, Yielded};
 use crate::platform::Platform;
 use crate::process::program::LockId;
@@ -325,9 +325,7 @@ impl Run<'_> {
         self.sync_parked();
         match yielded {
             Yielded::Request(req) => {
-                if let Request::Spin = req {
-                    self.th[t].spin_since = self.steps;
-                }
+                self.note_spin(t, &req);
                 self.fiber_mut(t, |pending, _, _| *pending = Some(req));
             }
             Yielded::Finished => self.pop_activation(t),
@@ -335,6 +333,27 @@ impl Run<'_> {
                 let message = format!("profiler code on {} panicked: {message}", self.th[t].name);
                 self.end(Ending::ProfilerPanic.as_str(), message, Vec::new());
             }
+        }
+    }
+
+    /// Notes what thread `t`'s request says about spinning: a [`Request::Spin`] waits from
+    /// this step; a [`Request::Poll`] that reads what the thread's last [`SPIN_POLLS`] − 1
+    /// polls read there makes it spin from this step; any other request ends a spin.
+    fn note_spin(&mut self, t: usize, req: &Request) {
+        let s = &mut self.th[t];
+        s.polled = match (req, s.polled) {
+            (&Request::Poll(address, seen), Some((a, v, n))) if (a, v) == (address, seen) => {
+                Some((a, v, n + 1))
+            }
+            (&Request::Poll(address, seen), _) => Some((address, seen, 1)),
+            _ => None,
+        };
+        s.spinning = match s.polled {
+            Some((.., n)) if n >= SPIN_POLLS => Some(self.steps),
+            _ => None,
+        };
+        if let Request::Spin = req {
+            s.spin_since = self.steps;
         }
     }
 
@@ -486,7 +505,7 @@ impl Run<'_> {
                 Reply::Done
             }
             // An atomic access: a scheduling point and nothing more.
-            Request::Atomic(_) => Reply::Done,
+            Request::Atomic(_) | Request::Poll(..) => Reply::Done,
             // A spin-wait: nothing can change for it until another thread writes after the
             // step that asked (the one whose read found nothing new).
             Request::Spin => {
