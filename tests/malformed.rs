@@ -77,6 +77,7 @@ fn cases() -> Vec<(&'static str, String, usize, &'static str)> {
         ("program naming an unknown thread", after("[[threads]]\nname = \"u\"\nkind = \"native\"\nprogram = [\"suspend ghost\"]\n"), l + 4, "program"),
         ("program naming an unknown function", after("[[threads]]\nname = \"u\"\nframes = [{ fn = \"M\" }]\nprogram = [\"call Nope\"]\n"), l + 4, "program"),
         ("unbalanced return", after("[[threads]]\nname = \"u\"\nframes = [{ fn = \"M\" }]\nprogram = [\n  \"call N\",\n  \"return\",\n  \"return\",\n]\n"), l + 7, "program"),
+        ("reverse P/Invoke into native code", after("[[threads]]\nname = \"u\"\nkind = \"native\"\nframes = [{ fn = \"N\" }]\nprogram = [\"reverse_pinvoke N\"]\n"), l + 5, "program"),
         ("unknown step", after("[[threads]]\nname = \"u\"\nframes = [{ fn = \"M\" }]\nprogram = [\"teleport\"]\n"), l + 4, "program"),
         ("loop without end", after("[[threads]]\nname = \"u\"\nframes = [{ fn = \"M\" }]\nprogram = [\"loop 2\", \"spin 1\"]\n"), l + 4, "program"),
         ("handler naming an unknown lock", "platform = \"unix\"\n[profiler]\nthread_destroyed = [\"lock nope\"]\n".into(), 3, "thread_destroyed"),

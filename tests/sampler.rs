@@ -359,3 +359,20 @@ fn a_files_sampler_table_replaces_the_samplers_own_settings() {
         "{error}"
     );
 }
+
+/// S36: a native thread the runtime adopts mid-run (a reverse P/Invoke) is announced only by
+/// `ThreadCreated` and `ThreadAssignedToOSThread`, which the reference samples from and the
+/// mutant that drops them never hears.
+#[test]
+fn an_adopted_native_thread_is_sampled_and_lost_without_thread_created() {
+    let all = mutants();
+    let reference = process(pitfall("s36-adopted-native-thread"), Variant::REFERENCE).unwrap();
+    let report = reference.explore(Strategy::Pct(3), 300, 1, |_, _| {});
+    assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"], "{report:?}");
+    let mutant = all.iter().find(|m| m.name == "ignored-thread-created").unwrap();
+    let p = process(pitfall("s36-adopted-native-thread"), mutant.variant).unwrap();
+    let (ran, failed) = p.first_failure(Strategy::Pct(3), 1000, 1);
+    let run = failed.unwrap_or_else(|| panic!("escaped in {ran} schedules"));
+    assert_eq!(run.outcome, "lost_sample", "{run:?}");
+    assert!(run.fault.as_ref().unwrap().message.contains("driver"), "{run:?}");
+}

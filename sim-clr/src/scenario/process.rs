@@ -224,9 +224,11 @@ fn check_balance(src: &Source<'_>, program: &[Instr], declared: usize, steps: &[
             )
         };
         match instr.op {
-            Op::Call(_) | Op::PInvoke(_) => depth += 1,
-            Op::Return | Op::PInvokeReturn if depth < 2 => return Err(unbalanced("return")),
-            Op::Return | Op::PInvokeReturn => depth -= 1,
+            Op::Call(_) | Op::PInvoke(_) | Op::ReversePInvoke(_) => depth += 1,
+            Op::Return | Op::PInvokeReturn | Op::ReversePInvokeReturn if depth < 2 => {
+                return Err(unbalanced("return"))
+            }
+            Op::Return | Op::PInvokeReturn | Op::ReversePInvokeReturn => depth -= 1,
             Op::Catch(n) if depth <= n as usize => return Err(unbalanced("catch")),
             Op::Catch(n) => depth -= n as usize,
             _ => {}

@@ -20,6 +20,14 @@ pub enum Op {
     PInvoke(FunctionIndex),
     /// Returns from the P/Invoke to managed code: cooperative again (parks during a GC).
     PInvokeReturn,
+    /// Native code calls managed `function` through a reverse P/Invoke (a delegate): the
+    /// runtime first adopts a thread it does not know (a `Thread`, `ThreadCreated`,
+    /// `ThreadAssignedToOSThread`), then the call enters cooperative mode above a
+    /// `UMThkCallFrame`.
+    ReversePInvoke(FunctionIndex),
+    /// Returns from the reverse P/Invoke to native code: preemptive again. The thread stays
+    /// the runtime's until it exits.
+    ReversePInvokeReturn,
     /// Allocates: takes the heap lock, releases it at the next step, then (managed code only)
     /// raises ObjectAllocated when the mask says.
     Alloc,
@@ -245,6 +253,18 @@ pub fn parse(lines: &[Line<'_>], names: &Names<'_>) -> Result<Vec<Instr>, Progra
                 .and_then(|_| function(args[0]))
                 .map(|f| Some(Op::PInvoke(f)))?,
             "pinvoke_return" => simple(Op::PInvokeReturn)?,
+            "reverse_pinvoke" => {
+                want(1)?;
+                let f = function(args[0])?;
+                if !names.code.function(f).kind.is_managed() {
+                    return Err(err(format!(
+                        "`reverse_pinvoke` calls managed code: `{}` is not",
+                        args[0]
+                    )));
+                }
+                Some(Op::ReversePInvoke(f))
+            }
+            "reverse_pinvoke_return" => simple(Op::ReversePInvokeReturn)?,
             // `alloc gc`: an allocation that starts a GC once it has its memory.
             "alloc" => match args {
                 [] => Some(Op::Alloc),

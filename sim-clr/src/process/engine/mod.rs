@@ -1594,6 +1594,8 @@ impl<'p> Run<'p> {
             Op::Return => "return".into(),
             Op::PInvoke(f) => format!("pinvoke {}", function(f)),
             Op::PInvokeReturn => "pinvoke_return".into(),
+            Op::ReversePInvoke(f) => format!("reverse_pinvoke {}", function(f)),
+            Op::ReversePInvokeReturn => "reverse_pinvoke_return".into(),
             Op::Alloc => "alloc".into(),
             Op::Lock(l) => format!("lock {}", lock(l)),
             Op::Unlock(l) => format!("unlock {}", lock(l)),

@@ -67,6 +67,22 @@ impl Run<'_> {
                     Ok(())
                 })
             }
+            Op::ReversePInvoke(f) => self.reverse_pinvoke(t, instr, f, phase),
+            Op::ReversePInvokeReturn => self.edit_stack(t, instr, |thread| {
+                let in_callback = matches!(
+                    thread.stack.get(..2),
+                    Some([
+                        StackEntry::Call { .. },
+                        StackEntry::Frame(FrameKind::ReversePInvoke)
+                    ])
+                );
+                if !in_callback {
+                    return Err("leaves a reverse P/Invoke but is not in one");
+                }
+                thread.stack.drain(0..2);
+                thread.mode = Mode::Preemptive;
+                Ok(())
+            }),
             Op::Alloc => {
                 if phase == 0 {
                     self.check_lock_rules(t, "allocates", line);
@@ -565,6 +581,42 @@ impl Run<'_> {
                 Done::Next
             }
         }
+    }
+
+    /// A reverse P/Invoke into managed `f`. On a thread the runtime does not know, the stub
+    /// first sets one up (phase 0): CoreCLR v3.1.23's `UMThunkStub` (`src/vm/amd64/
+    /// umthunkstub.S`) calls `CreateThreadBlockThrow`, whose `SetupThread`
+    /// (`src/vm/threads.cpp`) adds a new `Thread` to the thread store under the thread-store
+    /// lock (so it waits while a runtime suspension holds it) and raises `ThreadCreated`
+    /// and `ThreadAssignedToOSThread` on the thread. Then (phase 1) the call enters
+    /// cooperative mode above a `UMThkCallFrame`, which waits for a runtime suspension to end.
+    fn reverse_pinvoke(&mut self, t: usize, instr: Instr, f: FunctionIndex, phase: u32) -> Done {
+        let line = instr.line;
+        let known = self.rt.lock().threads[t].is_managed();
+        if phase == 0 && !known {
+            if self.passes(t, LockId::THREAD_STORE).is_err() {
+                return self.waits_for_lock(
+                    t,
+                    line,
+                    "reverse_pinvoke: adding the Thread",
+                    LockId::THREAD_STORE,
+                );
+            }
+            self.rt.lock().threads[t].adopt(t);
+            self.note(t, line, |_| {
+                "reverse_pinvoke: the runtime adopts the thread (SetupThread)".into()
+            });
+            self.raise(t, CallbackKind::ThreadCreated);
+            return Done::Again;
+        }
+        if self.suspended_by_other(t) {
+            self.note(t, line, |_| {
+                "reverse_pinvoke: enters managed code: waits for the runtime suspension".into()
+            });
+            return Done::Block(Wait::SuspensionEnd);
+        }
+        let entries = [call_of(f), StackEntry::Frame(FrameKind::ReversePInvoke)];
+        self.push_frames(t, instr, &entries, Some(Mode::Cooperative))
     }
 
     /// Exits: `ThreadDestroyed` on the thread (phase 0), dead once it returns (phase 1), and
