@@ -161,6 +161,53 @@ fn a_walk_holds_its_target_until_it_ends() {
     assert!(gc_waited > 0, "no GC started during a walk");
 }
 
+/// A walk of a thread whose `ThreadDestroyed` has returned is the profiler's fault on both
+/// paths: under the profiler's `SuspendRuntime` (Unix; nothing in the runtime checks, the
+/// walk goes on) and cross-thread (Windows; the runtime terminates the process), whether the
+/// `Thread` is still there (`walk_of_destroyed_thread`) or already freed
+/// (`thread_use_after_free`).
+#[test]
+fn a_walk_after_thread_destroyed_returned_is_a_fault_on_both_paths_before_and_after_the_free() {
+    let paths = [
+        ("thread-destroyed-walk-unix", "the walk goes on"),
+        ("thread-destroyed-no-lock", "the process is terminated"),
+    ];
+    for (name, consequence) in paths {
+        let scenario = processes().into_iter().find(|s| s.name == name).unwrap();
+        let spec = scenario.process.explore.clone();
+        let mut p = process(scenario);
+        p.trace_first(1);
+        let report = p.explore(spec.strategy, spec.schedules, spec.seed, |_, _| {});
+        for (outcome, freed) in [
+            ("walk_of_destroyed_thread", false),
+            ("thread_use_after_free", true),
+        ] {
+            let traced = &report
+                .traces
+                .get(outcome)
+                .unwrap_or_else(|| panic!("{name}: no {outcome}"))[0];
+            let at = |what: &str| traced.trace.iter().position(|e| e.what.contains(what));
+            let returned = at("exit: thread dead").unwrap_or_else(|| panic!("{name}: {outcome}"));
+            let walk = at("DoStackSnapshot main").unwrap_or_else(|| panic!("{name}: {outcome}"));
+            assert!(
+                returned < walk,
+                "{name}: {outcome}: the walk came after ThreadDestroyed returned"
+            );
+            assert_eq!(
+                at("Thread deleted").is_some_and(|d| d < walk),
+                freed,
+                "{name}: {outcome}"
+            );
+            let run = p.replay(&traced.schedule.parse().unwrap()).unwrap();
+            let fault = run.fault.unwrap();
+            assert_eq!(fault.kind, outcome, "{name}");
+            if !freed {
+                assert!(fault.message.contains(consequence), "{name}: {}", fault.message);
+            }
+        }
+    }
+}
+
 #[test]
 fn the_same_seed_gives_a_byte_identical_trace() {
     for scenario in processes() {
