@@ -37,7 +37,8 @@ type Export = unsafe extern "C" fn();
 
 impl Hosted {
     /// Runs `spec`'s steps in order. Stops at the first fatal fault (the process is dead or
-    /// hung from then on) and says how it ended. An export the library lacks, or an argument
+    /// hung from then on) and says how it ended; every fault stays for
+    /// [`sim_clr::Runtime::take_faults`], the non-fatal ones the process went on after too. An export the library lacks, or an argument
     /// with a NUL byte, is an error before anything of that step runs.
     pub fn drive(&self, spec: &HostSpec) -> Result<Ending, String> {
         let rt = self.runtime();
@@ -75,7 +76,7 @@ impl Hosted {
                     rt.unload(&step.thread, unload);
                 }
             }
-            if let Some(fatal) = rt.take_faults().into_iter().find(|f| f.fatal) {
+            if let Some(fatal) = rt.fatal_fault() {
                 return Ok(Ending::of(&fatal));
             }
         }

@@ -573,10 +573,16 @@ unsafe extern "system-unwind" fn get_function_info2(
     type_args: *mut UintPtr,
 ) -> HRESULT {
     // A frame-info handle is a record valid only inside its snapshot callback: any other
-    // value is refused rather than read.
+    // value is refused rather than read, and is the profiler's fault (the runtime would read
+    // it).
     let live = frame_info == 0 || LIVE_FRAMES.with(|l| l.borrow().contains(&frame_info));
     if !live {
-        return hr(HResult::E_INVALIDARG);
+        // SAFETY: `this` is the live info object.
+        return unsafe {
+            with(this, |o| {
+                hr(o.rt.stale_frame_info("GetFunctionInfo2", fid(function)))
+            })
+        };
     }
     // SAFETY: a live record (checked above) or NULL.
     let record = (frame_info != 0).then(|| unsafe { &*(frame_info as *const FrameInfo) });

@@ -329,6 +329,24 @@ arg = "after death"
     );
 }
 
+#[test]
+fn a_frame_info_kept_after_its_walk_is_a_fault() {
+    let _one = serial();
+    let steps = "[host]\n[[host.steps]]\nthread = \"main\"\ncall = \"walker_stale_frame_info\"\n";
+    let scenario = Scenario::parse("stale.toml", &format!("{SCENARIO}{steps}")).unwrap();
+    let rt = Arc::new(scenario.runtime());
+    let hosted = Hosted::load(walker(), CLSID, rt.clone()).expect("hosted");
+    hosted.drive(&scenario.host).unwrap();
+    // The call fails as the runtime's read of the dead slot most often makes it fail, and the
+    // use is the profiler's fault.
+    let text = text_of(&hosted, "walker_result");
+    assert!(text.contains("stale frame info 0x80070057"), "{text}");
+    let faults = rt.take_faults();
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert_eq!(faults[0].kind.as_str(), "stale_frame_info");
+    assert!(!faults[0].fatal);
+}
+
 /// Native code's blocking calls on simulated threads (`tests/c/blocking.c`).
 mod blocking {
     use super::{build, build_file};

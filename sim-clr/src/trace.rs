@@ -50,11 +50,14 @@ pub enum FaultKind {
     Deadlock,
     /// A GC after a leaked `SuspendRuntime` blocks forever on the thread-store lock (R41).
     LeakedSuspensionHang,
+    /// A `COR_PRF_FRAME_INFO` that is no live snapshot frame's (kept after its callback
+    /// returned) was passed to the runtime, which reads it unchecked.
+    StaleFrameInfo,
 }
 
 impl FaultKind {
     /// Every kind.
-    pub const ALL: [FaultKind; 8] = [
+    pub const ALL: [FaultKind; 9] = [
         FaultKind::NullCallback,
         FaultKind::BogusThreadId,
         FaultKind::ThreadUseAfterFree,
@@ -63,6 +66,7 @@ impl FaultKind {
         FaultKind::AccessViolation,
         FaultKind::Deadlock,
         FaultKind::LeakedSuspensionHang,
+        FaultKind::StaleFrameInfo,
     ];
 
     /// True for the kinds that leave the process hung rather than dead.
@@ -86,6 +90,7 @@ impl FaultKind {
             FaultKind::AccessViolation => "access_violation",
             FaultKind::Deadlock => "deadlock",
             FaultKind::LeakedSuspensionHang => "leaked_suspension_hang",
+            FaultKind::StaleFrameInfo => "stale_frame_info",
         }
     }
 }

@@ -15,7 +15,8 @@ static const GUID IID_IMetaDataImport2 = {0xFCE5EFA0, 0x8BBA, 0x4F8E, {0xA0, 0x3
 static const GUID IID_IMetaDataAssemblyImport = {0xEE62470B, 0xE94B, 0x424E, {0x9B, 0x7C, 0x2F, 0x00, 0xC9, 0x24, 0x9F, 0x93}};
 
 enum { INFO_GET_FUNCTION_INFO = 15, INFO_SET_EVENT_MASK = 16, INFO_GET_TOKEN_AND_METADATA = 19,
-       INFO_GET_MODULE_INFO = 20, INFO_GET_MODULE_METADATA = 21, INFO_DO_STACK_SNAPSHOT = 36 };
+       INFO_GET_MODULE_INFO = 20, INFO_GET_MODULE_METADATA = 21, INFO_DO_STACK_SNAPSHOT = 36,
+       INFO_GET_FUNCTION_INFO2 = 38 };
 enum { MD_GET_TYPE_DEF_PROPS = 12, MD_GET_METHOD_PROPS = 30, MD2_GET_VERSION_STRING = 71 };
 enum { MDA_GET_ASSEMBLY_PROPS = 3, MDA_GET_ASSEMBLY_FROM_SCOPE = 12 };
 enum { CB_OBJECT_ALLOCATED = 50 };
@@ -113,13 +114,16 @@ static void name_assembly(UINT_PTR module) {
     release(import);
 }
 
-typedef struct { UINT_PTR functions[64]; int count; } Walk;
+typedef struct { UINT_PTR functions[64]; UINT_PTR frame_infos[64]; int count; } Walk;
 
 static HRESULT on_frame(UINT_PTR function, UINT_PTR ip, UINT_PTR frame_info, uint32_t context_size,
                         uint8_t *context, void *client_data) {
     Walk *walk = client_data;
-    (void)ip; (void)frame_info; (void)context_size; (void)context;
-    if (walk->count < 64) walk->functions[walk->count++] = function;
+    (void)ip; (void)context_size; (void)context;
+    if (walk->count < 64) {
+        walk->frame_infos[walk->count] = frame_info;
+        walk->functions[walk->count++] = function;
+    }
     return S_OK;
 }
 
@@ -127,7 +131,7 @@ static HRESULT object_allocated(Object *self, UINT_PTR object, UINT_PTR class_id
     typedef HRESULT (*Snapshot)(Object *, UINT_PTR, void *, uint32_t, void *, uint8_t *, uint32_t);
     typedef HRESULT (*ModuleInfo)(Object *, UINT_PTR, const uint8_t **, uint32_t, uint32_t *, WCHAR *, UINT_PTR *);
     typedef HRESULT (*FunctionInfo)(Object *, UINT_PTR, UINT_PTR *, UINT_PTR *, uint32_t *);
-    Walk walk = {{0}, 0};
+    Walk walk = {{0}, {0}, 0};
     (void)self; (void)object; (void)class_id;
     result[0] = 0;
     if (((Snapshot)info->vtbl[INFO_DO_STACK_SNAPSHOT])(info, 0, (void *)on_frame, 0, &walk, NULL, 0) != S_OK) {
@@ -199,6 +203,27 @@ void walker_null_walk(void) {
     typedef HRESULT (*Snapshot)(Object *, UINT_PTR, void *, uint32_t, void *, uint8_t *, uint32_t);
     HRESULT hr = ((Snapshot)info->vtbl[INFO_DO_STACK_SNAPSHOT])(info, 0, NULL, 0, NULL, NULL, 0);
     append(hr == S_OK ? "survived a NULL callback" : "refused a NULL callback");
+}
+
+/* Walks its own thread, keeps the leaf's COR_PRF_FRAME_INFO and passes it to GetFunctionInfo2
+ * after the walk has returned: the handle is stale. */
+void walker_stale_frame_info(void) {
+    typedef HRESULT (*Snapshot)(Object *, UINT_PTR, void *, uint32_t, void *, uint8_t *, uint32_t);
+    typedef HRESULT (*FunctionInfo2)(Object *, UINT_PTR, UINT_PTR, UINT_PTR *, UINT_PTR *, uint32_t *, uint32_t,
+                                     uint32_t *, UINT_PTR *);
+    Walk walk = {{0}, {0}, 0};
+    char line[100];
+    UINT_PTR class_ = 0, module = 0;
+    uint32_t token = 0;
+    if (((Snapshot)info->vtbl[INFO_DO_STACK_SNAPSHOT])(info, 0, (void *)on_frame, 0, &walk, NULL, 0) != S_OK ||
+        walk.count == 0) {
+        append("<walk failed>");
+        return;
+    }
+    HRESULT hr = ((FunctionInfo2)info->vtbl[INFO_GET_FUNCTION_INFO2])(info, walk.functions[0], walk.frame_infos[0],
+                                                                      &class_, &module, &token, 0, NULL, NULL);
+    snprintf(line, sizeof line, "stale frame info 0x%08X", (unsigned)hr);
+    append(line);
 }
 
 static HRESULT current_thread_hr(void) {

@@ -427,6 +427,27 @@ impl Runtime {
         events
     }
 
+    /// Records that `api` was given a `COR_PRF_FRAME_INFO` that is no live snapshot frame's
+    /// (a native profiler kept one after its callback returned) for `function`, and returns
+    /// what the call answers: `E_INVALIDARG`. The runtime reads `funcID`, `thisArg` and
+    /// `extraArg` from the handle without checking it (CoreCLR v3.1.23
+    /// `src/vm/proftoeeinterfaceimpl.cpp`, `ProfToEEInterfaceImpl::GetFunctionInfo2`), and a
+    /// snapshot frame's lives in the walk's own stack frame: once the callback has returned
+    /// that slot is dead, so what is read is whatever is there now. The fault is not fatal:
+    /// most often the `funcID` read differs and the call fails.
+    pub fn stale_frame_info(&self, api: &str, function: FunctionId) -> HResult {
+        let mut st = self.lock();
+        let message = format!(
+            "{} called {api} for {} with a COR_PRF_FRAME_INFO that is no live DoStackSnapshot frame's (kept after its callback returned?): the runtime reads it unchecked, from a dead stack slot",
+            st.caller_name(),
+            st.code
+                .by_function_id(function)
+                .map_or_else(|| function.to_string(), |f| st.code.function(f).name.clone())
+        );
+        st.fault(FaultKind::StaleFrameInfo, false, message);
+        HResult::E_INVALIDARG
+    }
+
     /// Takes the faults recorded since the last call (a fatal one stays in effect).
     pub fn take_faults(&self) -> Vec<Fault> {
         let mut st = self.lock();
