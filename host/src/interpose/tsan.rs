@@ -51,13 +51,59 @@ extern "C-unwind" fn access(address: *const c_void, seen: u64, changed: c_int) {
     fiber::request(request);
 }
 
-/// Whether the library at `path` was built with `-fsanitize=thread`: it names `__tsan_init`,
-/// which the constructor of every instrumented object calls. (Only such a library gets the
-/// stand-in: it also defines C++'s `operator new` and `delete`, which would otherwise stand
-/// in for those of every library loaded later.)
+/// Whether the library at `path` was built with `-fsanitize=thread`: its dynamic symbols name
+/// `__tsan_init`, which the constructor of every instrumented object calls. (Only such a
+/// library gets the stand-in: it also defines C++'s `operator new` and `delete`, which would
+/// otherwise stand in for those of every library loaded later.) A file that is no 64-bit ELF
+/// file is not.
 pub(crate) fn instrumented(path: &std::path::Path) -> bool {
-    const NAME: &[u8] = b"__tsan_init\0";
-    std::fs::read(path).is_ok_and(|bytes| bytes.windows(NAME.len()).any(|w| w == NAME))
+    let Ok(elf) = std::fs::read(path) else {
+        return false;
+    };
+    dynamic_strings(&elf).is_some_and(|names| names.split(|&b| b == 0).any(|name| name == b"__tsan_init"))
+}
+
+/// The string table of a 64-bit little-endian ELF file's dynamic symbols (the section its
+/// `SHT_DYNSYM` section links to), if it has one inside the file.
+fn dynamic_strings(elf: &[u8]) -> Option<&[u8]> {
+    const SHT_DYNSYM: u32 = 11;
+    let word = |at: usize, n: usize| -> Option<u64> {
+        let bytes = elf.get(at..at.checked_add(n)?)?;
+        Some(bytes.iter().rev().fold(0, |v, &b| v << 8 | u64::from(b)))
+    };
+    if elf.get(..6)? != b"\x7fELF\x02\x01" {
+        return None;
+    }
+    let (table, entry, count) = (word(0x28, 8)? as usize, word(0x3a, 2)? as usize, word(0x3c, 2)?);
+    let header = |i: usize| table.checked_add(i.checked_mul(entry)?);
+    let dynsym = (0..count as usize).find_map(|i| {
+        let h = header(i)?;
+        (word(h + 4, 4)? == u64::from(SHT_DYNSYM)).then_some(h)
+    })?;
+    let strings = header(word(dynsym + 0x28, 4)? as usize)?;
+    let (offset, size) = (
+        word(strings + 0x18, 8)? as usize,
+        word(strings + 0x20, 8)? as usize,
+    );
+    elf.get(offset..offset.checked_add(size)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dynamic_strings;
+
+    #[test]
+    fn no_elf_file_has_dynamic_strings() {
+        assert_eq!(dynamic_strings(b""), None);
+        assert_eq!(dynamic_strings(b"\x7fELF\x02\x01"), None);
+        let mut header = vec![0u8; 64];
+        header[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        // A section table past the end of the file.
+        header[0x28] = 0xff;
+        header[0x3a] = 64;
+        header[0x3c] = 3;
+        assert_eq!(dynamic_strings(&header), None);
+    }
 }
 
 /// Loads the stand-in under each soname, once per process; an error says why it could not.
