@@ -88,24 +88,6 @@ fn dynamic_strings(elf: &[u8]) -> Option<&[u8]> {
     elf.get(offset..offset.checked_add(size)?)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::dynamic_strings;
-
-    #[test]
-    fn no_elf_file_has_dynamic_strings() {
-        assert_eq!(dynamic_strings(b""), None);
-        assert_eq!(dynamic_strings(b"\x7fELF\x02\x01"), None);
-        let mut header = vec![0u8; 64];
-        header[..6].copy_from_slice(b"\x7fELF\x02\x01");
-        // A section table past the end of the file.
-        header[0x28] = 0xff;
-        header[0x3a] = 64;
-        header[0x3c] = 3;
-        assert_eq!(dynamic_strings(&header), None);
-    }
-}
-
 /// Loads the stand-in under each soname, once per process; an error says why it could not.
 pub(crate) fn provide() -> Result<(), String> {
     static LOADED: OnceLock<Result<(), String>> = OnceLock::new();
@@ -158,4 +140,22 @@ fn load(soname: &str, bytes: &[u8]) -> Result<std::fs::File, String> {
         )
     };
     Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dynamic_strings;
+
+    #[test]
+    fn no_elf_file_has_dynamic_strings() {
+        assert_eq!(dynamic_strings(b""), None);
+        assert_eq!(dynamic_strings(b"\x7fELF\x02\x01"), None);
+        let mut header = vec![0u8; 64];
+        header[..6].copy_from_slice(b"\x7fELF\x02\x01");
+        // A section table past the end of the file.
+        header[0x28] = 0xff;
+        header[0x3a] = 64;
+        header[0x3c] = 3;
+        assert_eq!(dynamic_strings(&header), None);
+    }
 }
