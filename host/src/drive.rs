@@ -37,9 +37,9 @@ type Export = unsafe extern "C" fn();
 
 impl Hosted {
     /// Runs `spec`'s steps in order. Stops at the first fatal fault (the process is dead or
-    /// hung from then on) and says how it ended; every fault stays for
-    /// [`sim_clr::Runtime::take_faults`], the non-fatal ones the process went on after too. An export the library lacks, or an argument
-    /// with a NUL byte, is an error before anything of that step runs.
+    /// hung from then on) and says how it ended; every fault, the non-fatal ones the process
+    /// went on after too, stays for [`sim_clr::Runtime::take_faults`]. An export the library
+    /// lacks, or an argument with a NUL byte, is an error before anything of that step runs.
     pub fn drive(&self, spec: &HostSpec) -> Result<Ending, String> {
         let rt = self.runtime();
         for step in &spec.steps {

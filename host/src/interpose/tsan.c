@@ -91,9 +91,7 @@ void __tsan_atomic_thread_fence(int mo) {
     reported(NULL, 0, 0);
 }
 
-void __tsan_atomic_signal_fence(int mo) {
-    __atomic_signal_fence(ORDER);
-}
+void __tsan_atomic_signal_fence(int mo) { __atomic_signal_fence(ORDER); }
 
 /* Hand-written synchronization annotations: scheduling points. */
 void __tsan_acquire(void *address) {
@@ -108,13 +106,10 @@ void __tsan_release(void *address) {
 void __tsan_init(void) {}
 void __tsan_func_entry(void *caller) {}
 void __tsan_func_exit(void) {}
-void __tsan_vptr_update(void **slot, void *value) {
-}
+void __tsan_vptr_update(void **slot, void *value) {}
 void __tsan_vptr_read(void **slot) {}
-void __tsan_read_range(void *address, size_t size) {
-}
-void __tsan_write_range(void *address, size_t size) {
-}
+void __tsan_read_range(void *address, size_t size) {}
+void __tsan_write_range(void *address, size_t size) {}
 
 #define PLAIN(name) \
     void __tsan_##name(void *address) {}

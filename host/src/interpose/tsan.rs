@@ -11,10 +11,10 @@
 //!
 //! Each atomic operation of the stand-in reports here, and on a simulated thread becomes a
 //! scheduling point: one that writes is a change other threads can see; one that changes
-//! nothing is a poll, and polling one address twice in a row and reading the same value is a
-//! spin, which waits until another thread writes (sim-clr's `Request::Poll`). Plain accesses
-//! are not scheduling points: this is no data-race detector. Interleavings are sequentially
-//! consistent.
+//! nothing is a poll (sim-clr's `Request::Poll`), and a thread that keeps polling one address
+//! and reading one value spins: it runs only when no other thread can, until something
+//! changes. Plain accesses are not scheduling points: this is no data-race detector.
+//! Interleavings are sequentially consistent.
 
 use crate::library::{dlopen, dlsym};
 use sim_clr::process::fiber::{self, Request};
@@ -22,9 +22,6 @@ use std::ffi::{c_int, c_void, CString};
 use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::OnceLock;
-
-/// `dlopen` flag: the library's symbols resolve later loads' references.
-const RTLD_GLOBAL: c_int = 0x100;
 
 /// The stand-in, once for each soname.
 const STAND_INS: [(&str, &[u8]); 2] = [
@@ -121,7 +118,7 @@ fn load(soname: &str, bytes: &[u8]) -> Result<std::fs::File, String> {
     let path = CString::new(format!("/proc/self/fd/{}", file.as_raw_fd())).expect("no NUL in a path");
     // SAFETY: a NUL-terminated path to a shared library this crate built; its initializers do
     // nothing.
-    let handle = unsafe { dlopen(path.as_ptr(), crate::library::RTLD_NOW | RTLD_GLOBAL) };
+    let handle = unsafe { dlopen(path.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
     if handle.is_null() {
         return Err(failed(&crate::library::last_error()));
     }

@@ -145,15 +145,22 @@ struct Sim {
     /// read that found nothing new): a write after it ends the spin.
     spin_since: u64,
     /// Its code's last request, if it was a [`Request::Poll`]: the address, the value read,
-    /// and how many polls in a row read it there.
-    polled: Option<(usize, u64, u32)>,
-    /// The step since which it spins (polls that read nothing new,
-    /// [`SPIN_POLLS`] in a row): until another thread changes something, it runs only when no
-    /// other thread can.
-    spinning: Option<u64>,
+    /// how many polls in a row read it there, and the step of the last. From [`SPIN_POLLS`]
+    /// on the thread spins ([`Sim::spins`]).
+    polled: Option<(usize, u64, u32, u64)>,
     /// Suspended by another thread's `DoStackSnapshot` until its walk ends (a copy of the
     /// runtime's [`crate::thread::Thread::stopped_for_walk`]).
     stopped_for_walk: Option<Option<usize>>,
+}
+
+impl Sim {
+    /// Whether the thread spins: its last [`SPIN_POLLS`] requests or more polled one address
+    /// and read one value, and nothing changed since the last (`changed_at`, the step of the
+    /// process's last change).
+    fn spins(&self, changed_at: u64) -> bool {
+        self.polled
+            .is_some_and(|(.., n, at)| n >= SPIN_POLLS && changed_at <= at)
+    }
 }
 
 /// What a step did.
@@ -288,7 +295,6 @@ impl<'p> Run<'p> {
                     stopped_for_walk: None,
                     spin_since: 0,
                     polled: None,
-                    spinning: None,
                 }
             })
             .collect();
@@ -501,9 +507,9 @@ impl<'p> Run<'p> {
         }
         // A spinning thread would only read again what it read: while another thread can run,
         // that one does.
-        let spins = |s: &Sim| s.spinning.is_some_and(|since| self.changed_at <= since);
-        if out.iter().any(|&t| !spins(&self.th[t])) {
-            out.retain(|&t| !spins(&self.th[t]));
+        let changed_at = self.changed_at;
+        if out.iter().any(|&t| !self.th[t].spins(changed_at)) {
+            out.retain(|&t| !self.th[t].spins(changed_at));
         }
     }
 

@@ -4,7 +4,7 @@
 //! A program's step and a fiber's request for the same call go through the same function
 //! here, so both see the same semantics and leave the same trace line.
 
-use super::{Activation, Run, Source, Status, Wait, SPIN_POLLS};
+use super::{Activation, Run, Source, Status, Wait};
 use crate::fiber::{Code, Fiber, Home, Reply, Request, ThreadStart, Yielded};
 use crate::platform::Platform;
 use crate::process::program::LockId;
@@ -337,23 +337,19 @@ impl Run<'_> {
     }
 
     /// Notes what thread `t`'s request says about spinning: a [`Request::Spin`] waits from
-    /// this step; a [`Request::Poll`] that reads what the thread's last [`SPIN_POLLS`] − 1
-    /// polls read there makes it spin from this step; any other request ends a spin.
+    /// this step; a [`Request::Poll`] counts the polls in a row that read one value at one
+    /// address (the thread spins from [`super::SPIN_POLLS`] on); any other request ends the count.
     fn note_spin(&mut self, t: usize, req: &Request) {
-        let s = &mut self.th[t];
+        let (s, now) = (&mut self.th[t], self.steps);
         s.polled = match (req, s.polled) {
-            (&Request::Poll(address, seen), Some((a, v, n))) if (a, v) == (address, seen) => {
-                Some((a, v, n + 1))
+            (&Request::Poll(address, seen), Some((a, v, n, _))) if (a, v) == (address, seen) => {
+                Some((a, v, n + 1, now))
             }
-            (&Request::Poll(address, seen), _) => Some((address, seen, 1)),
-            _ => None,
-        };
-        s.spinning = match s.polled {
-            Some((.., n)) if n >= SPIN_POLLS => Some(self.steps),
+            (&Request::Poll(address, seen), _) => Some((address, seen, 1, now)),
             _ => None,
         };
         if let Request::Spin = req {
-            s.spin_since = self.steps;
+            s.spin_since = now;
         }
     }
 

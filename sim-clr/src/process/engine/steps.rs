@@ -44,22 +44,17 @@ impl Run<'_> {
             Op::PInvokeReturn => {
                 let st = self.rt.lock();
                 let thread = &st.threads[t];
-                let in_pinvoke = matches!(
-                    thread.stack.get(..2),
-                    Some([StackEntry::Call { .. }, StackEntry::Frame(FrameKind::InlinedCall)])
-                );
-                if !in_pinvoke {
+                if !entered_through(thread, FrameKind::InlinedCall) {
                     drop(st);
                     return self.unbalanced(t, line, "leaves a P/Invoke but is not in one");
                 }
-                // Returning to cooperative mode waits for a runtime suspension to end.
                 let managed = thread.is_managed();
                 drop(st);
-                if managed && self.suspended_by_other(t) {
-                    self.note(t, line, |_| {
-                        "returns from native code: waits for the runtime suspension".into()
-                    });
-                    return Done::Block(Wait::SuspensionEnd);
+                if managed {
+                    if let Some(wait) = self.waits_to_enter_managed_code(t, line, "returns from native code")
+                    {
+                        return wait;
+                    }
                 }
                 self.edit_stack(t, instr, |thread| {
                     thread.stack.drain(0..2);
@@ -69,14 +64,7 @@ impl Run<'_> {
             }
             Op::ReversePInvoke(f) => self.reverse_pinvoke(t, instr, f, phase),
             Op::ReversePInvokeReturn => self.edit_stack(t, instr, |thread| {
-                let in_callback = matches!(
-                    thread.stack.get(..2),
-                    Some([
-                        StackEntry::Call { .. },
-                        StackEntry::Frame(FrameKind::ReversePInvoke)
-                    ])
-                );
-                if !in_callback {
+                if !entered_through(thread, FrameKind::ReversePInvoke) {
                     return Err("leaves a reverse P/Invoke but is not in one");
                 }
                 thread.stack.drain(0..2);
@@ -583,6 +571,16 @@ impl Run<'_> {
         }
     }
 
+    /// Entering cooperative mode (managed code) waits for another thread's runtime suspension
+    /// to end: the wait, noted as `what` does it, or `None` when there is none.
+    fn waits_to_enter_managed_code(&mut self, t: usize, line: usize, what: &str) -> Option<Done> {
+        if !self.suspended_by_other(t) {
+            return None;
+        }
+        self.note(t, line, |_| format!("{what}: waits for the runtime suspension"));
+        Some(Done::Block(Wait::SuspensionEnd))
+    }
+
     /// A reverse P/Invoke into managed `f`. On a thread the runtime does not know, the stub
     /// first sets one up (phase 0): CoreCLR v3.1.23's `UMThunkStub` (`src/vm/amd64/
     /// umthunkstub.S`) calls `CreateThreadBlockThrow`, whose `SetupThread`
@@ -609,11 +607,9 @@ impl Run<'_> {
             self.raise(t, CallbackKind::ThreadCreated);
             return Done::Again;
         }
-        if self.suspended_by_other(t) {
-            self.note(t, line, |_| {
-                "reverse_pinvoke: enters managed code: waits for the runtime suspension".into()
-            });
-            return Done::Block(Wait::SuspensionEnd);
+        if let Some(wait) = self.waits_to_enter_managed_code(t, line, "reverse_pinvoke: enters managed code")
+        {
+            return wait;
         }
         let entries = [call_of(f), StackEntry::Frame(FrameKind::ReversePInvoke)];
         self.push_frames(t, instr, &entries, Some(Mode::Cooperative))
@@ -680,4 +676,13 @@ fn call_of(function: FunctionIndex) -> StackEntry {
         offset: None,
         funclet: None,
     }
+}
+
+/// Whether `thread`'s leaf is a call made through a transition that left a Frame of `kind`
+/// right below it (a P/Invoke's `InlinedCallFrame`, a reverse P/Invoke's `UMThkCallFrame`).
+fn entered_through(thread: &Thread, kind: FrameKind) -> bool {
+    matches!(
+        thread.stack.get(..2),
+        Some([StackEntry::Call { .. }, StackEntry::Frame(k)]) if *k == kind
+    )
 }
