@@ -407,7 +407,7 @@ fn fuzz_passes_the_reference_and_writes_a_replayable_file_for_a_mutant() {
         "--schedules",
         "4",
         "--seed",
-        "8",
+        "1",
         "--sampler",
         "allocate-while-suspended",
         "--json",

@@ -36,7 +36,7 @@ fn the_reference_sampler_survives_random_processes() {
 #[test]
 fn a_mutant_fails_and_each_failure_is_a_small_file_that_replays() {
     let mutant = variant("allocate-while-suspended").unwrap();
-    let report = run(mutant, 8, 8);
+    let report = run(mutant, 8, 2);
     assert!(
         !report.failures.is_empty(),
         "the mutant escaped 8 random processes"

@@ -684,11 +684,27 @@ fn r24_frame_info_repeats_the_callback_arguments_with_null_generic_context() {
                 (*func, *ip, 0, 0, 1, 40)
             );
         }
+        // During its callback a record answers for its own function only.
+        let other = seen[1].0;
+        let mut answers = Vec::new();
+        let mut cb = |f: &SnapshotFrame<'_>| {
+            if answers.is_empty() {
+                answers.push(rt.get_function_info2(f.func_id, Some(f.frame_info)).is_ok());
+                answers.push(rt.get_function_info2(other, Some(f.frame_info)) == Err(HResult::E_INVALIDARG));
+            }
+            HResult::S_OK
+        };
+        rt.do_stack_snapshot(ThreadId::NULL, Some(&mut cb), 0, None, 0);
+        assert_eq!(answers, [true, true]);
+        // A copy kept after the walk is no record: the runtime would read a dead stack slot.
         let (f, _, info, _) = seen[0];
-        assert!(rt.get_function_info2(f, Some(&info)).is_ok());
-        assert_eq!(
-            rt.get_function_info2(seen[1].0, Some(&info)),
-            Err(HResult::E_INVALIDARG)
+        assert_eq!(rt.get_function_info2(f, Some(&info)), Err(HResult::E_INVALIDARG));
+        let faults = rt.take_faults();
+        assert!(
+            faults
+                .iter()
+                .any(|f| f.kind.as_str() == "stale_frame_info" && !f.fatal),
+            "{faults:?}"
         );
     });
 }

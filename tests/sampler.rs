@@ -53,7 +53,7 @@ const AFTER_DESTROYED: &[&str] = &[
 ];
 
 /// Each mutant, on the scenario that tells its failure story, and how that run may end.
-const STORIES: [(&str, &str, &[&str]); 25] = [
+const STORIES: [(&str, &str, &[&str]); 28] = [
     (
         "allocate-while-suspended",
         "s03-heap-lock",
@@ -106,6 +106,13 @@ const STORIES: [(&str, &str, &[&str]); 25] = [
     ),
     ("ignored-thread-destroyed", "s24-canary", AFTER_DESTROYED),
     ("unchecked-reads", "s33-stack-overrun", &["access_violation"]),
+    ("tombstoned-thread-ids", "s37-reused-thread-id", &["lost_sample"]),
+    ("stale-os-ids", "s38-reused-os-id", &["lost_sample"]),
+    (
+        "frame-info-after-walk",
+        "s39-frame-info-after-walk",
+        &["stale_frame_info"],
+    ),
     (
         "managed-sampler-thread",
         "s06-gc-while-suspended",

@@ -24,7 +24,6 @@ use corprof::{
 use sim_clr::process::unobserved;
 use sim_clr::trace::Fault;
 use sim_clr::Runtime;
-use std::cell::RefCell;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -491,12 +490,6 @@ unsafe extern "system-unwind" fn get_assembly_info(
     }
 }
 
-thread_local! {
-    /// The frame records of the snapshot callbacks running on this OS thread: the
-    /// `COR_PRF_FRAME_INFO` handles that are valid right now.
-    static LIVE_FRAMES: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
-}
-
 unsafe extern "system-unwind" fn do_stack_snapshot(
     this: *mut c_void,
     thread: UintPtr,
@@ -520,18 +513,15 @@ unsafe extern "system-unwind" fn do_stack_snapshot(
         let Some(cb) = callback else { return HResult::S_OK };
         let record = frame.frame_info as *const FrameInfo as usize;
         // The adapter's own allocations are not the profiler's: in a running process they
-        // would otherwise take the heap lock, and differently once this OS thread's list of
-        // live frames has grown in an earlier run.
-        let (ptr, size) = unobserved(|| {
-            LIVE_FRAMES.with(|l| l.borrow_mut().push(record));
-            match frame.context {
-                Some(c) => {
-                    copy.clear();
-                    copy.extend_from_slice(c);
-                    (copy.as_mut_ptr(), c.len() as u32)
-                }
-                None => (std::ptr::null_mut(), 0),
+        // would otherwise take the heap lock, and differently once the context copy has grown
+        // in an earlier run.
+        let (ptr, size) = unobserved(|| match frame.context {
+            Some(c) => {
+                copy.clear();
+                copy.extend_from_slice(c);
+                (copy.as_mut_ptr(), c.len() as u32)
             }
+            None => (std::ptr::null_mut(), 0),
         });
         // SAFETY: the profiler's callback, with the arguments its signature declares; the
         // context copy and the frame record outlive the call.
@@ -545,7 +535,6 @@ unsafe extern "system-unwind" fn do_stack_snapshot(
                 client_data,
             )
         };
-        LIVE_FRAMES.with(|l| l.borrow_mut().pop());
         HResult(result as u32)
     };
     // SAFETY: `this` is live.
@@ -575,7 +564,7 @@ unsafe extern "system-unwind" fn get_function_info2(
     // A frame-info handle is a record valid only inside its snapshot callback: any other
     // value is refused rather than read, and is the profiler's fault (the runtime would read
     // it).
-    let live = frame_info == 0 || LIVE_FRAMES.with(|l| l.borrow().contains(&frame_info));
+    let live = frame_info == 0 || sim_clr::runtime::is_live_frame_info(frame_info);
     if !live {
         // SAFETY: `this` is the live info object.
         return unsafe {

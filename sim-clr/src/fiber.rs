@@ -20,7 +20,7 @@ use corprof::Context;
 use std::alloc::{GlobalAlloc, Layout};
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -175,6 +175,10 @@ struct Shared {
     holder: AtomicU8,
     /// Threads blocked on `turn`.
     sleepers: AtomicUsize,
+    /// The run keeps a trace: the fiber's code leaves [`note`]s for it.
+    tracing: AtomicBool,
+    /// Trace lines the fiber's code left since the engine last took them.
+    notes: Mutex<Vec<String>>,
 }
 
 const EMPTY: u8 = 0;
@@ -194,6 +198,8 @@ impl Shared {
             turn: Condvar::new(),
             holder: AtomicU8::new(EMPTY),
             sleepers: AtomicUsize::new(0),
+            tracing: AtomicBool::new(false),
+            notes: Mutex::new(Vec::new()),
         }
     }
 
@@ -488,6 +494,16 @@ impl Fiber {
         fiber
     }
 
+    /// Has the fiber's code leave trace lines ([`note`]) for a run that keeps a trace.
+    pub fn set_tracing(&self, on: bool) {
+        self.shared.tracing.store(on, Ordering::Release);
+    }
+
+    /// The trace lines the fiber's code left since the last call, oldest first.
+    pub fn take_notes(&self) -> Vec<String> {
+        std::mem::take(&mut *self.shared.notes.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
     /// Runs the fiber with `reply` until it yields again.
     pub fn resume(&mut self, reply: Reply) -> Yielded {
         self.shared.give(Baton::ToFiber(reply));
@@ -595,6 +611,27 @@ fn exchange(shared: &Shared, request: Request) -> Reply {
 /// A scheduling point (a no-op outside a fiber).
 pub fn point() {
     request(Request::Point);
+}
+
+/// Leaves the line `text` makes in the trace of the run, at the thread's current step, when
+/// code on a fiber runs in a run that keeps a trace; otherwise does nothing (and `text` is not
+/// called). Not a scheduling point: the engine takes the lines when the code next yields.
+pub fn note(text: impl FnOnce() -> String) {
+    if !on_fiber() {
+        return;
+    }
+    CURRENT.with(|c| {
+        if let Some(shared) = c.borrow().as_ref().filter(|s| s.tracing.load(Ordering::Acquire)) {
+            // The simulator's allocation, not the profiler's (no heap lock).
+            unobserved(|| {
+                shared
+                    .notes
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(text())
+            });
+        }
+    });
 }
 
 /// Makes every `corprof::sync` atomic access by code on a fiber a scheduling point, and its

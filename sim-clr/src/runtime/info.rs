@@ -1,5 +1,6 @@
 //! The `ProfilerInfo` methods of the simulated runtime. Every method starts with a scheduling
-//! point (`fiber::RuntimeCall`: a no-op outside a running process).
+//! point (`fiber::RuntimeCall`: a no-op outside a running process) and, in a run that keeps a
+//! trace, leaves its answer there.
 
 use super::{Runtime, State};
 use crate::code::metadata::{APP_DOMAIN, APP_DOMAIN_NAME, PROCESS_ID};
@@ -26,36 +27,47 @@ impl ProfilerInfo for Runtime {
         context: Option<&'b Context>,
         context_size: u32,
     ) -> HResult {
-        let _call = fiber::RuntimeCall::enter();
-        crate::runtime::snapshot::do_stack_snapshot(self, thread, callback, info_flags, context, context_size)
+        self.traced("DoStackSnapshot", Some(thread), |_call| {
+            crate::runtime::snapshot::do_stack_snapshot(
+                self,
+                thread,
+                callback,
+                info_flags,
+                context,
+                context_size,
+            )
+        })
     }
 
     fn get_function_from_ip(&self, ip: u64) -> Result<FunctionId, HResult> {
-        let call = fiber::RuntimeCall::enter();
-        let st = self.lock();
-        st.async_entry()?;
-        if st
-            .caller()
-            .thread
-            .is_some_and(|i| st.threads[i].forbid_suspend > 0)
-        {
-            return Err(HResult::CORPROF_E_ASYNCHRONOUS_UNSAFE);
-        }
-        self.function_from_ip(&call, st, ip, false).map(|(f, _)| f)
+        self.traced("GetFunctionFromIP", None, |call| {
+            let st = self.lock();
+            st.async_entry()?;
+            if st
+                .caller()
+                .thread
+                .is_some_and(|i| st.threads[i].forbid_suspend > 0)
+            {
+                return Err(HResult::CORPROF_E_ASYNCHRONOUS_UNSAFE);
+            }
+            self.function_from_ip(call, st, ip, false).map(|(f, _)| f)
+        })
     }
 
     fn get_function_from_ip2(&self, ip: u64) -> Result<(FunctionId, ReJitId), HResult> {
-        let call = fiber::RuntimeCall::enter();
-        let st = self.lock();
-        st.sync_entry(true)?;
-        self.function_from_ip(&call, st, ip, false)
+        self.traced("GetFunctionFromIP2", None, |call| {
+            let st = self.lock();
+            st.sync_entry(true)?;
+            self.function_from_ip(call, st, ip, false)
+        })
     }
 
     fn get_function_from_ip3(&self, ip: u64) -> Result<(FunctionId, ReJitId), HResult> {
-        let call = fiber::RuntimeCall::enter();
-        let st = self.lock();
-        st.sync_entry(true)?;
-        self.function_from_ip(&call, st, ip, true)
+        self.traced("GetFunctionFromIP3", None, |call| {
+            let st = self.lock();
+            st.sync_entry(true)?;
+            self.function_from_ip(call, st, ip, true)
+        })
     }
 
     fn get_code_info2<'a>(
@@ -64,10 +76,11 @@ impl ProfilerInfo for Runtime {
         requested: u32,
         code_infos: Option<&'a mut [CodeInfo]>,
     ) -> Result<u32, HResult> {
-        let call = fiber::RuntimeCall::enter();
-        self.lock().async_entry()?;
-        // The method's first code: tier-0 code even once it has tiered up.
-        self.code_info(&call, function, None, requested, code_infos)
+        self.traced("GetCodeInfo2", None, |call| {
+            self.lock().async_entry()?;
+            // The method's first code: tier-0 code even once it has tiered up.
+            self.code_info(call, function, None, requested, code_infos)
+        })
     }
 
     fn get_code_info3<'a>(
@@ -77,38 +90,41 @@ impl ProfilerInfo for Runtime {
         requested: u32,
         code_infos: Option<&'a mut [CodeInfo]>,
     ) -> Result<u32, HResult> {
-        let call = fiber::RuntimeCall::enter();
-        // Takes the code-versioning lock, which may trigger a GC (R38).
-        self.lock().sync_entry(true)?;
-        self.code_info(&call, function, Some(rejit), requested, code_infos)
+        self.traced("GetCodeInfo3", None, |call| {
+            // Takes the code-versioning lock, which may trigger a GC (R38).
+            self.lock().sync_entry(true)?;
+            self.code_info(call, function, Some(rejit), requested, code_infos)
+        })
     }
 
     fn get_rejit_ids(&self, function: FunctionId) -> Result<Vec<ReJitId>, HResult> {
-        let _call = fiber::RuntimeCall::enter();
-        let mut st = self.lock();
-        st.sync_entry(true)?;
-        let base = st.method(function, "GetReJITIDs")?;
-        let mut ids: Vec<ReJitId> = st
-            .code
-            .versions(base)
-            .map(|i| st.code.function(i).rejit_id)
-            .filter(|id| id.0 != 0)
-            .collect();
-        ids.dedup();
-        Ok(ids)
+        self.traced("GetReJITIDs", None, |_call| {
+            let mut st = self.lock();
+            st.sync_entry(true)?;
+            let base = st.method(function, "GetReJITIDs")?;
+            let mut ids: Vec<ReJitId> = st
+                .code
+                .versions(base)
+                .map(|i| st.code.function(i).rejit_id)
+                .filter(|id| id.0 != 0)
+                .collect();
+            ids.dedup();
+            Ok(ids)
+        })
     }
 
     fn get_function_info(&self, function: FunctionId) -> Result<FunctionInfo, HResult> {
-        let _call = fiber::RuntimeCall::enter();
-        let mut st = self.lock();
-        st.async_entry()?;
-        let index = st.method(function, "GetFunctionInfo")?;
-        let f = st.code.function(index);
-        Ok(FunctionInfo {
-            class_id: f.class_id,
-            module_id: f.module_id,
-            token: f.token,
-            type_args: Vec::new(),
+        self.traced("GetFunctionInfo", None, |_call| {
+            let mut st = self.lock();
+            st.async_entry()?;
+            let index = st.method(function, "GetFunctionInfo")?;
+            let f = st.code.function(index);
+            Ok(FunctionInfo {
+                class_id: f.class_id,
+                module_id: f.module_id,
+                token: f.token,
+                type_args: Vec::new(),
+            })
         })
     }
 
@@ -117,77 +133,88 @@ impl ProfilerInfo for Runtime {
         function: FunctionId,
         frame_info: Option<&'a FrameInfo>,
     ) -> Result<FunctionInfo, HResult> {
-        let _call = fiber::RuntimeCall::enter();
-        if frame_info.is_some_and(|fi| fi.func_id != function) {
-            return Err(HResult::E_INVALIDARG);
-        }
-        let mut info = self.get_function_info(function)?;
-        let st = self.lock();
-        if let Some(f) = st.code.by_function_id(function) {
-            info.type_args = st.code.function(f).type_args.clone();
-        }
-        Ok(info)
+        self.traced("GetFunctionInfo2", None, |_call| {
+            if let Some(record) = frame_info {
+                // A record kept after its callback returned is read from a dead stack slot (R24).
+                if !super::is_live_frame_info(record as *const FrameInfo as usize) {
+                    return Err(self.stale_frame_info("GetFunctionInfo2", function));
+                }
+                if record.func_id != function {
+                    return Err(HResult::E_INVALIDARG);
+                }
+            }
+            let mut info = self.get_function_info(function)?;
+            let st = self.lock();
+            if let Some(f) = st.code.by_function_id(function) {
+                info.type_args = st.code.function(f).type_args.clone();
+            }
+            Ok(info)
+        })
     }
 
     fn get_current_thread_id(&self) -> Result<ThreadId, HResult> {
-        let _call = fiber::RuntimeCall::enter();
-        let st = self.lock();
-        st.async_entry()?;
-        match st.caller_ee() {
-            Some(i) if !st.threads[i].gc_special => Ok(st.threads[i].id),
-            _ => Err(HResult::CORPROF_E_NOT_MANAGED_THREAD),
-        }
+        self.traced("GetCurrentThreadID", None, |_call| {
+            let st = self.lock();
+            st.async_entry()?;
+            match st.caller_ee() {
+                Some(i) if !st.threads[i].gc_special => Ok(st.threads[i].id),
+                _ => Err(HResult::CORPROF_E_NOT_MANAGED_THREAD),
+            }
+        })
     }
 
     fn set_event_mask(&self, mask: u32) -> HResult {
-        let _call = fiber::RuntimeCall::enter();
-        let mut st = self.lock();
-        let high = st.config.event_mask_high;
-        set_masks(&mut st, mask, high)
+        self.traced("SetEventMask", None, |_call| {
+            let mut st = self.lock();
+            let high = st.config.event_mask_high;
+            set_masks(&mut st, mask, high)
+        })
     }
 
     fn get_event_mask(&self) -> Result<u32, HResult> {
-        let _call = fiber::RuntimeCall::enter();
-        let st = self.lock();
-        st.async_entry()?;
-        Ok(st.config.event_mask)
+        self.traced("GetEventMask", None, |_call| {
+            let st = self.lock();
+            st.async_entry()?;
+            Ok(st.config.event_mask)
+        })
     }
 
     fn initialize_current_thread(&self) -> HResult {
-        let _call = fiber::RuntimeCall::enter();
-        let mut st = self.lock();
-        if let Err(hr) = st.sync_entry(false) {
-            return hr;
-        }
-        if let Some(i) = st.caller().thread {
-            st.threads[i].tls_initialized = true;
-        }
-        HResult::S_OK
+        self.traced("InitializeCurrentThread", None, |_call| {
+            let mut st = self.lock();
+            if let Err(hr) = st.sync_entry(false) {
+                return hr;
+            }
+            if let Some(i) = st.caller().thread {
+                st.threads[i].tls_initialized = true;
+            }
+            HResult::S_OK
+        })
     }
 
     fn suspend_runtime(&self) -> HResult {
-        let _call = fiber::RuntimeCall::enter();
-        // In a running process the suspension holds the thread-store lock (R41): wait for it.
-        fiber::thread_store_lock(true);
-        // Each half raises its own callbacks; the process raises RuntimeSuspendFinished when
-        // the safe points are reached.
-        match self.suspend_runtime_begin() {
-            Ok(fresh) => {
-                self.suspend_runtime_stop(fresh);
-                // SuspendEE returns once every thread reached a safe point.
-                fiber::request(fiber::Request::SafePoints);
-                HResult::S_OK
+        self.traced("SuspendRuntime", None, |_call| {
+            // In a running process the suspension holds the thread-store lock (R41): wait for it.
+            fiber::thread_store_lock(true);
+            // Each half raises its own callbacks; the process raises RuntimeSuspendFinished when
+            // the safe points are reached.
+            match self.suspend_runtime_begin() {
+                Ok(fresh) => {
+                    self.suspend_runtime_stop(fresh);
+                    // SuspendEE returns once every thread reached a safe point.
+                    fiber::request(fiber::Request::SafePoints);
+                    HResult::S_OK
+                }
+                Err(hr) => {
+                    fiber::thread_store_lock(false);
+                    hr
+                }
             }
-            Err(hr) => {
-                fiber::thread_store_lock(false);
-                hr
-            }
-        }
+        })
     }
 
     fn resume_runtime(&self) -> HResult {
-        let _call = fiber::RuntimeCall::enter();
-        match self.resume_runtime_begin() {
+        self.traced("ResumeRuntime", None, |_call| match self.resume_runtime_begin() {
             Ok(()) => {
                 self.resume_runtime_finish();
                 fiber::thread_store_lock(false);
@@ -195,120 +222,129 @@ impl ProfilerInfo for Runtime {
                 HResult::S_OK
             }
             Err(hr) => hr,
-        }
+        })
     }
 
     fn enum_threads(&self) -> Result<Vec<ThreadId>, HResult> {
-        let _call = fiber::RuntimeCall::enter();
-        let st = self.lock();
-        st.async_entry()?;
-        Ok(st
-            .threads
-            .iter()
-            .filter(|t| {
-                t.is_managed()
-                    && !t.gc_special
-                    && matches!(t.lifecycle, Lifecycle::Alive | Lifecycle::Destroying)
-                    && t.kind == ThreadKind::Managed
-            })
-            .map(|t| t.id)
-            .collect())
+        self.traced("EnumThreads", None, |_call| {
+            let st = self.lock();
+            st.async_entry()?;
+            Ok(st
+                .threads
+                .iter()
+                .filter(|t| {
+                    t.is_managed()
+                        && !t.gc_special
+                        && matches!(t.lifecycle, Lifecycle::Alive | Lifecycle::Destroying)
+                        && t.kind == ThreadKind::Managed
+                })
+                .map(|t| t.id)
+                .collect())
+        })
     }
 
     fn get_thread_info(&self, thread: ThreadId) -> Result<u32, HResult> {
-        let _call = fiber::RuntimeCall::enter();
-        let mut st = self.lock();
-        st.sync_entry(false)?;
-        let t = st.dereference(thread, "GetThreadInfo")?;
-        Ok(st.threads[t].os_id)
+        self.traced("GetThreadInfo", Some(thread), |_call| {
+            let mut st = self.lock();
+            st.sync_entry(false)?;
+            let t = st.dereference(thread, "GetThreadInfo")?;
+            Ok(st.threads[t].os_id)
+        })
     }
 
     fn get_class_id_info2(&self, class: ClassId) -> Result<ClassInfo, HResult> {
-        let _call = fiber::RuntimeCall::enter();
-        let st = self.lock();
-        st.async_entry()?;
-        // A null id is refused; any other id the runtime never handed out is refused too,
-        // where the real runtime would dereference it.
-        let (def, module) = st.code.metadata().class(class).ok_or(HResult::E_INVALIDARG)?;
-        Ok(ClassInfo {
-            module_id: module.id,
-            type_def: def.type_def,
-            parent: ClassId::NULL,
-            type_args: Vec::new(),
+        self.traced("GetClassIDInfo2", None, |_call| {
+            let st = self.lock();
+            st.async_entry()?;
+            // A null id is refused; any other id the runtime never handed out is refused too,
+            // where the real runtime would dereference it.
+            let (def, module) = st.code.metadata().class(class).ok_or(HResult::E_INVALIDARG)?;
+            Ok(ClassInfo {
+                module_id: module.id,
+                type_def: def.type_def,
+                parent: ClassId::NULL,
+                type_args: Vec::new(),
+            })
         })
     }
 
     fn get_module_info2(&self, module: ModuleId) -> Result<ModuleInfo, HResult> {
-        let _call = fiber::RuntimeCall::enter();
-        let st = self.lock();
-        st.async_entry()?;
-        let m = st.code.metadata().module(module).ok_or(HResult::E_INVALIDARG)?;
-        Ok(ModuleInfo {
-            base_address: m.base,
-            name: m.name.clone(),
-            assembly_id: m.assembly,
-            flags: MODULE_DISK,
+        self.traced("GetModuleInfo2", None, |_call| {
+            let st = self.lock();
+            st.async_entry()?;
+            let m = st.code.metadata().module(module).ok_or(HResult::E_INVALIDARG)?;
+            Ok(ModuleInfo {
+                base_address: m.base,
+                name: m.name.clone(),
+                assembly_id: m.assembly,
+                flags: MODULE_DISK,
+            })
         })
     }
 
     fn get_module_metadata(&self, module: ModuleId) -> Result<Arc<dyn MetaDataImport>, HResult> {
-        let _call = fiber::RuntimeCall::enter();
-        let st = self.lock();
-        // A SYNC entrypoint: a managed thread must be inside a callback (R27).
-        st.sync_entry(false)?;
-        let m = st.code.metadata().module(module).ok_or(HResult::E_INVALIDARG)?;
-        Ok(m.import.clone())
+        self.traced("GetModuleMetaData", None, |_call| {
+            let st = self.lock();
+            // A SYNC entrypoint: a managed thread must be inside a callback (R27).
+            st.sync_entry(false)?;
+            let m = st.code.metadata().module(module).ok_or(HResult::E_INVALIDARG)?;
+            Ok(m.import.clone() as Arc<dyn MetaDataImport>)
+        })
     }
 
     fn get_token_and_metadata_from_function(
         &self,
         function: FunctionId,
     ) -> Result<(Arc<dyn MetaDataImport>, MdToken), HResult> {
-        let _call = fiber::RuntimeCall::enter();
-        let mut st = self.lock();
-        st.sync_entry(false)?;
-        let index = st.method(function, "GetTokenAndMetaDataFromFunction")?;
-        let f = st.code.function(index);
-        let m = st
-            .code
-            .metadata()
-            .module(f.module_id)
-            .ok_or(HResult::E_INVALIDARG)?;
-        Ok((m.import.clone(), f.token))
+        self.traced("GetTokenAndMetaDataFromFunction", None, |_call| {
+            let mut st = self.lock();
+            st.sync_entry(false)?;
+            let index = st.method(function, "GetTokenAndMetaDataFromFunction")?;
+            let f = st.code.function(index);
+            let m = st
+                .code
+                .metadata()
+                .module(f.module_id)
+                .ok_or(HResult::E_INVALIDARG)?;
+            Ok((m.import.clone() as Arc<dyn MetaDataImport>, f.token))
+        })
     }
 
     fn get_app_domain_info(&self, app_domain: AppDomainId) -> Result<AppDomainInfo, HResult> {
-        let _call = fiber::RuntimeCall::enter();
-        let st = self.lock();
-        st.async_entry()?;
-        if app_domain != APP_DOMAIN {
-            return Err(HResult::E_INVALIDARG);
-        }
-        Ok(AppDomainInfo {
-            name: APP_DOMAIN_NAME.to_string(),
-            process_id: PROCESS_ID,
+        self.traced("GetAppDomainInfo", None, |_call| {
+            let st = self.lock();
+            st.async_entry()?;
+            if app_domain != APP_DOMAIN {
+                return Err(HResult::E_INVALIDARG);
+            }
+            Ok(AppDomainInfo {
+                name: APP_DOMAIN_NAME.to_string(),
+                process_id: PROCESS_ID,
+            })
         })
     }
 
     fn get_assembly_info(&self, assembly: AssemblyId) -> Result<AssemblyInfo, HResult> {
-        let _call = fiber::RuntimeCall::enter();
-        let st = self.lock();
-        st.async_entry()?;
-        let m = st
-            .code
-            .metadata()
-            .assembly(assembly)
-            .ok_or(HResult::E_INVALIDARG)?;
-        Ok(AssemblyInfo {
-            name: m.assembly_name().to_string(),
-            app_domain_id: APP_DOMAIN,
-            module_id: m.id,
+        self.traced("GetAssemblyInfo", None, |_call| {
+            let st = self.lock();
+            st.async_entry()?;
+            let m = st
+                .code
+                .metadata()
+                .assembly(assembly)
+                .ok_or(HResult::E_INVALIDARG)?;
+            Ok(AssemblyInfo {
+                name: m.assembly_name().to_string(),
+                app_domain_id: APP_DOMAIN,
+                module_id: m.id,
+            })
         })
     }
 
     fn set_event_mask2(&self, low: u32, high: u32) -> HResult {
-        let _call = fiber::RuntimeCall::enter();
-        set_masks(&mut self.lock(), low, high)
+        self.traced("SetEventMask2", None, |_call| {
+            set_masks(&mut self.lock(), low, high)
+        })
     }
 
     fn get_event_mask2(&self) -> Result<(u32, u32), HResult> {
@@ -317,25 +353,70 @@ impl ProfilerInfo for Runtime {
     }
 
     fn request_profiler_detach(&self, _expected_completion_ms: u32) -> HResult {
-        let _call = fiber::RuntimeCall::enter();
-        let profiler = self.profiler.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let mut st = self.lock();
-        if let Err(hr) = st.sync_entry(false) {
-            return hr;
-        }
-        if !profiler.is_some_and(|p| p.implements_callback3()) {
-            return HResult::CORPROF_E_CALLBACK3_REQUIRED;
-        }
-        if st.config.event_mask & event::MONITOR_IMMUTABLE != 0 {
-            return HResult::CORPROF_E_IMMUTABLE_FLAGS_SET;
-        }
-        // From here on every entrypoint refuses the profiler (R1).
-        st.config.detaching = true;
-        HResult::S_OK
+        self.traced("RequestProfilerDetach", None, |_call| {
+            let profiler = self.profiler.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let mut st = self.lock();
+            if let Err(hr) = st.sync_entry(false) {
+                return hr;
+            }
+            if !profiler.is_some_and(|p| p.implements_callback3()) {
+                return HResult::CORPROF_E_CALLBACK3_REQUIRED;
+            }
+            if st.config.event_mask & event::MONITOR_IMMUTABLE != 0 {
+                return HResult::CORPROF_E_IMMUTABLE_FLAGS_SET;
+            }
+            // From here on every entrypoint refuses the profiler (R1).
+            st.config.detaching = true;
+            HResult::S_OK
+        })
+    }
+}
+
+/// What a runtime call answered, as its trace line says it.
+trait Answer {
+    /// The `HRESULT`'s name (else its value).
+    fn answer(&self) -> String;
+}
+
+impl Answer for HResult {
+    fn answer(&self) -> String {
+        self.name()
+            .map_or_else(|| format!("0x{:08X}", self.0), str::to_string)
+    }
+}
+
+impl<T> Answer for Result<T, HResult> {
+    fn answer(&self) -> String {
+        self.as_ref().err().copied().unwrap_or(HResult::S_OK).answer()
     }
 }
 
 impl Runtime {
+    /// Runs the body of API call `api`: a scheduling point first ([`fiber::RuntimeCall`]);
+    /// on a fiber, in a run that keeps a trace, the call, the thread it names and its answer
+    /// become a trace line of the calling thread, as an OS call's or a program step's do.
+    fn traced<R: Answer>(
+        &self,
+        api: &'static str,
+        target: Option<ThreadId>,
+        body: impl FnOnce(&fiber::RuntimeCall) -> R,
+    ) -> R {
+        let call = fiber::RuntimeCall::enter();
+        let answer = body(&call);
+        fiber::note(|| {
+            let target = target.map_or_else(String::new, |id| {
+                let name = if id.is_null() {
+                    "self".to_string()
+                } else {
+                    self.lock().name_of(id)
+                };
+                format!(" {name}")
+            });
+            format!("{api}{target} → {}", answer.answer())
+        });
+        answer
+    }
+
     /// `GetCodeInfo2` (`rejit` `None`: the method's first code) and `GetCodeInfo3` (the first
     /// code of ReJIT version `rejit`): fills up to `requested` regions, returns how many the
     /// code has.

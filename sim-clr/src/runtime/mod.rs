@@ -23,6 +23,7 @@ mod code_manager;
 mod info;
 mod notifications;
 pub(crate) mod snapshot;
+pub use snapshot::live::is_live as is_live_frame_info;
 mod suspension;
 mod unload;
 mod version;
@@ -228,12 +229,23 @@ impl State {
             .map_or_else(|| id.to_string(), |i| self.threads[i].name.clone())
     }
 
-    /// Resolves a non-null `ThreadID` the way CoreCLR does: by reinterpreting it (R4).
+    /// Resolves a non-null `ThreadID` the way CoreCLR does: by reinterpreting it (R4). A
+    /// `ThreadID` is a `Thread` object's address: once that `Thread` is freed, a thread that
+    /// took its memory over (`reuses_thread_id`) answers to it, as soon as it has started.
     pub fn resolve(&self, id: ThreadId) -> Option<usize> {
-        // A ThreadID is made from its thread's index (`Thread::new`, `Thread::adopt`).
+        // A ThreadID is made from its first owner's index (`Thread::new`, `Thread::adopt`).
         let i = crate::thread::index_in_id(id)?;
         let t = self.threads.get(i)?;
-        (t.is_managed() && t.id == id).then_some(i)
+        if !(t.is_managed() && t.id == id) {
+            return None;
+        }
+        if t.lifecycle != Lifecycle::Deleted {
+            return Some(i);
+        }
+        let successor = self.threads.iter().position(|n| {
+            n.id == id && n.is_managed() && !matches!(n.lifecycle, Lifecycle::Deleted | Lifecycle::Unstarted)
+        });
+        Some(successor.unwrap_or(i))
     }
 
     /// Dereferences `id` as the runtime does, without validation, for API `api`: a `ThreadID`

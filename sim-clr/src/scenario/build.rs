@@ -296,6 +296,19 @@ impl Builder<'_> {
                 }
             }
         }
+        // A taken-over id is the first owner's (a chain of takeovers passes one id on).
+        for t in 0..threads.len() {
+            let root = |pick: fn(&crate::spec::Reuses) -> Option<usize>| {
+                let mut x = t;
+                while let Some(from) = pick(&process.reuses[x]) {
+                    x = from;
+                }
+                x
+            };
+            let (id_from, os_from) = (root(|r| r.thread_id), root(|r| r.os_id));
+            threads[t].id = threads[id_from].id;
+            threads[t].os_id = threads[os_from].os_id;
+        }
         let host = super::host::host_spec(self.src, m.host.as_ref(), &threads, &code)?;
         Ok(Scenario {
             name: m.name.unwrap_or(stem),

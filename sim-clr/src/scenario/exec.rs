@@ -317,13 +317,18 @@ impl Scenario {
             }
             ApiCall::GetFunctionInfo2 { function, frame_info } => {
                 let id = resolve_function(rt, function, frame);
-                let mismatched = FrameInfo::for_snapshot(FunctionId(id.0 ^ 0x40), 0);
-                let info = match frame_info {
-                    FrameInfoArg::None => None,
-                    FrameInfoArg::CurrentFrame => frame.map(|f| f.frame_info),
-                    FrameInfoArg::Mismatched => Some(&mismatched),
+                let result = match frame_info {
+                    FrameInfoArg::None => rt.get_function_info2(id, None),
+                    FrameInfoArg::CurrentFrame => rt.get_function_info2(id, frame.map(|f| f.frame_info)),
+                    // A valid record of another function: live for the call.
+                    FrameInfoArg::Mismatched => {
+                        let mismatched = FrameInfo::for_snapshot(FunctionId(id.0 ^ 0x40), 0);
+                        crate::runtime::snapshot::live::during(&mismatched, || {
+                            rt.get_function_info2(id, Some(&mismatched))
+                        })
+                    }
                 };
-                settle(record, rt.get_function_info2(id, info).map(|i| describe_info(&i)))
+                settle(record, result.map(|i| describe_info(&i)))
             }
             ApiCall::GetCurrentThreadId => settle(
                 record,

@@ -158,6 +158,8 @@ pub(crate) struct ThreadModel {
     pub program: Option<Vec<Spanned<String>>>,
     pub start: Option<Spanned<String>>,
     pub body: Option<Spanned<String>>,
+    pub reuses_thread_id: Option<Spanned<String>>,
+    pub reuses_os_id: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -7,7 +7,7 @@ use super::types::MAX_NAMES;
 use crate::code::CodeMap;
 use crate::spec::program::{self, Instr, Line, Names, Op, RUNTIME_LOCKS};
 use crate::spec::{
-    Ending, ExploreSpec, Handlers, Limits, NamedBody, ProcessSpec, Program, SamplerSettings, Strategy,
+    Ending, ExploreSpec, Handlers, Limits, NamedBody, ProcessSpec, Program, Reuses, SamplerSettings, Strategy,
 };
 use crate::thread::Thread;
 use corprof::os::SignalFlags;
@@ -86,6 +86,7 @@ pub(super) fn process_spec(
             }
         }
     }
+    let reuses = reuses(src, m, threads, &spawned, &programs)?;
     let handlers = match &m.profiler {
         None => Handlers::default(),
         Some(p) => {
@@ -106,6 +107,7 @@ pub(super) fn process_spec(
         programs,
         spawned,
         created,
+        reuses,
         bodies,
         handlers,
         locks,
@@ -235,6 +237,93 @@ fn check_balance(src: &Source<'_>, program: &[Instr], declared: usize, steps: &[
         }
     }
     Ok(())
+}
+
+/// `reuses_thread_id` and `reuses_os_id`: each names another thread that ends (it has a
+/// `program`; one whose `ThreadID` is taken over frees its `Thread` at an `exit` step), taken
+/// over by one spawned thread at most, with no cycle; a `ThreadID` passes between managed
+/// threads only.
+fn reuses(
+    src: &Source<'_>,
+    m: &FileModel,
+    threads: &[Thread],
+    spawned: &[bool],
+    programs: &[Option<Program>],
+) -> Res<Vec<Reuses>> {
+    let mut out = vec![Reuses::default(); threads.len()];
+    let mut taken: [Vec<bool>; 2] = [vec![false; threads.len()], vec![false; threads.len()]];
+    for (t, model) in m.threads.iter().enumerate() {
+        let model = model.get_ref();
+        let fields = [
+            (&model.reuses_thread_id, "reuses_thread_id"),
+            (&model.reuses_os_id, "reuses_os_id"),
+        ];
+        for (which, (value, field)) in fields.into_iter().enumerate() {
+            let Some(value) = value else { continue };
+            let fail = |message: String| Err(src.error(value.span(), field, message));
+            let name = value.get_ref();
+            let Some(from) = threads.iter().position(|x| &x.name == name) else {
+                return fail(format!("no thread is named `{name}`"));
+            };
+            let thread_id = which == 0;
+            if from == t {
+                return fail("a thread cannot take over its own id".into());
+            }
+            if !spawned[t] {
+                return fail(format!(
+                    "a thread takes over `{name}`'s id once `{name}` has ended, so it starts later: it needs `start = \"spawned\"`"
+                ));
+            }
+            let Some(program) = &programs[from] else {
+                return fail(format!("`{name}` has no `program`: it never ends"));
+            };
+            if thread_id && !(threads[t].is_managed() && threads[from].is_managed()) {
+                return fail("a ThreadID belongs to a managed thread: both threads must be managed".into());
+            }
+            if thread_id && !program.iter().any(|i| i.op == Op::Exit) {
+                return fail(format!(
+                    "`{name}` has no `exit` step: its Thread is never freed, so its ThreadID never becomes free"
+                ));
+            }
+            if std::mem::replace(&mut taken[which][from], true) {
+                return fail(format!("another thread already takes over `{name}`'s id"));
+            }
+            let slot = if thread_id {
+                &mut out[t].thread_id
+            } else {
+                &mut out[t].os_id
+            };
+            *slot = Some(from);
+        }
+    }
+    // A cycle (each waits for the other's end) never starts: refused where it closes.
+    for (t, model) in m.threads.iter().enumerate() {
+        let mut seen = vec![false; threads.len()];
+        let mut at = vec![t];
+        while let Some(x) = at.pop() {
+            for from in out[x].after() {
+                if from == t {
+                    let model = model.get_ref();
+                    let (value, field) = match &model.reuses_thread_id {
+                        Some(v) => (v, "reuses_thread_id"),
+                        None => (
+                            model.reuses_os_id.as_ref().expect("it takes over an id"),
+                            "reuses_os_id",
+                        ),
+                    };
+                    let message = format!(
+                        "`{}` takes over ids in a cycle: each thread would wait for the other's end",
+                        threads[t].name
+                    );
+                    return Err(src.error(value.span(), field, message));
+                }
+                if !std::mem::replace(&mut seen[from], true) {
+                    at.push(from);
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// When a thread starts.

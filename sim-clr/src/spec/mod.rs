@@ -22,6 +22,8 @@ pub struct ProcessSpec {
     /// Threads that exist only once the profiler creates a thread (`start = "profiler"`):
     /// its thread creations take them in the order they are declared.
     pub created: Vec<bool>,
+    /// Ids each thread takes over from a thread that ended before it starts (by thread index).
+    pub reuses: Vec<Reuses>,
     /// Threads that run named profiler code (`body = "NAME"`), attached by whoever runs the
     /// file (the CLI attaches the bundled behaviours).
     pub bodies: Vec<Option<NamedBody>>,
@@ -38,6 +40,24 @@ pub struct ProcessSpec {
     pub explore: ExploreSpec,
     /// Settings of the built-in samplers its `body` fields name (`[sampler]`).
     pub sampler: SamplerSettings,
+}
+
+/// The ids a spawned thread takes over from threads that ended before it (`reuses_thread_id`,
+/// `reuses_os_id`): it starts only once they have ended, as a freed `Thread` object's address
+/// and a dead thread's id are free for the next thread only then.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reuses {
+    /// The thread whose `ThreadID` (its freed `Thread` object's address) it gets.
+    pub thread_id: Option<usize>,
+    /// The thread whose OS thread id it gets.
+    pub os_id: Option<usize>,
+}
+
+impl Reuses {
+    /// The threads that must have ended before this one starts.
+    pub fn after(self) -> impl Iterator<Item = usize> {
+        self.thread_id.into_iter().chain(self.os_id)
+    }
 }
 
 /// The file's `[sampler]` table: settings of the built-in samplers (the reference and its

@@ -132,6 +132,9 @@ struct Sim {
     /// Spawned, not yet started in the runtime: its next step is `Thread::HasStarted`
     /// ([`Run::start`]).
     starting: bool,
+    /// It takes over ids of threads that must have ended before its first step
+    /// ([`crate::spec::Reuses`]).
+    takes_over_ids: bool,
     /// A callback raised in preemptive mode returned during another thread's runtime
     /// suspension: back to cooperative mode, the thread waits for the suspension's end
     /// (CoreCLR v3.1.23 `Thread::RareDisablePreemptiveGC`, `threadsuspend.cpp`), still in the
@@ -289,6 +292,7 @@ impl<'p> Run<'p> {
                     last_step: 0,
                     in_wait: false,
                     starting: false,
+                    takes_over_ids: spec.reuses.get(i).is_some_and(|r| r.after().next().is_some()),
                     returning: None,
                     stops_after_crash: 0,
                     walking: None,
@@ -1004,6 +1008,9 @@ impl<'p> Run<'p> {
         if let Status::Blocked(_) | Status::Sleeping(_) = self.th[t].status {
             self.th[t].status = Status::Ready;
         }
+        if self.th[t].takes_over_ids && self.waits_for_ids(t) {
+            return;
+        }
         if self.th[t].in_wait {
             // Back to cooperative mode: during another thread's runtime suspension that waits
             // for its end, as a P/Invoke's return does.
@@ -1060,6 +1067,23 @@ impl<'p> Run<'p> {
             }
             Source::Fiber { .. } => self.fiber_step(t, callback),
         }
+    }
+
+    /// Before a spawned thread's first step: it waits for the end of the threads whose ids it
+    /// takes over. A `Thread` object's memory is free for the next `Thread` only once it is
+    /// deleted, and a kernel gives a dead thread's id to a new thread only once the old one
+    /// has ended; until then the new thread does not exist yet. Returns whether it waits.
+    fn waits_for_ids(&mut self, t: usize) -> bool {
+        let reuses = self.p.scenario.process.reuses[t];
+        let Some(x) = reuses.after().find(|&x| self.th[x].status != Status::Done) else {
+            self.th[t].takes_over_ids = false;
+            return false;
+        };
+        self.note(t, 0, |run| {
+            format!("start: takes over {}'s ids: waits for its end", run.th[x].name)
+        });
+        self.th[t].status = Status::Blocked(Wait::Join(x));
+        true
     }
 
     /// A spawned managed thread's first step, `Thread::HasStarted` (CoreCLR v3.1.23

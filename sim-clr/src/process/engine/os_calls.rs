@@ -244,13 +244,19 @@ impl Run<'_> {
         OsThread(self.rt.lock().threads[x].os_id)
     }
 
+    /// The thread with OS id `id`: of the threads that had it in turn (`reuses_os_id`), the
+    /// one that has started and not ended, else the first.
     fn by_os_id(&self, id: OsThread) -> Result<usize, OsError> {
-        self.rt
-            .lock()
+        let st = self.rt.lock();
+        let mut owners = st
             .threads
             .iter()
-            .position(|t| t.os_id == id.0)
-            .ok_or(OsError::NoSuchThread)
+            .enumerate()
+            .filter(|(_, t)| t.os_id == id.0)
+            .map(|(x, _)| x);
+        let first = owners.next().ok_or(OsError::NoSuchThread)?;
+        let live = |x: &usize| !matches!(self.th[*x].status, Status::NotStarted | Status::Done);
+        Ok(std::iter::once(first).chain(owners).find(live).unwrap_or(first))
     }
 
     // ---- fibers ------------------------------------------------------------------------
@@ -314,13 +320,21 @@ impl Run<'_> {
             }
             return;
         }
-        let yielded = self.with_caller(t, callback, |run| match run.th[t].stack.last_mut() {
+        let tracing = self.tracing;
+        let (yielded, notes) = self.with_caller(t, callback, |run| match run.th[t].stack.last_mut() {
             Some(Activation {
                 source: Source::Fiber { fiber, .. },
                 ..
-            }) => fiber.resume(reply),
+            }) => {
+                fiber.set_tracing(tracing);
+                let yielded = fiber.resume(reply);
+                (yielded, if tracing { fiber.take_notes() } else { Vec::new() })
+            }
             _ => unreachable!("the activation is still a fiber"),
         });
+        for text in notes {
+            self.note(t, 0, |_| text);
+        }
         // Rust code may have suspended or resumed the runtime.
         self.sync_parked();
         match yielded {

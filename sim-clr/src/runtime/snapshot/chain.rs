@@ -95,7 +95,7 @@ impl Ahead {
                 };
                 (frame.func_id, frame.ip, frame.frame_info) = (link.func_id, ip, link);
                 left -= 1;
-                let hr = cb(&frame);
+                let hr = super::live::during(link, || cb(&frame));
                 (ip, sp, fp) = (ret, fp.wrapping_add(16), caller_fp);
                 if hr != HResult::S_OK {
                     return (Place { ip, sp, fp }, room - left, Stop::Aborted);

@@ -11,6 +11,7 @@
 //! reported frame by frame as they are found.
 
 mod chain;
+pub(crate) mod live;
 mod sites;
 mod walk;
 
@@ -421,12 +422,13 @@ fn report<const CONTEXTS: bool>(
         } else {
             None
         };
-        let hr = cb(&SnapshotFrame {
+        let frame_arg = SnapshotFrame {
             func_id: frame.func_id,
             ip: frame.ip,
             frame_info: frame,
             context,
-        });
+        };
+        let hr = live::during(frame, || cb(&frame_arg));
         if hr != HResult::S_OK {
             return false;
         }
