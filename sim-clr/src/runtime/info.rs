@@ -372,22 +372,21 @@ impl ProfilerInfo for Runtime {
     }
 }
 
-/// What a runtime call answered, as its trace line says it.
+/// What a runtime call answered.
 trait Answer {
-    /// The `HRESULT`'s name (else its value).
-    fn answer(&self) -> String;
+    /// The `HRESULT` it returned.
+    fn hresult(&self) -> HResult;
 }
 
 impl Answer for HResult {
-    fn answer(&self) -> String {
-        self.name()
-            .map_or_else(|| format!("0x{:08X}", self.0), str::to_string)
+    fn hresult(&self) -> HResult {
+        *self
     }
 }
 
 impl<T> Answer for Result<T, HResult> {
-    fn answer(&self) -> String {
-        self.as_ref().err().copied().unwrap_or(HResult::S_OK).answer()
+    fn hresult(&self) -> HResult {
+        self.as_ref().err().copied().unwrap_or(HResult::S_OK)
     }
 }
 
@@ -412,7 +411,7 @@ impl Runtime {
                 };
                 format!(" {name}")
             });
-            format!("{api}{target} → {}", answer.answer())
+            format!("{api}{target} → {}", answer.hresult())
         });
         answer
     }

@@ -297,15 +297,9 @@ impl Builder<'_> {
             }
         }
         // A taken-over id is the first owner's (a chain of takeovers passes one id on).
-        for t in 0..threads.len() {
-            let root = |pick: fn(&crate::spec::Reuses) -> Option<usize>| {
-                let mut x = t;
-                while let Some(from) = pick(&process.reuses[x]) {
-                    x = from;
-                }
-                x
-            };
-            let (id_from, os_from) = (root(|r| r.thread_id), root(|r| r.os_id));
+        let id_owners = super::process::first_owners(&process.reuses, |r| r.thread_id);
+        let os_owners = super::process::first_owners(&process.reuses, |r| r.os_id);
+        for (t, (id_from, os_from)) in id_owners.into_iter().zip(os_owners).enumerate() {
             threads[t].id = threads[id_from].id;
             threads[t].os_id = threads[os_from].os_id;
         }

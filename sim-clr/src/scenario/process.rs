@@ -296,34 +296,77 @@ fn reuses(
             *slot = Some(from);
         }
     }
-    // A cycle (each waits for the other's end) never starts: refused where it closes.
-    for (t, model) in m.threads.iter().enumerate() {
-        let mut seen = vec![false; threads.len()];
-        let mut at = vec![t];
-        while let Some(x) = at.pop() {
-            for from in out[x].after() {
-                if from == t {
-                    let model = model.get_ref();
-                    let (value, field) = match &model.reuses_thread_id {
-                        Some(v) => (v, "reuses_thread_id"),
-                        None => (
-                            model.reuses_os_id.as_ref().expect("it takes over an id"),
-                            "reuses_os_id",
-                        ),
-                    };
-                    let message = format!(
-                        "`{}` takes over ids in a cycle: each thread would wait for the other's end",
-                        threads[t].name
-                    );
-                    return Err(src.error(value.span(), field, message));
+    // A cycle (each waits for the other's end) never starts: refused at its first thread.
+    if let Some(t) = cycle(&out) {
+        let model = m.threads[t].get_ref();
+        let (value, field) = match (&model.reuses_thread_id, &model.reuses_os_id) {
+            (Some(v), _) => (v, "reuses_thread_id"),
+            (None, Some(v)) => (v, "reuses_os_id"),
+            (None, None) => unreachable!("a thread in a cycle takes over an id"),
+        };
+        let message = format!(
+            "`{}` takes over ids in a cycle: each thread would wait for the other's end",
+            threads[t].name
+        );
+        return Err(src.error(value.span(), field, message));
+    }
+    Ok(out)
+}
+
+/// A thread whose takeovers lead back to it, if any: a depth-first walk of the edges from
+/// each thread to the threads it waits for, linear in the number of threads.
+fn cycle(reuses: &[Reuses]) -> Option<usize> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Seen {
+        No,
+        OnPath,
+        Done,
+    }
+    let mut seen = vec![Seen::No; reuses.len()];
+    for start in 0..reuses.len() {
+        if seen[start] != Seen::No {
+            continue;
+        }
+        seen[start] = Seen::OnPath;
+        let mut path = vec![(start, reuses[start].after())];
+        while let Some((x, next)) = path.last_mut() {
+            match next.next() {
+                Some(y) if seen[y] == Seen::OnPath => return Some(y),
+                Some(y) if seen[y] == Seen::No => {
+                    seen[y] = Seen::OnPath;
+                    path.push((y, reuses[y].after()));
                 }
-                if !std::mem::replace(&mut seen[from], true) {
-                    at.push(from);
+                Some(_) => {}
+                None => {
+                    seen[*x] = Seen::Done;
+                    path.pop();
                 }
             }
         }
     }
-    Ok(out)
+    None
+}
+
+/// For each thread, the first owner of the id `pick` says it takes over (itself when it takes
+/// over none): a chain of takeovers passes one id on. `reuses` has no cycle ([`cycle`]); each
+/// thread's owner is found once.
+pub(super) fn first_owners(reuses: &[Reuses], pick: fn(&Reuses) -> Option<usize>) -> Vec<usize> {
+    let mut first: Vec<Option<usize>> = vec![None; reuses.len()];
+    for t in 0..reuses.len() {
+        let mut chain = vec![t];
+        let owner = loop {
+            let x = chain[chain.len() - 1];
+            match (first[x], pick(&reuses[x])) {
+                (Some(owner), _) => break owner,
+                (None, Some(from)) => chain.push(from),
+                (None, None) => break x,
+            }
+        };
+        for x in chain {
+            first[x] = Some(owner);
+        }
+    }
+    first.into_iter().map(|o| o.unwrap_or_default()).collect()
 }
 
 /// When a thread starts.
@@ -432,4 +475,33 @@ fn explore(src: &Source<'_>, m: Option<&ExploreModel>) -> Res<ExploreSpec> {
         spec.expect = Some(set);
     }
     Ok(spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn takes(thread_id: Option<usize>, os_id: Option<usize>) -> Reuses {
+        Reuses { thread_id, os_id }
+    }
+
+    #[test]
+    fn a_chain_declared_out_of_order_passes_its_first_owners_id_on() {
+        // 0 takes 2's ThreadID, 2 takes 1's; 3 takes 0's OS id.
+        let reuses = [
+            takes(Some(2), None),
+            takes(None, None),
+            takes(Some(1), None),
+            takes(None, Some(0)),
+        ];
+        assert_eq!(cycle(&reuses), None);
+        assert_eq!(first_owners(&reuses, |r| r.thread_id), [1, 1, 1, 3]);
+        assert_eq!(first_owners(&reuses, |r| r.os_id), [0, 1, 2, 0]);
+    }
+
+    #[test]
+    fn a_cycle_through_both_kinds_of_id_is_found() {
+        let reuses = [takes(None, None), takes(Some(2), None), takes(None, Some(1))];
+        assert_eq!(cycle(&reuses), Some(1));
+    }
 }

@@ -55,7 +55,7 @@ pub struct Reuses {
 
 impl Reuses {
     /// The threads that must have ended before this one starts.
-    pub fn after(self) -> impl Iterator<Item = usize> {
+    pub fn after(self) -> std::iter::Chain<std::option::IntoIter<usize>, std::option::IntoIter<usize>> {
         self.thread_id.into_iter().chain(self.os_id)
     }
 }
