@@ -31,6 +31,8 @@ pub struct Options {
     pub jobs: usize,
     /// Run only this share of the schedules (random schedules only: [`Process::shard`]).
     pub shard: Option<Shard>,
+    /// Whether any runtime call may fail, as a scheduling choice ([`Process::inject`]).
+    pub inject: bool,
     /// The profiler code every run carries.
     pub profiler: Profiler,
 }
@@ -58,8 +60,18 @@ pub enum Profiler {
 }
 
 impl Profiler {
-    /// The command that replays `schedule` of `file` with this code.
-    fn replay(&self, file: &Path, schedule: &str) -> String {
+    /// The command that replays `schedule` of `file` with this code (and failures injected,
+    /// with `inject`).
+    fn replay(&self, file: &Path, schedule: &str, inject: bool) -> String {
+        let command = self.replay_without_injection(file, schedule);
+        if inject {
+            format!("{command} --inject")
+        } else {
+            command
+        }
+    }
+
+    fn replay_without_injection(&self, file: &Path, schedule: &str) -> String {
         match self {
             Profiler::Builtin(sampler) => replay_command(file, sampler, schedule),
             Profiler::Hosted {
@@ -212,6 +224,7 @@ pub fn explore(file: &Path, options: &Options) -> ExitCode {
     if let Profiler::Builtin(_) = options.profiler {
         process.jobs(options.jobs);
     }
+    process.inject(options.inject);
     if let Some(shard) = options.shard {
         if strategy != Strategy::Random {
             eprintln!(
@@ -250,7 +263,13 @@ pub fn explore(file: &Path, options: &Options) -> ExitCode {
     } else {
         out!(
             "{}",
-            render(&report, file, spec.expect.as_deref(), &options.profiler)
+            render(
+                &report,
+                file,
+                spec.expect.as_deref(),
+                &options.profiler,
+                options.inject
+            )
         );
         if let Some(shard) = options.shard {
             outln!("shard {shard}: `--json` reports of every shard combine with `simclr merge`");
@@ -264,7 +283,13 @@ pub fn explore(file: &Path, options: &Options) -> ExitCode {
 }
 
 /// The text form of an exploration.
-pub fn render(report: &ExploreReport, file: &Path, expect: Option<&[String]>, profiler: &Profiler) -> String {
+pub fn render(
+    report: &ExploreReport,
+    file: &Path,
+    expect: Option<&[String]>,
+    profiler: &Profiler,
+    inject: bool,
+) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     let exhaustive = if report.exhaustive {
@@ -315,7 +340,7 @@ pub fn render(report: &ExploreReport, file: &Path, expect: Option<&[String]>, pr
                 )
                 .unwrap();
             }
-            writeln!(out, "replay: {}", profiler.replay(file, &f.schedule)).unwrap();
+            writeln!(out, "replay: {}", profiler.replay(file, &f.schedule, inject)).unwrap();
         }
     }
     for (outcome, runs) in &report.traces {
@@ -333,7 +358,14 @@ pub fn render(report: &ExploreReport, file: &Path, expect: Option<&[String]>, pr
 }
 
 /// Replays one schedule of `file` with its full trace; with `svg`, draws it there too.
-pub fn replay(file: &Path, schedule: &str, profiler: &Profiler, svg: Option<&Path>, json: bool) -> ExitCode {
+pub fn replay(
+    file: &Path,
+    schedule: &str,
+    profiler: &Profiler,
+    inject: bool,
+    svg: Option<&Path>,
+    json: bool,
+) -> ExitCode {
     let scenario = match load(file) {
         Ok(s) => s,
         Err(code) => return code,
@@ -345,10 +377,11 @@ pub fn replay(file: &Path, schedule: &str, profiler: &Profiler, svg: Option<&Pat
             return ExitCode::from(2);
         }
     };
-    let process = match attach(file, scenario, profiler) {
+    let mut process = match attach(file, scenario, profiler) {
         Ok(p) => p,
         Err(code) => return code,
     };
+    process.inject(inject);
     let replayed = match svg {
         Some(_) => process.replay_timeline(&schedule),
         None => process.replay(&schedule),

@@ -98,6 +98,10 @@ pub fn run(file: &Path, library: &Path, clsid: &str, runtime: Option<RuntimeVers
             outln!("{}: the simulated process hung: {why}", scenario.name);
             ExitCode::from(EXIT_HANG)
         }
+        Ending::Unexpected(why) => {
+            outln!("{}: {why}", scenario.name);
+            ExitCode::from(1)
+        }
     }
 }
 

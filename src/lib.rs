@@ -393,6 +393,11 @@ struct CodeArgs {
     sampler: String,
     #[command(flatten)]
     hosting: HostingArgs,
+    /// Make "this ICorProfilerInfo call fails" a scheduling choice: any call of profiler code
+    /// may answer E_FAIL (random and PCT schedules fail one call in 32, DFS tries both
+    /// answers at every call); a replay of such a schedule needs it too.
+    #[arg(long)]
+    inject: bool,
 }
 
 impl CodeArgs {
@@ -490,6 +495,7 @@ fn command() -> ExitCode {
                 trace_first,
                 jobs: jobs.get(),
                 shard: shard.shard,
+                inject: code.inject,
                 profiler: code.profiler(),
             },
         ),
@@ -499,7 +505,10 @@ fn command() -> ExitCode {
             code,
             svg,
             json,
-        } => explore::replay(&file, &schedule, &code.profiler(), svg.as_deref(), json),
+        } => {
+            let inject = code.inject;
+            explore::replay(&file, &schedule, &code.profiler(), inject, svg.as_deref(), json)
+        }
         Command::Conform {
             scenarios,
             results,

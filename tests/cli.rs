@@ -110,6 +110,37 @@ fn explore_shows_outcomes_and_how_to_replay_the_first_failure() {
 }
 
 #[test]
+fn explore_with_inject_fails_calls_as_choices_and_its_replay_line_fails_them_again() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/pitfalls/s01-loader-lock.toml");
+    let file = file.to_str().unwrap();
+    // Without --inject the reference sampler passes; with it, some call fails somewhere.
+    assert!(simclr(&["explore", file, "--schedules", "100"]).status.success());
+    let out = simclr(&["explore", file, "--schedules", "100", "--inject"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (kind, _) = text
+        .lines()
+        .find_map(|l| l.strip_prefix("first failure: "))
+        .and_then(|l| l.split_once(':'))
+        .expect("a first failure");
+    let replay = text
+        .lines()
+        .find_map(|l| l.strip_prefix("replay: simclr "))
+        .expect("a replay line");
+    assert!(replay.ends_with(" --inject"), "{replay}");
+    let args: Vec<&str> = replay.split_whitespace().collect();
+    let again = simclr(&args);
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let trace = String::from_utf8(again.stdout).unwrap();
+    assert!(trace.contains(&format!("outcome: {kind}")), "{trace}");
+    assert!(trace.contains("(injected)"), "{trace}");
+}
+
+#[test]
 fn json_output_has_the_documented_fields_for_every_catalog_file() {
     for file in scenario_files() {
         let out = simclr(&["run", file.to_str().unwrap(), "--json"]);

@@ -59,7 +59,7 @@ fn synthesize(dir: &Path) -> usize {
         // [host] steps, or for a step of a multi-call shape the step (`label/step`).
         let shapes: std::collections::BTreeMap<String, String> = (scenario.host.steps.iter())
             .filter_map(|step| match &step.action {
-                sim_clr::scenario::HostAction::Call { arg: Some(arg), .. } => arg.split_once(':'),
+                sim_clr::scenario::HostAction::Call { args, .. } => args.first()?.text()?.split_once(':'),
                 _ => None,
             })
             .map(|(label, shape)| (label.to_string(), shape.trim_start_matches("nt_").to_string()))

@@ -97,6 +97,10 @@ fn cases() -> Vec<(&'static str, String, usize, &'static str)> {
         ("unload of code on a stack", after("[[code]]\nname = \"D\"\nkind = \"lcg\"\n[[threads]]\nname = \"u\"\nframes = [{ fn = \"D\" }, { fn = \"M\" }]\n[[calls]]\nevent = \"unload\"\nthread = \"t\"\nfunction = \"D\"\n"), l + 10, "function"),
         ("unload of unloaded code", after("[[code]]\nname = \"D\"\nkind = \"lcg\"\n[[calls]]\nevent = \"unload\"\nthread = \"t\"\nfunction = \"D\"\n[[calls]]\nevent = \"unload\"\nthread = \"t\"\nfunction = \"D\"\n"), l + 11, "function"),
         ("attached profiler with a startup-only flag", "platform = \"unix\"\n[runtime]\nattached = true\nevent_mask = [\"MONITOR_ENTERLEAVE\"]\n".into(), 4, "event_mask"),
+        ("a failed call of an unknown API", "platform = \"unix\"\n[[fail]]\napi = \"GetILFunctionBody\"\n".into(), 3, "api"),
+        ("a failed call number 0", "platform = \"unix\"\n[[fail]]\napi = \"EnumThreads\"\ncalls = [0]\n".into(), 4, "calls"),
+        ("a failed call that succeeds", "platform = \"unix\"\n[[fail]]\napi = \"EnumThreads\"\nhresult = \"S_FALSE\"\n".into(), 4, "hresult"),
+        ("a failed call of an unknown thread", after("[[fail]]\napi = \"EnumThreads\"\nthread = \"nope\"\n"), l + 3, "thread"),
     ]
 }
 

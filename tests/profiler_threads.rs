@@ -785,3 +785,62 @@ threads = [
     assert!(seen_in_between(true));
     assert!(!seen_in_between(false));
 }
+
+#[test]
+fn a_blocked_profiling_signal_waits_until_the_thread_unblocks_it() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let file = r#"
+platform = "unix"
+[[code]]
+name = "app!loop"
+kind = "native"
+[[threads]]
+name = "target"
+kind = "native"
+frames = [{ fn = "app!loop" }]
+[[threads]]
+name = "sender"
+kind = "native"
+frames = [{ fn = "app!loop" }]
+"#;
+    let mut p = Process::new(Scenario::parse("mask.toml", file).unwrap());
+    let handled = Arc::new(AtomicU32::new(0));
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (h, s) = (handled.clone(), seen.clone());
+    p.thread_body(
+        "target",
+        Arc::new(move |_: &sim_clr::Runtime, os: &SimOs| {
+            assert!(!os.mask_signals(Some(true)));
+            os.sleep(std::time::Duration::from_millis(1));
+            let blocked = h.load(Ordering::SeqCst);
+            assert!(os.mask_signals(None), "still blocked");
+            assert!(os.mask_signals(Some(false)));
+            os.sleep(std::time::Duration::from_millis(1));
+            s.lock().unwrap().push((blocked, h.load(Ordering::SeqCst)));
+        }),
+    )
+    .unwrap();
+    p.thread_body(
+        "sender",
+        Arc::new(|rt: &sim_clr::Runtime, os: &SimOs| {
+            os.sleep(std::time::Duration::from_micros(100));
+            let target = corprof::os::OsThread(rt.thread("target").unwrap().os_id);
+            os.send_signal(target).unwrap();
+        }),
+    )
+    .unwrap();
+    let h = handled.clone();
+    p.signal_handler(SigAction {
+        handler: Arc::new(move |_: &sim_clr::Runtime, _: &SimOs, _: &corprof::Context| {
+            h.fetch_add(1, Ordering::SeqCst);
+        }),
+        flags: SignalFlags::default(),
+    });
+    for seed in 0..20 {
+        handled.store(0, Ordering::SeqCst);
+        let run = p.run(&mut Random(Rng::new(seed))).unwrap();
+        assert_eq!(run.outcome, "ok", "{run:?}");
+    }
+    // Sent while blocked: handled only once unblocked.
+    assert_eq!(*seen.lock().unwrap(), vec![(0, 1); 20]);
+}

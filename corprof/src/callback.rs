@@ -112,4 +112,28 @@ pub trait ProfilerCallback: Send + Sync {
     fn exception_thrown(&self, _object: ObjectId) -> HResult {
         HResult::S_OK
     }
+
+    /// `JITCompilationStarted` (`COR_PRF_MONITOR_JIT_COMPILATION`): `function` is about to be
+    /// compiled, on the thread whose first call of it runs the compiler, in preemptive mode.
+    /// The runtime always passes `safe_to_block` true.
+    fn jit_compilation_started(&self, _function: FunctionId, _safe_to_block: bool) -> HResult {
+        HResult::S_OK
+    }
+
+    /// `JITCompilationFinished` (`COR_PRF_MONITOR_JIT_COMPILATION`): `function`'s code exists
+    /// now (its `GetCodeInfo2` answers), raised on the thread that raised the start.
+    fn jit_compilation_finished(
+        &self,
+        _function: FunctionId,
+        _status: HResult,
+        _safe_to_block: bool,
+    ) -> HResult {
+        HResult::S_OK
+    }
+
+    /// `ThreadNameChanged` (`COR_PRF_MONITOR_THREADS`): managed code set `thread`'s
+    /// `Thread.Name` to `name`; raised on the thread that set it, in preemptive mode.
+    fn thread_name_changed(&self, _thread: ThreadId, _name: &str) -> HResult {
+        HResult::S_OK
+    }
 }

@@ -34,6 +34,8 @@ pub enum OsError {
     Unsupported,
     /// `GetThreadContext` failed for a live thread: the OS could not give its registers.
     ContextUnavailable,
+    /// The call failed because a test asked it to (a simulator's injected failure).
+    Injected,
 }
 
 impl std::fmt::Display for OsError {
@@ -42,6 +44,7 @@ impl std::fmt::Display for OsError {
             OsError::NoSuchThread => write!(f, "no such thread"),
             OsError::Terminated => write!(f, "the thread has terminated"),
             OsError::NotSuspended => write!(f, "the thread is not suspended"),
+            OsError::Injected => write!(f, "the call failed (injected)"),
             OsError::BadAddress(a) => write!(f, "address {a:#x} is outside the thread's stack"),
             OsError::Unsupported => write!(f, "not supported on this platform"),
             OsError::ContextUnavailable => write!(f, "the thread's context is unavailable"),

@@ -14,7 +14,7 @@
 use crate::out::hr;
 use corprof::com::{ICorProfilerCallback2Vtbl, BOOL, HRESULT};
 use corprof::flags::{GcReason, SuspendReason};
-use corprof::{AssemblyId, ClassId, HResult, ModuleId, ObjectId, ProfilerCallback, ThreadId};
+use corprof::{AssemblyId, ClassId, FunctionId, HResult, ModuleId, ObjectId, ProfilerCallback, ThreadId};
 use std::cell::Cell;
 use std::ffi::c_void;
 
@@ -170,5 +170,34 @@ impl ProfilerCallback for Callbacks {
     fn exception_thrown(&self, object: ObjectId) -> HResult {
         // SAFETY: the slot has the signature its vtable declares; `this` is the live object.
         self.call(|v, this| unsafe { (v.base.ExceptionThrown)(this, id(object.0)) })
+    }
+
+    fn jit_compilation_started(&self, function: FunctionId, safe_to_block: bool) -> HResult {
+        let safe = BOOL::from(safe_to_block);
+        // SAFETY: the slot has the signature its vtable declares; `this` is the live object.
+        self.call(|v, this| unsafe { (v.base.JITCompilationStarted)(this, id(function.0), safe) })
+    }
+
+    fn jit_compilation_finished(
+        &self,
+        function: FunctionId,
+        status: HResult,
+        safe_to_block: bool,
+    ) -> HResult {
+        let safe = BOOL::from(safe_to_block);
+        // SAFETY: the slot has the signature its vtable declares; `this` is the live object.
+        self.call(|v, this| unsafe {
+            (v.base.JITCompilationFinished)(this, id(function.0), hr(status), safe)
+        })
+    }
+
+    fn thread_name_changed(&self, thread: ThreadId, name: &str) -> HResult {
+        // The runtime passes the managed string's characters and their count; the buffer is
+        // the adapter's, not an allocation of the profiler's.
+        let mut wide: Vec<u16> = sim_clr::process::unobserved(|| name.encode_utf16().chain([0]).collect());
+        let count = (wide.len() - 1) as u32;
+        // SAFETY: the slot has the signature its vtable declares; `this` is the live object;
+        // `wide` holds `count` characters (and a NUL) for the call.
+        self.call(|v, this| unsafe { (v.ThreadNameChanged)(this, id(thread.0), count, wide.as_mut_ptr()) })
     }
 }

@@ -67,6 +67,18 @@ impl ImportObject {
         self as *const ImportObject as *mut c_void
     }
 
+    /// What the profiler still holds of it (the metadata object of its assembly, with its
+    /// count of references), if anything.
+    pub fn held(&self) -> Option<String> {
+        match self.refs.load(Ordering::SeqCst) {
+            0 => None,
+            n => Some(format!(
+                "the metadata object of {} ({n} reference(s))",
+                self.assembly
+            )),
+        }
+    }
+
     /// True when this object serves `import`.
     pub fn serves(&self, import: &Arc<dyn MetaDataImport>) -> bool {
         Arc::ptr_eq(&self.import, import)

@@ -13,8 +13,10 @@
 
 use crate::{HostError, Hosted};
 use corprof::com::Guid;
-use sim_clr::process::{Loaded, Loader};
+use sim_clr::process::{fiber, Exports, Loaded, Loader, SimOs};
+use sim_clr::scenario::ExportArg;
 use sim_clr::Runtime;
+use std::ffi::c_void;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -89,11 +91,22 @@ fn attach(path: &Path, clsid: Guid, rt: &Arc<Runtime>, copy: bool) -> Result<Loa
     };
     let profiler = rt.profiler();
     let hosted = Arc::new(Attached(Mutex::new(Some(hosted))));
+    let exports = hosted.clone();
     Ok(Loaded {
         profiler,
+        exports: Some(exports),
         at_exit: Some(Arc::new(move || {
-            // Dropped here: Shutdown (and no Release, as at a real process's exit).
-            drop(hosted.take());
+            // Shutdown (and no Release, as at a real process's exit); what the profiler
+            // still holds then it leaked.
+            if let Some(mut hosted) = hosted.take() {
+                hosted.detach();
+                let held = hosted.held();
+                drop(hosted);
+                if !held.is_empty() && fiber::on_fiber() {
+                    let message = format!("after Shutdown the profiler still holds {}", held.join(", "));
+                    SimOs::new().leaked_reference(message);
+                }
+            }
         })),
         ..Loaded::default()
     })
@@ -105,6 +118,32 @@ struct Attached(Mutex<Option<Hosted>>);
 impl Attached {
     fn take(&self) -> Option<Hosted> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    /// The address of export `name`, while the profiler is attached.
+    fn symbol(&self, name: &str) -> Option<*mut c_void> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()?
+            .symbol(name)
+    }
+}
+
+/// Managed code's P/Invokes into the library (`call_export`).
+impl Exports for Attached {
+    fn has(&self, name: &str) -> bool {
+        self.symbol(name).is_some()
+    }
+
+    fn call(&self, name: &str, args: &[ExportArg]) -> u64 {
+        // Looked up first, the lock released: the export may block, and another thread may
+        // call one meanwhile.
+        match self.symbol(name) {
+            // SAFETY: an export of the loaded library; the file gives its arguments.
+            Some(f) => unsafe { crate::drive::call_export(f, args) },
+            None => 0,
+        }
     }
 }
 

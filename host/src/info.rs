@@ -22,6 +22,7 @@ use corprof::{
     ModuleId, ProfilerInfo, ReJitId, SnapshotFrame, ThreadId,
 };
 use sim_clr::process::unobserved;
+use sim_clr::runtime::RuntimeVersion;
 use sim_clr::trace::Fault;
 use sim_clr::Runtime;
 use std::ffi::c_void;
@@ -40,6 +41,8 @@ pub struct InfoObject {
     imports: Mutex<Vec<Box<ImportObject>>>,
     /// Misuse of the COM surface the host survived.
     pub misuse: Arc<Mutex<Vec<String>>>,
+    /// How many thread enumerators it handed out are not freed yet.
+    enumerators: Arc<AtomicU32>,
     /// Called when a call leaves the simulated process dead or hung.
     pub on_fatal: Mutex<Option<FatalHook>>,
 }
@@ -56,8 +59,23 @@ impl InfoObject {
             rt,
             imports: Mutex::new(Vec::new()),
             misuse: Arc::default(),
+            enumerators: Arc::default(),
             on_fatal: Mutex::new(None),
         })
+    }
+
+    /// The objects it handed out that the profiler still holds references to (thread
+    /// enumerators, metadata objects), described; the object itself is not counted (a
+    /// profiler keeps its `ICorProfilerInfo` to the end).
+    pub fn held(&self) -> Vec<String> {
+        let mut held = Vec::new();
+        match self.enumerators.load(Ordering::SeqCst) {
+            0 => {}
+            n => held.push(format!("{n} ICorProfilerThreadEnum")),
+        }
+        let imports = self.imports.lock().unwrap_or_else(|e| e.into_inner());
+        held.extend(imports.iter().filter_map(|o| o.held()));
+        held
     }
 
     /// The object as an `IUnknown*`, with one more reference counted.
@@ -721,19 +739,26 @@ unsafe extern "system-unwind" fn get_rejit_ids(
     }
 }
 
-/// What `GetRuntimeInformation` answers: the runtime simclr answers as, CoreCLR 3.1.23, whose
-/// `libcoreclr.so` is file version 4.700.22.11601 (its `@(#)Version` string). CoreCLR takes
-/// the four numbers from that version (`CLR_MAJOR_VERSION` … `CLR_BUILD_VERSION_QFE`) and the
-/// string from its first three (`GetCORVersionInternal`, v3.1.23 `src/dlls/mscoree/mscoree.cpp`);
-/// the type is `COR_PRF_CORE_CLR`. The instance id is the runtime id the host gave it (`0`
-/// here, not observed on the real runtime).
-const RUNTIME_VERSION: (u16, u16, u16, u16) = (4, 700, 22, 11601);
-const RUNTIME_VERSION_STRING: &str = "v4.700.22";
+/// What `GetRuntimeInformation` answers for the runtime version simclr answers as: the four
+/// numbers of its `libcoreclr.so`'s file version (its `@(#)Version` string) and a string of
+/// the first three. CoreCLR 3.1.23 is file version 4.700.22.11601; CoreCLR takes the numbers
+/// from that version (`CLR_MAJOR_VERSION` … `CLR_BUILD_VERSION_QFE`) and the string from its
+/// first three (`GetCORVersionInternal`, v3.1.23 `src/dlls/mscoree/mscoree.cpp`,
+/// `ProfToEEInterfaceImpl::GetRuntimeInformation`). .NET 8.0.4's `libcoreclr.so` is file
+/// version 8.0.424.16909; its answer is taken by the same rule, not observed through the API
+/// on the real runtime. The type is `COR_PRF_CORE_CLR`; the instance id is the runtime id the
+/// host gave it (`0` here, not observed either).
+fn runtime_version(version: RuntimeVersion) -> ((u16, u16, u16, u16), &'static str) {
+    match version {
+        RuntimeVersion::Core31 => ((4, 700, 22, 11601), "v4.700.22"),
+        RuntimeVersion::Net8 => ((8, 0, 424, 16909), "v8.0.424"),
+    }
+}
 const COR_PRF_CORE_CLR: u32 = 2;
 
 #[allow(clippy::too_many_arguments)]
 unsafe extern "system-unwind" fn get_runtime_information(
-    _this: *mut c_void,
+    this: *mut c_void,
     instance: *mut u16,
     runtime: *mut u32,
     major: *mut u16,
@@ -749,8 +774,10 @@ unsafe extern "system-unwind" fn get_runtime_information(
     if !version.is_null() && length.is_null() {
         return hr(HResult::E_INVALIDARG);
     }
+    // SAFETY: `this` is live.
+    let ((a, b, c, d), string) = runtime_version(unsafe { with(this, |o| o.rt.version()) });
     if !length.is_null() {
-        let text: Vec<u16> = RUNTIME_VERSION_STRING.encode_utf16().chain([0]).collect();
+        let text: Vec<u16> = string.encode_utf16().chain([0]).collect();
         // SAFETY: `length` is the caller's; `version` has room for `capacity` units.
         unsafe {
             length.write(text.len() as u32);
@@ -763,7 +790,6 @@ unsafe extern "system-unwind" fn get_runtime_information(
             std::ptr::copy_nonoverlapping(text.as_ptr(), version, text.len());
         }
     }
-    let (a, b, c, d) = RUNTIME_VERSION;
     // SAFETY: each out-pointer is NULL or the caller's.
     unsafe {
         put(instance, 0);
@@ -790,10 +816,11 @@ unsafe extern "system-unwind" fn enum_threads(this: *mut c_void, out: *mut *mut 
         answer(
             this,
             |o| o.rt.enum_threads(),
-            |_, ids| {
+            |o, ids| {
                 out.write(thread_enum::create(
                     ids.iter().map(|t| t.0 as UintPtr).collect(),
                     0,
+                    o.enumerators.clone(),
                 ));
                 hr(HResult::S_OK)
             },

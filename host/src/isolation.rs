@@ -63,6 +63,7 @@ impl Isolation for Forked {
         self.record.clear();
         let ended = in_worker(self.timeout, || {
             sim_clr::process::fiber::abandon_at_end();
+            IN_WORKER.store(true, std::sync::atomic::Ordering::Relaxed);
             let mut recording = Recording {
                 inner: &mut *chooser,
                 record: &self.record,
@@ -210,10 +211,17 @@ impl Chooser for Recording<'_> {
         self.record.push(runnable, current, choice);
         Ok(choice)
     }
+
+    fn fail(&mut self) -> Result<bool, ScheduleError> {
+        let fails = self.inner.fail()?;
+        self.record.push(&[], None, usize::from(fails));
+        Ok(fails)
+    }
 }
 
 /// Memory shared with the workers: a count of `u16` words, then entries of the choices made,
-/// each `n, runnable[n], current (NONE: none), choice`.
+/// each `n, runnable[n], current (NONE: none), choice`; an entry with no runnable thread is a
+/// failure decision ([`Chooser::fail`]: 1, the call fails).
 #[derive(Debug)]
 struct Record {
     base: *mut u64,
@@ -310,7 +318,11 @@ impl Record {
             let current = words[at + 1 + n];
             let choice = words[at + 2 + n];
             let current = (current != NONE).then_some(usize::from(current));
-            let again = chooser.choose(&runnable, current)?;
+            let again = if n == 0 {
+                usize::from(chooser.fail()?)
+            } else {
+                chooser.choose(&runnable, current)?
+            };
             if again != usize::from(choice) {
                 return Err(ScheduleError(format!(
                     "the chooser chose thread {again} where the run's worker chose {choice}: it is not deterministic"
@@ -328,6 +340,15 @@ impl Drop for Record {
         // SAFETY: the mapping made in `map`.
         unsafe { libc::munmap(self.base.cast(), 8 + RECORD_WORDS * 2) };
     }
+}
+
+/// Set in a worker process: it has no thread but the one that forked it, until a run starts
+/// its own.
+static IN_WORKER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// True in a worker process a run was forked into.
+pub(crate) fn is_worker() -> bool {
+    IN_WORKER.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 /// The exit status of a worker whose code panicked (the panic message is on its stderr).

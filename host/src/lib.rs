@@ -321,6 +321,14 @@ impl Hosted {
             .unwrap_or_else(|e| e.into_inner()) = Some(Box::new(hook));
     }
 
+    /// The COM objects the runtime handed out that the library still holds references to
+    /// (thread enumerators, metadata objects), described; its `ICorProfilerInfo` is not
+    /// counted.
+    pub fn held(&self) -> Vec<String> {
+        // SAFETY: `info` is live while `self` is.
+        unsafe { &*self.info }.held()
+    }
+
     /// Misuse of the COM surface the host survived, in order (a `Release` without a matching
     /// reference, …).
     pub fn misuse(&self) -> Vec<String> {

@@ -72,11 +72,30 @@ impl Library {
         if crate::interpose::tsan::instrumented(path) {
             crate::interpose::tsan::provide()?;
         }
+        // In a worker, the only OS thread is this one until the run starts its own: one
+        // more after the load is a thread a static constructor started, before any import
+        // could be redirected.
+        #[cfg(target_os = "linux")]
+        let watched = crate::isolation::is_worker();
+        #[cfg(not(target_os = "linux"))]
+        let watched = false;
+        let before = if watched { os_threads() } else { 0 };
         // SAFETY: `c` is a NUL-terminated path; loading runs the library's initializers,
         // which is what hosting it means.
         let handle = unsafe { dlopen(c.as_ptr(), RTLD_NOW) };
         if handle.is_null() {
             return Err(last_error());
+        }
+        let started = if watched {
+            os_threads().saturating_sub(before)
+        } else {
+            0
+        };
+        if started > 0 {
+            let message = format!(
+                "{text}'s static constructors started {started} OS thread(s) as it loaded, before any import could be redirected"
+            );
+            sim_clr::process::leave_simulation(sim_clr::process::Ending::EscapedThread, &message);
         }
         // Its blocking calls become scheduling points on simulated threads.
         #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
@@ -91,4 +110,9 @@ impl Library {
         let address = unsafe { dlsym(self.handle, c.as_ptr()) };
         (!address.is_null()).then_some(address)
     }
+}
+
+/// How many OS threads this process has (the entries of `/proc/self/task`; 0 if unknown).
+fn os_threads() -> usize {
+    std::fs::read_dir("/proc/self/task").map_or(0, |tasks| tasks.count())
 }

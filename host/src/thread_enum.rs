@@ -7,7 +7,7 @@ use corprof::com::*;
 use corprof::HResult;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// A snapshot of thread ids with a cursor.
 #[repr(C)]
@@ -16,15 +16,20 @@ struct ThreadEnum {
     refs: AtomicU32,
     threads: Vec<UintPtr>,
     next: Mutex<usize>,
+    /// How many enumerators of its runtime are not freed yet, this one included.
+    live: Arc<AtomicU32>,
 }
 
-/// A new enumerator over `threads` starting at `next`, with one reference, as an `IUnknown*`.
-pub fn create(threads: Vec<UintPtr>, next: usize) -> *mut c_void {
+/// A new enumerator over `threads` starting at `next`, with one reference, as an `IUnknown*`;
+/// `live` counts it until it is freed.
+pub fn create(threads: Vec<UintPtr>, next: usize, live: Arc<AtomicU32>) -> *mut c_void {
+    live.fetch_add(1, Ordering::SeqCst);
     Box::into_raw(Box::new(ThreadEnum {
         vtbl: vtable(),
         refs: AtomicU32::new(1),
         threads,
         next: Mutex::new(next),
+        live,
     })) as *mut c_void
 }
 
@@ -64,7 +69,8 @@ unsafe extern "system-unwind" fn release(this: *mut c_void) -> u32 {
     let left = unsafe { object(this) }.refs.fetch_sub(1, Ordering::SeqCst) - 1;
     if left == 0 {
         // SAFETY: the last reference is gone; the object came from Box::into_raw.
-        drop(unsafe { Box::from_raw(this as *mut ThreadEnum) });
+        let freed = unsafe { Box::from_raw(this as *mut ThreadEnum) };
+        freed.live.fetch_sub(1, Ordering::SeqCst);
     }
     left
 }
@@ -90,7 +96,7 @@ unsafe extern "system-unwind" fn clone(this: *mut c_void, out: *mut *mut c_void)
     // SAFETY: a live object; `out` is valid.
     unsafe {
         let e = object(this);
-        out.write(create(e.threads.clone(), *cursor(e)));
+        out.write(create(e.threads.clone(), *cursor(e), e.live.clone()));
     }
     hr(HResult::S_OK)
 }

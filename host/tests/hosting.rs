@@ -70,6 +70,13 @@ fn build(name: &str) -> PathBuf {
     build_file(&format!("{name}.c"))
 }
 
+/// Export `name` of `library`, of type `F`.
+fn export<F: Copy>(library: &simclr_host::Library, name: &str) -> F {
+    let f = library.symbol(name).expect("the export");
+    // SAFETY: the caller names the export's C signature.
+    unsafe { std::mem::transmute_copy(&f) }
+}
+
 /// Builds `tests/c/<file>` (C, or C++ for a `.cpp` file) into a shared library.
 fn build_file(file: &str) -> PathBuf {
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c").join(file);
@@ -316,6 +323,39 @@ arg = "after death"
         "{text}"
     );
 
+    // Typed arguments, a returned value checked, and time passing for the library's own
+    // thread.
+    let typed = r#"
+[host]
+[[host.steps]]
+thread = "main"
+call = "walker_sum"
+args = [40, "abc", true]
+expect = 44
+[[host.steps]]
+thread = "main"
+call = "walker_tick_later"
+[[host.steps]]
+thread = "main"
+sleep_ms = 100
+"#;
+    // (A process of its own: the one above is dead.)
+    let scenario = Scenario::parse("typed.toml", &format!("{SCENARIO}{typed}")).unwrap();
+    let alive = Hosted::load(walker(), CLSID, Arc::new(scenario.runtime())).expect("hosted");
+    assert_eq!(alive.drive(&scenario.host), Ok(Ending::Completed));
+    assert!(text_of(&alive, "walker_result").contains("ticked\n"));
+    let wrong = typed.replace("expect = 44", "expect = 45");
+    let scenario = Scenario::parse("typed.toml", &format!("{SCENARIO}{wrong}")).unwrap();
+    // The step's table starts three lines after the scenario's own text (`typed` opens with
+    // an empty line).
+    let line = SCENARIO.lines().count() + 3;
+    assert_eq!(
+        alive.drive(&scenario.host),
+        Ok(Ending::Unexpected(format!(
+            "line {line}: `walker_sum` returned 44, the step expects 45"
+        )))
+    );
+
     let missing = Scenario::parse(
         "missing.toml",
         &format!("{SCENARIO}[host]\n[[host.steps]]\nthread = \"main\"\ncall = \"nope\"\n"),
@@ -349,7 +389,7 @@ fn a_frame_info_kept_after_its_walk_is_a_fault() {
 
 /// Native code's blocking calls on simulated threads (`tests/c/blocking.c`).
 mod blocking {
-    use super::{build, build_file};
+    use super::{build, build_file, export};
     use sim_clr::process::schedule::{Random, Rng};
     use sim_clr::process::{Process, Strategy};
     use sim_clr::scenario::Scenario;
@@ -375,13 +415,6 @@ frames = [{ fn = "libblocking.so!work" }]
     fn library() -> &'static Library {
         static LIBRARY: OnceLock<Library> = OnceLock::new();
         LIBRARY.get_or_init(|| Library::open(&build("blocking")).expect("libblocking.so loads"))
-    }
-
-    /// Export `name` of `library`, of type `F`.
-    fn export<F: Copy>(library: &Library, name: &str) -> F {
-        let f = library.symbol(name).expect("the export");
-        // SAFETY: the caller names the export's C signature.
-        unsafe { std::mem::transmute_copy(&f) }
     }
 
     /// A process whose two native threads `one` and `two` run `bodies`.
@@ -618,6 +651,188 @@ frames = [{ fn = "libblocking.so!work" }]
     }
 }
 
+/// A program's `call_export` steps: managed code P/Invokes into the hosted library, which runs
+/// on that simulated thread, in the run (its walk of itself with a NULL callback is the run's
+/// fault); an export the library lacks, or no library at all, is refused before the run.
+#[test]
+fn programs_call_the_hosted_librarys_exports_on_their_thread() {
+    use sim_clr::process::schedule::{Random, Rng};
+    use sim_clr::process::Process;
+    let _one = serial();
+    let file = |program: &str| {
+        format!(
+            "platform = \"unix\"\n[[code]]\nname = \"App::Main\"\nkind = \"jit\"\n[[code]]\nname = \"App::Work\"\nkind = \"jit\"\n[[threads]]\nname = \"main\"\nframes = [{{ fn = \"App::Main\" }}]\nprogram = {program}\n"
+        )
+    };
+    let run = |program: &str, hosted: bool| {
+        let mut p = Process::new(Scenario::parse("exports.toml", &file(program)).unwrap());
+        if hosted {
+            p.load(simclr_host::loader(walker(), CLSID).unwrap());
+        }
+        p.run(&mut Random(Rng::new(1))).unwrap()
+    };
+    let died = run(
+        r#"["call App::Work", "call_export walker_note from-main", "call_export walker_null_walk", "return"]"#,
+        true,
+    );
+    assert_eq!(died.outcome, "null_callback", "{died:?}");
+    assert!(
+        died.fault
+            .as_ref()
+            .unwrap()
+            .message
+            .contains("main called DoStackSnapshot"),
+        "{died:?}"
+    );
+    let steps: Vec<&str> = died
+        .trace
+        .iter()
+        .filter(|e| e.thread == "main")
+        .map(|e| e.what.as_str())
+        .collect();
+    assert!(steps.contains(&"call_export walker_null_walk"), "{steps:?}");
+    let missing = run(r#"["call_export walker_nope"]"#, true);
+    assert_eq!(missing.outcome, "unattached_body");
+    assert!(
+        missing
+            .fault
+            .unwrap()
+            .message
+            .contains("which the hosted library does not export"),
+        "the library lacks it"
+    );
+    let unhosted = run(r#"["call_export walker_note"]"#, false);
+    assert_eq!(unhosted.outcome, "unattached_body");
+    assert!(unhosted.fault.unwrap().message.contains("no library is hosted"));
+}
+
+/// Calls that would leave the simulation (`tests/c/escapes.c`): a wait no simulated thread
+/// can end is `unredirected_block`, a thread started with `clone` is `escaped_thread`, each
+/// naming the import, on a simulated thread and while a run is set up; the same calls that
+/// return at once are the C library's.
+mod escapes {
+    use super::{build, export};
+    use sim_clr::process::schedule::{Random, Rng};
+    use sim_clr::process::{Loaded, Process, RunReport};
+    use sim_clr::scenario::Scenario;
+    use simclr_host::Library;
+    use std::ffi::c_int;
+    use std::sync::{Arc, Mutex, OnceLock};
+
+    const THREAD: &str = r#"
+platform = "unix"
+[[code]]
+name = "libescapes.so!work"
+kind = "native"
+[[threads]]
+name = "one"
+kind = "native"
+frames = [{ fn = "libescapes.so!work" }]
+"#;
+
+    fn library() -> &'static Library {
+        static LIBRARY: OnceLock<Library> = OnceLock::new();
+        LIBRARY.get_or_init(|| Library::open(&build("escapes")).expect("libescapes.so loads"))
+    }
+
+    /// One run of thread `one` calling `body`, and what the body's call returned (if it did).
+    fn run(body: impl Fn() -> i64 + Send + Sync + 'static) -> (RunReport, Option<i64>) {
+        let returned = Arc::new(Mutex::new(None));
+        let r = returned.clone();
+        let mut p = Process::new(Scenario::parse("escapes.toml", THREAD).unwrap());
+        p.thread_body("one", Arc::new(move |_, _| *r.lock().unwrap() = Some(body())))
+            .unwrap();
+        let run = p.run(&mut Random(Rng::new(1))).unwrap();
+        let value = *returned.lock().unwrap();
+        (run, value)
+    }
+
+    fn message(run: &RunReport) -> &str {
+        run.fault.as_ref().map_or("", |f| f.message.as_str())
+    }
+
+    #[test]
+    fn a_wait_no_simulated_thread_can_end_ends_the_run_naming_its_import() {
+        let read_pipe: extern "C-unwind" fn(c_int) -> i64 = export(library(), "read_pipe");
+        let epoll_for: extern "C-unwind" fn(c_int) -> c_int = export(library(), "epoll_for");
+        let futex_wait_on: extern "C-unwind" fn(c_int) -> i64 = export(library(), "futex_wait_on");
+        for (body, import) in [
+            (
+                Box::new(move || read_pipe(0)) as Box<dyn Fn() -> i64 + Send + Sync>,
+                "`read`",
+            ),
+            (Box::new(move || epoll_for(-1) as i64), "`epoll_wait`"),
+            (Box::new(move || epoll_for(50) as i64), "`epoll_wait`"),
+            (Box::new(move || futex_wait_on(0)), "`syscall`"),
+        ] {
+            let (run, returned) = run(body);
+            assert_eq!(run.outcome, "unredirected_block", "{:?}", run.fault);
+            assert!(
+                message(&run).starts_with(&format!("one: {import} would block")),
+                "{:?}",
+                run.fault
+            );
+            assert_eq!(returned, None, "the call never returned into the run");
+        }
+    }
+
+    #[test]
+    fn the_same_calls_that_return_at_once_are_the_c_librarys() {
+        let read_pipe: extern "C-unwind" fn(c_int) -> i64 = export(library(), "read_pipe");
+        let epoll_for: extern "C-unwind" fn(c_int) -> c_int = export(library(), "epoll_for");
+        let futex_wait_on: extern "C-unwind" fn(c_int) -> i64 = export(library(), "futex_wait_on");
+        for (body, expected) in [
+            // One byte waiting; nothing ready with a zero timeout; a word that is not the
+            // value waited for (EAGAIN).
+            (
+                Box::new(move || read_pipe(1)) as Box<dyn Fn() -> i64 + Send + Sync>,
+                1,
+            ),
+            (Box::new(move || epoll_for(0) as i64), 0),
+            (Box::new(move || futex_wait_on(1)), -1),
+        ] {
+            let (run, returned) = run(body);
+            assert_eq!(run.outcome, "ok", "{:?}", run.fault);
+            assert_eq!(returned, Some(expected));
+        }
+    }
+
+    #[test]
+    fn a_thread_started_with_clone_is_an_escaped_thread() {
+        let clone_thread: extern "C-unwind" fn() -> c_int = export(library(), "clone_thread");
+        let (run, returned) = run(move || clone_thread() as i64);
+        assert_eq!(run.outcome, "escaped_thread", "{:?}", run.fault);
+        assert!(
+            message(&run).starts_with("one: `clone` would start an OS thread"),
+            "{:?}",
+            run.fault
+        );
+        assert_eq!(returned, None);
+    }
+
+    #[test]
+    fn a_wait_while_the_profiler_loads_ends_the_run_before_its_first_step() {
+        let read_pipe: extern "C-unwind" fn(c_int) -> i64 = export(library(), "read_pipe");
+        let mut p = Process::new(Scenario::parse("escapes.toml", THREAD).unwrap());
+        let returned = Arc::new(Mutex::new(None));
+        let r = returned.clone();
+        p.load(Arc::new(move |_| {
+            *r.lock().unwrap() = Some(read_pipe(0));
+            Loaded::default()
+        }));
+        let run = p.run(&mut Random(Rng::new(1))).unwrap();
+        assert_eq!(run.outcome, "unredirected_block", "{:?}", run.fault);
+        assert!(
+            message(&run).starts_with("as the profiler loaded: `read` would block"),
+            "{:?}",
+            run.fault
+        );
+        assert_eq!(run.steps, 0);
+        // The load went on, the read failing instead of blocking.
+        assert_eq!(*returned.lock().unwrap(), Some(-1));
+    }
+}
+
 /// A C profiler with its own sampler thread (`tests/c/sampler.c`) in a running process,
 /// explored under schedules.
 mod in_process {
@@ -769,6 +984,27 @@ mod isolated {
     }
 
     #[test]
+    fn a_thread_a_static_constructor_starts_is_an_escaped_thread() {
+        let library = build("ctor_thread");
+        let text = include_str!("c/sampler.toml").replace("libsampler.so", "libctor_thread.so");
+        let mut p = Process::new(Scenario::parse("sampler.toml", &text).unwrap());
+        let forked = Forked::new(&library, Duration::from_secs(20)).unwrap();
+        let clsid = super::test_class(0xaa, 0x01);
+        p.load(simclr_host::isolated_loader(&library, clsid, &forked).expect("it hosts"));
+        p.isolate(Arc::new(forked));
+        let report = p.explore(Strategy::Random, 5, 1, |_, _| {});
+        assert_eq!(report.outcomes.get("escaped_thread"), Some(&5), "{report:?}");
+        let fault = report.first_failure.unwrap().fault;
+        assert!(
+            fault
+                .message
+                .contains("static constructors started 1 OS thread(s)"),
+            "{}",
+            fault.message
+        );
+    }
+
+    #[test]
     fn a_run_that_blocks_outside_the_simulation_is_a_hang_after_its_timeout() {
         let p = process(BLOCKS, Duration::from_millis(300));
         let report = p.explore(Strategy::Random, 2, 1, |_, _| {});
@@ -791,6 +1027,96 @@ mod isolated {
         let a = here.explore(Strategy::Dfs(1), 40, 1, |_, _| {});
         let b = there.explore(Strategy::Dfs(1), 40, 1, |_, _| {});
         assert_eq!(a, b);
+        // The same with failed calls as choices: a worker's failure decisions are taken in
+        // this process too, and PCT's runs are the same.
+        for p in [&mut here, &mut there] {
+            p.inject(true);
+        }
+        for strategy in [Strategy::Dfs(1), Strategy::Pct(3)] {
+            let a = here.explore(strategy, 40, 1, |_, _| {});
+            let b = there.explore(strategy, 40, 1, |_, _| {});
+            assert_eq!(a, b);
+        }
+        // And calls did fail there.
+        there.trace_first(40);
+        let traced = there.explore(Strategy::Pct(3), 40, 1, |_, _| {}).traces;
+        let injected = traced.values().flatten().flat_map(|run| &run.trace);
+        assert!(
+            injected.clone().any(|e| e.what.ends_with("(injected)")),
+            "{traced:?}"
+        );
+    }
+}
+
+/// A signal-based sampler (`tests/c/signal_sampler.c`): its `sigaction` handler runs on the
+/// simulated thread its `tgkill` interrupts, with that thread's registers in the
+/// `ucontext_t`; a handler that takes a mutex is `lock_in_signal_handler`.
+mod signal_based {
+    use super::build;
+    use sim_clr::process::{Process, Strategy};
+    use sim_clr::scenario::Scenario;
+    use simclr_host::isolation::Forked;
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    fn process(class: u8) -> Process {
+        let library = build("signal_sampler");
+        let text = include_str!("c/signal_sampler.toml");
+        let mut p = Process::new(Scenario::parse("signal_sampler.toml", text).unwrap());
+        let forked = Forked::new(&library, Duration::from_secs(20)).unwrap();
+        let clsid = super::test_class(0x99, class);
+        p.load(simclr_host::isolated_loader(&library, clsid, &forked).expect("it hosts"));
+        p.isolate(Arc::new(forked));
+        p
+    }
+
+    #[test]
+    fn the_handler_runs_on_the_interrupted_thread_with_its_registers() {
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("signal_sampler.out");
+        let _ = std::fs::remove_file(&out);
+        // Read by the library at Shutdown, in each run's worker.
+        std::env::set_var("SIGNAL_SAMPLER_OUT", &out);
+        // 100 schedules; fewer under valgrind, where each run takes about a second.
+        let schedules = std::env::var("SIGNAL_SAMPLER_SCHEDULES")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(100);
+        let report = process(0x01).explore(Strategy::Pct(3), schedules, 1, |_, _| {});
+        assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"], "{report:?}");
+        let seen = std::fs::read_to_string(&out).unwrap();
+        let counts: Vec<(u64, u64)> = seen
+            .lines()
+            .filter_map(|l| {
+                let mut words = l.split_whitespace();
+                match (words.next(), words.next(), words.next(), words.next()) {
+                    (Some("signals"), Some(n), Some("managed"), Some(m)) => {
+                        Some((n.parse().ok()?, m.parse().ok()?))
+                    }
+                    _ => None,
+                }
+            })
+            .collect();
+        assert_eq!(
+            counts.len() as u64,
+            schedules,
+            "every run shut the sampler down: {seen:.300}"
+        );
+        // Signals were sent and handled, and the interrupted instruction pointers the
+        // handlers read from their ucontext_t were managed code in some (main's P/Invoke
+        // and the sleeps are native).
+        let (signals, managed): (u64, u64) = counts.iter().fold((0, 0), |(s, m), (a, b)| (s + a, m + b));
+        assert!(
+            signals > schedules && managed > 0 && managed < signals,
+            "{signals} {managed}"
+        );
+    }
+
+    #[test]
+    fn a_handler_that_takes_a_mutex_is_a_lock_in_a_signal_handler() {
+        let report = process(0x02).explore(Strategy::Pct(3), 50, 1, |_, _| {});
+        let fault = report.first_failure.expect("the locking handler is caught").fault;
+        assert_eq!(fault.kind, "lock_in_signal_handler", "{fault:?}");
     }
 }
 
@@ -907,6 +1233,36 @@ fn later_info_interfaces_are_offered_and_the_runtime_says_which_it_is() {
         assert_eq!((hr as u32, len), (0x8007_007A, 10));
         (unknown.Release)(info);
     }
+    // Answering as .NET 8: its libcoreclr.so's file version.
+    let net8 = Scenario::parse(
+        "net8.toml",
+        &SCENARIO.replace("version = \"3.1\"", "version = \"8.0\""),
+    )
+    .unwrap();
+    let hosted = Hosted::load(walker(), CLSID, Arc::new(net8.runtime())).expect("hosted");
+    let info = hosted.info();
+    // SAFETY: as above.
+    unsafe {
+        let vtbl = &**(info as *const *const ICorProfilerInfo15Vtbl);
+        let i3 = &vtbl.base.base.base.base.base.base.base.base.base.base.base.base;
+        let (mut major, mut minor, mut build, mut qfe, mut len) = (0, 0, 0, 0, 0);
+        let mut text = [0u16; 16];
+        let hr = (i3.GetRuntimeInformation)(
+            info,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            &mut major,
+            &mut minor,
+            &mut build,
+            &mut qfe,
+            16,
+            &mut len,
+            text.as_mut_ptr(),
+        );
+        assert_eq!((hr, major, minor, build, qfe), (0, 8, 0, 424, 16909));
+        assert_eq!(String::from_utf16_lossy(&text[..len as usize - 1]), "v8.0.424");
+        (i3.base.base.base.Release)(info);
+    }
 }
 
 /// A production-style C++17 sampler (`tests/c/cxx_sampler.cpp`) built with its own flags,
@@ -932,7 +1288,7 @@ mod production_cxx {
     }
 
     #[test]
-    fn a_static_libstdcxx_sampler_runs_1000_schedules_and_names_its_frames() {
+    fn a_static_libstdcxx_sampler_runs_1000_schedules_names_its_frames_and_threads() {
         let library = library();
         let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cxx_sampler.out");
         let _ = std::fs::remove_file(&out);
@@ -958,8 +1314,37 @@ mod production_cxx {
             .filter(|l| l.starts_with("samples ") && *l != "samples 0")
             .count() as u64;
         assert!(sampled * 10 > schedules, "{sampled} runs took a sample");
-        for name in ["frame App::Main", "frame App.Work::Run"] {
+        // It samples only after a JITCompilationFinished, and keeps what ThreadNameChanged
+        // says: the worker's name, set by main.
+        for name in ["frame App::Main", "frame App.Work::Run", "thread worker"] {
             assert!(seen.lines().any(|l| l == name), "{name} in {seen:.500}");
         }
+    }
+
+    #[test]
+    fn enumerators_still_held_after_shutdown_are_a_leaked_reference() {
+        let library = library();
+        let text = include_str!("c/cxx_sampler.toml");
+        let mut p = Process::new(Scenario::parse("cxx_sampler.toml", text).unwrap());
+        let forked = Forked::new(&library, Duration::from_secs(30)).unwrap();
+        let leaking = super::test_class(0x88, 0x02);
+        p.load(simclr_host::isolated_loader(&library, leaking, &forked).expect("it hosts"));
+        p.isolate(Arc::new(forked));
+        let report = p.explore(Strategy::Pct(3), 40, 1, |_, _| {});
+        let leaked = report.outcomes.get("leaked_reference").copied().unwrap_or(0);
+        // A run that took no sample asked for no enumerator.
+        assert!(leaked > 0, "{report:?}");
+        assert_eq!(
+            leaked + report.outcomes.get("ok").copied().unwrap_or(0),
+            40,
+            "{report:?}"
+        );
+        let fault = report.first_failure.expect("a leak").fault;
+        assert!(
+            fault.message.contains("after Shutdown the profiler still holds")
+                && fault.message.contains("ICorProfilerThreadEnum"),
+            "{}",
+            fault.message
+        );
     }
 }

@@ -15,7 +15,7 @@
 //! request it first waits for the heap lock to be free, so a sampler that allocates while the
 //! thread it suspended holds the heap lock deadlocks in the simulation as it would for real.
 
-use corprof::os::{EventId, MutexId, OsError, OsThread};
+use corprof::os::{EventId, MutexId, OsError, OsThread, SignalFlags};
 use corprof::Context;
 use std::alloc::{GlobalAlloc, Layout};
 use std::cell::{Cell, RefCell};
@@ -29,6 +29,9 @@ use std::time::Duration;
 pub enum Request {
     /// A plain scheduling point (every `ProfilerInfo` call makes one).
     Point,
+    /// An `ICorProfilerInfo` call in a run that injects failures asks whether it fails: the
+    /// engine asks its chooser when the thread next runs ([`Reply::Flag`]).
+    Fails,
     /// A `corprof::sync` atomic access: a scheduling point; `true` when it surely writes.
     Atomic(bool),
     /// A `corprof::sync::spin_loop`: wait until another thread writes.
@@ -49,10 +52,20 @@ pub enum Request {
     Allocated,
     /// The code manager's reader lock: wait while another thread holds the writer lock.
     ReaderLock,
-    /// An oracle found a sample that differs from the ground truth.
-    WrongSample(String),
-    /// An oracle found a sample a correct sampler would not have lost.
-    LostSample(String),
+    /// The calling thread blocks (`Some(true)`) or unblocks (`Some(false)`) the profiling
+    /// signal, or asks (`None`), as a hosted library's `pthread_sigmask` does; the reply says
+    /// whether it was blocked before.
+    MaskSignals(Option<bool>),
+    /// Profiler code installs the profiling signal's handler (`sigaction`): it runs on each
+    /// thread the signal interrupts, with that thread's registers, from now on.
+    SignalHandler(NativeSignalHandler, SignalFlags),
+    /// Hosted code would leave the simulation: the run ends with this outcome and message
+    /// ([`Reply::Abort`]).
+    Escape(&'static str, String),
+    /// A rule broken whose run goes on (an oracle's `wrong_sample` or `lost_sample`, a
+    /// reference held at exit), by outcome, with its message: the run's outcome unless a
+    /// fatal one follows.
+    Warn(&'static str, String),
     /// A new mutex.
     MutexCreate(String),
     /// Take a mutex (blocks while held).
@@ -272,6 +285,17 @@ impl std::fmt::Debug for ThreadStart {
     }
 }
 
+/// A signal handler installed by native code: called on the interrupted thread with its
+/// registers.
+#[derive(Clone)]
+pub struct NativeSignalHandler(pub Arc<dyn Fn(&Context) + Send + Sync>);
+
+impl std::fmt::Debug for NativeSignalHandler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NativeSignalHandler")
+    }
+}
+
 /// Threads created while a run is set up (its profiler's initialization, before any thread
 /// runs): the created threads still free, by OS id, and the code given to each one taken.
 pub(crate) struct Setup {
@@ -281,6 +305,11 @@ pub(crate) struct Setup {
     pub created: Vec<ThreadStart>,
     /// How many creations found no free thread.
     pub refused: usize,
+    /// The first way the code set up would have left the simulation (its outcome and
+    /// message), if any.
+    pub escaped: Option<(&'static str, String)>,
+    /// The profiling signal's handler the code set up installed last, if any.
+    pub signal_handler: Option<(NativeSignalHandler, SignalFlags)>,
 }
 
 /// Runs `f` (a run's setup, off any fiber) with thread creations on this OS thread taking
@@ -290,6 +319,8 @@ pub(crate) fn setting_up<R>(free: Vec<OsThread>, f: impl FnOnce() -> R) -> (R, S
         free,
         created: Vec::new(),
         refused: 0,
+        escaped: None,
+        signal_handler: None,
     };
     let previous = SETUP.with(|s| s.replace(Some(setup)));
     let r = f();
@@ -303,6 +334,32 @@ pub(crate) fn setting_up<R>(free: Vec<OsThread>, f: impl FnOnce() -> R) -> (R, S
 /// threads, or sets a run up (where [`crate::process::SimOs::create_thread`] works too).
 pub fn in_process() -> bool {
     on_fiber() || SETUP.with(|s| s.borrow().is_some())
+}
+
+/// Records, during a run's setup, the profiling signal's handler the code set up installs;
+/// false outside a setup.
+pub(crate) fn handler_during_setup(handler: NativeSignalHandler, flags: SignalFlags) -> bool {
+    SETUP.with(|s| match s.borrow_mut().as_mut() {
+        Some(setup) => {
+            setup.signal_handler = Some((handler, flags));
+            true
+        }
+        None => false,
+    })
+}
+
+/// Records, during a run's setup, that the code set up would leave the simulation; false
+/// outside a setup.
+pub(crate) fn escape_during_setup(outcome: &'static str, message: &str) -> bool {
+    SETUP.with(|s| match s.borrow_mut().as_mut() {
+        Some(setup) => {
+            setup
+                .escaped
+                .get_or_insert_with(|| (outcome, message.to_string()));
+            true
+        }
+        None => false,
+    })
 }
 
 /// A thread creation during a run's setup: the next free thread, or `None` outside a setup,

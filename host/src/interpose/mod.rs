@@ -25,6 +25,14 @@
 //! process) it calls the C library function the entry held before, so the library behaves
 //! as it always did.
 //!
+//! A profiling signal's handler installed with `sigaction` runs on the simulated thread that
+//! `pthread_kill` or `tgkill` interrupts, with its registers in the `ucontext_t`
+//! ([`signals`]).
+//!
+//! Calls that would wait for something no simulated thread can provide (a `read` of an empty
+//! pipe, `epoll_wait`, a raw futex wait) or start an OS thread of their own (`clone`) end the
+//! run instead, naming the import ([`escapes`]).
+//!
 //! A library built with `-fsanitize=thread` gets a stand-in for the ThreadSanitizer runtime
 //! ([`tsan`]): each of its atomic operations is a scheduling point.
 //!
@@ -35,7 +43,9 @@
 //! treated as a plain one on a simulated thread (a recursive mutex taken twice deadlocks).
 
 mod clocks;
+mod escapes;
 mod shared;
+mod signals;
 pub(crate) mod tsan;
 
 use crate::library::{dlopen, dlsym, RTLD_NOW};
@@ -44,10 +54,15 @@ use clocks::{
     usleep, Timespec, REALTIME_START,
 };
 use corprof::os::{OsThread, Sync as _};
+use escapes::{
+    accept, accept4, clone, epoll_pwait, epoll_wait, pause, read, recv, recvfrom, select, sigsuspend,
+    sigwait, syscall, system, waitpid,
+};
 use shared::{
     once, rwlock_init, rwlock_rdlock, rwlock_tryrdlock, rwlock_trywrlock, rwlock_unlock, rwlock_wrlock,
     sem_getvalue, sem_init, sem_post, sem_timedwait, sem_trywait, sem_wait,
 };
+use signals::{pthread_kill, pthread_sigmask, sigaction, sigprocmask, tgkill};
 use sim_clr::process::{fiber, unobserved, SimOs};
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -119,6 +134,26 @@ redirected! {
         GETTIMEOFDAY: b"gettimeofday" => gettimeofday,
         TIME: b"time" => time,
         POLL: b"poll" => poll,
+        READ: b"read" => read,
+        RECV: b"recv" => recv,
+        RECVFROM: b"recvfrom" => recvfrom,
+        ACCEPT: b"accept" => accept,
+        ACCEPT4: b"accept4" => accept4,
+        EPOLL_WAIT: b"epoll_wait" => epoll_wait,
+        EPOLL_PWAIT: b"epoll_pwait" => epoll_pwait,
+        SELECT: b"select" => select,
+        PAUSE: b"pause" => pause,
+        SIGSUSPEND: b"sigsuspend" => sigsuspend,
+        SIGWAIT: b"sigwait" => sigwait,
+        WAITPID: b"waitpid" => waitpid,
+        SYSTEM: b"system" => system,
+        CLONE: b"clone" => clone,
+        SYSCALL: b"syscall" => syscall,
+        SIGACTION: b"sigaction" => sigaction,
+        PTHREAD_KILL: b"pthread_kill" => pthread_kill,
+        TGKILL: b"tgkill" => tgkill,
+        PTHREAD_SIGMASK: b"pthread_sigmask" => pthread_sigmask,
+        SIGPROCMASK: b"sigprocmask" => sigprocmask,
     }
     C++ runtime too: {
         THREAD_CREATE: b"pthread_create" => thread_create,
@@ -133,6 +168,16 @@ redirected! {
         NANOSLEEP: b"nanosleep" => nanosleep,
         CLOCK_GETTIME: b"clock_gettime" => clock_gettime,
     }
+}
+
+extern "C" {
+    fn __errno_location() -> *mut c_int;
+}
+
+/// Sets this OS thread's `errno`.
+fn set_errno(value: c_int) {
+    // SAFETY: errno is this OS thread's.
+    unsafe { *__errno_location() = value };
 }
 
 /// The process mutex standing for the `pthread_mutex_t` at `mutex`.

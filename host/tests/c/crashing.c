@@ -7,8 +7,8 @@
  * second time without the mutex: when the thread was destroyed during the walk, the slot is
  * NULL and the sampler dereferences it (SIGSEGV).
  *
- * CLSID_RACE has that bug. CLSID_BLOCKS also waits, on its sampler thread, for a byte on a
- * pipe nobody writes to: a read the simulation does not redirect, so its run never ends. */
+ * CLSID_RACE has that bug. CLSID_BLOCKS also busy-waits, on its sampler thread, for a flag
+ * nobody sets: a wait without any call the simulation could see, so its run never ends. */
 #define _DEFAULT_SOURCE
 #include <pthread.h>
 #include <stdlib.h>
@@ -33,6 +33,8 @@ struct record {
 
 static Object *info;
 static int blocks;
+/* Never set: CLSID_BLOCKS's sampler busy-waits for it. */
+static int released;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct record *volatile slots[MAX_THREADS];
 static int stop;
@@ -59,9 +61,8 @@ void walk_and_count(int slot) {
 void *sample(void *unused) {
     (void)unused;
     if (blocks) {
-        int fds[2];
-        char byte;
-        if (pipe(fds) == 0 && read(fds[0], &byte, 1) < 0) return NULL;
+        while (!__atomic_load_n(&released, __ATOMIC_SEQ_CST)) {
+        }
     }
     while (!__atomic_load_n(&stop, __ATOMIC_SEQ_CST)) {
         for (int i = 0; i < MAX_THREADS; i++) walk_and_count(i);

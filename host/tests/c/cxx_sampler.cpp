@@ -4,9 +4,13 @@
 // std::condition_variable, its frame filter a std::regex. It asks for ICorProfilerInfo12 and
 // checks GetRuntimeInformation (no sampling on a runtime it does not know), and samples as
 // Unix profilers must: SuspendRuntime, EnumThreads, DoStackSnapshot of each thread,
-// ResumeRuntime. Frames are named through IMetaDataImport2 (GetMethodProps, GetTypeDefProps)
-// and cached. At Shutdown it appends what it saw to the file $CXX_SAMPLER_OUT names:
-// "samples N", then "frame NAME" for each method name the filter keeps.
+// ResumeRuntime. As production samplers do, it takes no sample before the runtime has
+// compiled managed code (its first JITCompilationFinished), and it keeps the names
+// ThreadNameChanged reports. Frames are named through IMetaDataImport2 (GetMethodProps,
+// GetTypeDefProps) and cached. At Shutdown it appends what it saw to the file
+// $CXX_SAMPLER_OUT names: "samples N", then "frame NAME" for each method name the filter
+// keeps, then "thread NAME" for each thread name reported. Its second class forgets to
+// release the thread enumerators EnumThreads gives it (and reports nothing).
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -26,6 +30,9 @@
 namespace {
 
 const GUID CLSID_CXX_SAMPLER = {0x2c0f6a1e, 0x7b3d, 0x4e21, {0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0x88, 0x01}};
+// The same sampler with a leak: it never releases its thread enumerators.
+const GUID CLSID_CXX_SAMPLER_LEAKING = {0x2c0f6a1e, 0x7b3d, 0x4e21, {0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0x88, 0x02}};
+bool leaks_enumerators = false;
 const GUID IID_ICorProfilerInfo12 = {0x27B24CCD, 0x1CB1, 0x47C5, {0x96, 0xEE, 0x98, 0x19, 0x0D, 0xC3, 0x09, 0x59}};
 const GUID IID_IMetaDataImport2 = {0xFCE5EFA0, 0x8BBA, 0x4F8E, {0xA0, 0x36, 0x8F, 0x20, 0x22, 0xB0, 0x84, 0x66}};
 
@@ -40,7 +47,10 @@ enum {
 };
 enum { ENUM_NEXT = 7 };
 enum { MD_GET_TYPE_DEF_PROPS = 12, MD_GET_METHOD_PROPS = 30 };
+enum { CB_JIT_COMPILATION_FINISHED = 24, CB_THREAD_NAME_CHANGED = 72 };
 constexpr uint32_t ENABLE_STACK_SNAPSHOT = 0x10000000u;
+constexpr uint32_t MONITOR_JIT_COMPILATION = 0x20u;
+constexpr uint32_t MONITOR_THREADS = 0x200u;
 
 template <typename F> F slot(Object *o, int index) { return reinterpret_cast<F>(o->vtbl[index]); }
 
@@ -61,7 +71,7 @@ public:
 
     void report() {
         const char *path = std::getenv("CXX_SAMPLER_OUT");
-        if (!path) return;
+        if (!path || leaks_enumerators) return;
         FILE *out = std::fopen(path, "a");
         if (!out) return;
         std::fprintf(out, "samples %lu\n", static_cast<unsigned long>(samples_.load()));
@@ -70,7 +80,18 @@ public:
         for (const auto &name : seen_) {
             if (std::regex_match(name, kept)) std::fprintf(out, "frame %s\n", name.c_str());
         }
+        for (const auto &name : thread_names_) std::fprintf(out, "thread %s\n", name.c_str());
         std::fclose(out);
+    }
+
+    // The runtime has compiled managed code: there is something to sample.
+    void jitted() { jitted_.store(true); }
+
+    void thread_named(const WCHAR *name, uint32_t len) {
+        std::string text;
+        for (uint32_t i = 0; name && i < len; i++) text.push_back(static_cast<char>(name[i]));
+        std::unique_lock<std::shared_mutex> lock(names_lock_);
+        thread_names_.insert(text);
     }
 
 private:
@@ -80,7 +101,7 @@ private:
                 std::unique_lock<std::mutex> lock(stop_lock_);
                 if (stop_changed_.wait_for(lock, std::chrono::milliseconds(1), [this] { return stopping_; })) return;
             }
-            sample_all();
+            if (jitted_.load()) sample_all();
         }
     }
 
@@ -95,7 +116,7 @@ private:
             UINT_PTR id = 0;
             uint32_t fetched = 0;
             while (slot<Next>(threads, ENUM_NEXT)(threads, 1, &id, &fetched) == S_OK && fetched == 1) ids.push_back(id);
-            slot<Simple>(threads, SLOT_RELEASE)(threads);
+            if (!leaks_enumerators) slot<Simple>(threads, SLOT_RELEASE)(threads);
         }
         for (UINT_PTR id : ids) walk(id);
         slot<Simple>(info_, INFO_RESUME_RUNTIME)(info_);
@@ -159,6 +180,8 @@ private:
     std::condition_variable stop_changed_;
     bool stopping_ = false;
     std::atomic<unsigned long> samples_{0};
+    std::atomic<bool> jitted_{false};
+    std::set<std::string> thread_names_;
     std::vector<UINT_PTR> pending_;
     std::shared_mutex names_lock_;
     std::map<UINT_PTR, std::string> names_;
@@ -186,12 +209,23 @@ HRESULT initialize(Object *, Object *unknown) {
     if (slot<QueryInterface>(unknown, SLOT_QI)(unknown, &IID_ICorProfilerInfo12, reinterpret_cast<void **>(&info12)) != S_OK)
         return E_NOINTERFACE;
     if (!known_runtime(info12)) return static_cast<HRESULT>(0x80004005);
-    HRESULT hr = slot<SetEventMask>(info12, INFO_SET_EVENT_MASK)(info12, ENABLE_STACK_SNAPSHOT);
+    HRESULT hr = slot<SetEventMask>(info12, INFO_SET_EVENT_MASK)(
+        info12, ENABLE_STACK_SNAPSHOT | MONITOR_JIT_COMPILATION | MONITOR_THREADS);
     if (hr != S_OK) return hr;
     std::call_once(started, [] {
         sampler = new Sampler(info12);
         sampler->start();
     });
+    return S_OK;
+}
+
+HRESULT jit_compilation_finished(Object *, UINT_PTR, HRESULT, int32_t) {
+    if (sampler) sampler->jitted();
+    return S_OK;
+}
+
+HRESULT thread_name_changed(Object *, UINT_PTR, uint32_t len, WCHAR *name) {
+    if (sampler) sampler->thread_named(name, len);
     return S_OK;
 }
 
@@ -208,10 +242,13 @@ HRESULT shutdown(Object *) {
 static void set_callbacks(void **slots) {
     slots[CB_INITIALIZE] = reinterpret_cast<void *>(&initialize);
     slots[CB_SHUTDOWN] = reinterpret_cast<void *>(&shutdown);
+    slots[CB_JIT_COMPILATION_FINISHED] = reinterpret_cast<void *>(&jit_compilation_finished);
+    slots[CB_THREAD_NAME_CHANGED] = reinterpret_cast<void *>(&thread_name_changed);
 }
 
 extern "C" HRESULT DllGetClassObject(const GUID *clsid, const GUID *iid, void **out) {
-    if (!same(clsid, &CLSID_CXX_SAMPLER)) {
+    leaks_enumerators = same(clsid, &CLSID_CXX_SAMPLER_LEAKING);
+    if (!same(clsid, &CLSID_CXX_SAMPLER) && !leaks_enumerators) {
         *out = nullptr;
         return CLASS_E_CLASSNOTAVAILABLE;
     }

@@ -3,9 +3,11 @@
  * (GetTokenAndMetaDataFromFunction, IMetaDataImport::GetMethodProps/GetTypeDefProps).
  * The walk's names, one per line ("<native>" for a funcId == 0 run), are read back with
  * walker_result(). Slots are the profiling API's vtable indices. */
+#define _DEFAULT_SOURCE
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <unistd.h>
 #include "../../../include/simclr_com.h"
 
 static const GUID CLSID_WALKER = {0x1b9e9f2c, 0x5e3d, 0x4c55, {0x9a, 0x11, 0x2f, 0x60, 0x7d, 0x31, 0x42, 0x0b}};
@@ -197,6 +199,22 @@ int walker_shutdowns(void) { return shutdowns; }
 
 /* Appends a line to the result (an export the program calls by P/Invoke). */
 void walker_note(const char *text) { append(text); }
+
+/* Adds its integer arguments and the length of its string (typed arguments of a step). */
+long walker_sum(long a, const char *text, long b) { return a + (long)strlen(text) + b; }
+
+static void *tick(void *unused) {
+    (void)unused;
+    usleep(1000);
+    append("ticked");
+    return NULL;
+}
+
+/* Starts a thread of its own that notes "ticked" after 1 ms: time must pass for it to. */
+void walker_tick_later(void) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, tick, NULL) == 0) pthread_detach(t);
+}
 
 /* Walks its own thread with a NULL callback: the process dies at the first frame. */
 void walker_null_walk(void) {

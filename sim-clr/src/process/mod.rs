@@ -32,7 +32,7 @@ pub use crate::spec::{
     Strategy,
 };
 pub use fiber::{unobserved, HeapLockAllocator};
-pub use os::SimOs;
+pub use os::{install_signal_handler, leave_simulation, SimOs};
 
 use crate::scenario::Scenario;
 use corprof::os::SignalFlags;
@@ -76,6 +76,18 @@ pub struct Loaded {
     /// other than those the profiler created has ended, on the first thread. The process
     /// ends when it returns, with any thread the profiler created still running.
     pub at_exit: Option<ExitHook>,
+    /// The exports of the loaded library, which programs call (`call_export`).
+    pub exports: Option<Arc<dyn Exports>>,
+}
+
+/// The exports of a hosted profiler library that thread programs call (`call_export`):
+/// managed code's P/Invokes into the profiler's own library.
+pub trait Exports: Send + Sync {
+    /// Whether the library exports `name`.
+    fn has(&self, name: &str) -> bool;
+    /// Calls export `name` with `args` on the calling simulated thread; the value it
+    /// returned (a 64-bit word). Called only for names [`Exports::has`] admits.
+    fn call(&self, name: &str, args: &[program::ExportArg]) -> u64;
 }
 
 /// Profiler code run as the process exits ([`Loaded::at_exit`]).
@@ -104,6 +116,8 @@ pub struct Process {
     trace_first: usize,
     /// The share of an exploration's schedules this process runs ([`Process::shard`]).
     shard: Shard,
+    /// Whether runs inject failures into runtime calls ([`Process::inject`]).
+    inject: bool,
 }
 
 /// A name that the scenario does not declare.
@@ -278,7 +292,24 @@ impl Process {
             jobs: 1,
             trace_first: 0,
             shard: Shard::WHOLE,
+            inject: false,
         }
+    }
+
+    /// Makes "this `ICorProfilerInfo` call fails" a scheduling choice: in every run, each call
+    /// of profiler code that no `[[fail]]` rule fails asks the chooser whether it fails
+    /// (`E_FAIL`; [`Chooser::fail`]): random and PCT schedules fail one such call in
+    /// [`schedule::FAIL_ODDS`], DFS tries both answers at every call (a failure spends a
+    /// preemption), and the choices are in the schedule, so a replay (with injection on too)
+    /// fails the same calls.
+    pub fn inject(&mut self, on: bool) -> &mut Process {
+        self.inject = on;
+        self
+    }
+
+    /// Whether runs inject failures ([`Process::inject`]).
+    pub fn injects(&self) -> bool {
+        self.inject
     }
 
     /// Lets explorations under random and PCT schedules run up to `n` schedules at once, each
@@ -417,7 +448,9 @@ impl Process {
         recording: Recording,
     ) -> Result<RunReport, ScheduleError> {
         let threads = self.scenario.threads.len();
-        if let Some(&bad) = schedule.0.iter().find(|&&t| t as usize >= threads) {
+        // With failures injected, a 1 may also be a failed call.
+        let bound = if self.inject { threads.max(2) } else { threads };
+        if let Some(&bad) = schedule.0.iter().find(|&&t| t as usize >= bound) {
             return Err(ScheduleError(format!(
                 "thread {bad} does not exist: the scenario has {threads} threads (0 to {})",
                 threads.saturating_sub(1)

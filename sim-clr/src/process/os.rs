@@ -6,10 +6,11 @@
 //! once `GetThreadContext` returns. Called outside a simulated thread, every call panics with
 //! a message saying so: there is no process to act on.
 
+use super::Ending;
 use crate::code::images::Images;
-use crate::fiber::{create_during_setup, request, Reply, Request, ThreadStart};
+use crate::fiber::{create_during_setup, request, NativeSignalHandler, Reply, Request, ThreadStart};
 use corprof::modules::{LoadedModule, Modules};
-use corprof::os::{EventId, MutexId, OsError, OsThread, Sync, ThreadControl};
+use corprof::os::{EventId, MutexId, OsError, OsThread, SignalFlags, Sync, ThreadControl};
 use corprof::Context;
 use std::sync::Arc;
 use std::time::Duration;
@@ -159,18 +160,60 @@ impl ThreadControl for SimOs {
     }
 }
 
+/// Hosted code is about to leave the simulation, as `ending` and `message` say (block in a
+/// call the process does not see, start an OS thread of its own). On a simulated thread the
+/// run ends so, and this does not return; while a run is set up (the profiler's `Initialize`)
+/// the run ends so as soon as it is set up, and this returns true; anywhere else it returns
+/// false and the caller goes on as it would.
+pub fn leave_simulation(ending: Ending, message: &str) -> bool {
+    if crate::fiber::on_fiber() {
+        ask(Request::Escape(ending.as_str(), message.to_string()));
+        unreachable!("the engine ends the run");
+    }
+    crate::fiber::escape_during_setup(ending.as_str(), message)
+}
+
+/// Native profiler code installs `handler` as the profiling signal's handler, with
+/// `sa_flags` `flags` (a hosted library's `sigaction`): on a simulated thread it is the
+/// run's handler from now on; while a run is set up, from the run's start. True in either
+/// case; false anywhere else (the caller goes on as it would).
+pub fn install_signal_handler(handler: NativeSignalHandler, flags: SignalFlags) -> bool {
+    if crate::fiber::on_fiber() {
+        ask(Request::SignalHandler(handler, flags));
+        return true;
+    }
+    crate::fiber::handler_during_setup(handler, flags)
+}
+
 impl SimOs {
+    /// Blocks (`Some(true)`) or unblocks (`Some(false)`) the profiling signal on the calling
+    /// thread, as the program steps `mask_signals` and `unmask_signals` do, or leaves it
+    /// (`None`); whether it was blocked before.
+    pub fn mask_signals(&self, masked: Option<bool>) -> bool {
+        match ask(Request::MaskSignals(masked)) {
+            Reply::Flag(before) => before,
+            other => mismatch(other),
+        }
+    }
+
     /// An oracle's verdict: the sample just taken differs from the ground truth as `message`
     /// says. The run goes on, with `wrong_sample` as its outcome.
     pub fn wrong_sample(&self, message: String) {
-        ask(Request::WrongSample(message));
+        ask(Request::Warn(Ending::WrongSample.as_str(), message));
     }
 
     /// An oracle's verdict: the sample just taken is shorter than a correct sampler's would
     /// have been at that instant, for a reason the sampler caused, as `message` says. The run
     /// goes on, with `lost_sample` as its outcome.
     pub fn lost_sample(&self, message: String) {
-        ask(Request::LostSample(message));
+        ask(Request::Warn(Ending::LostSample.as_str(), message));
+    }
+
+    /// Profiler code still holds COM references the runtime handed out (an enumerator, a
+    /// metadata object), as `message` says, when the process exits. The run goes on, with
+    /// `leaked_reference` as its outcome.
+    pub fn leaked_reference(&self, message: String) {
+        ask(Request::Warn(Ending::LeakedReference.as_str(), message));
     }
 }
 

@@ -108,7 +108,19 @@ pub trait Chooser {
     /// Picks one of `runnable` (sorted, at least two). `current` is the thread that ran the
     /// previous step, if it is among them.
     fn choose(&mut self, runnable: &[usize], current: Option<usize>) -> Result<usize, ScheduleError>;
+
+    /// Whether an `ICorProfilerInfo` call fails, in a run that injects failures
+    /// ([`crate::process::Process::inject`]): a choice between 0 (it succeeds, as the
+    /// current) and 1 (it fails), kept in the schedule as a thread pick is. By default
+    /// [`Chooser::choose`] makes it, so DFS tries both (a failure spends a preemption) and a
+    /// replay plays it back.
+    fn fail(&mut self) -> Result<bool, ScheduleError> {
+        Ok(self.choose(&[0, 1], Some(0))? == 1)
+    }
 }
+
+/// Random strategies fail one injectable call in this many.
+pub const FAIL_ODDS: usize = 32;
 
 /// Uniformly random choices from a seed.
 #[derive(Debug)]
@@ -117,6 +129,10 @@ pub struct Random(pub Rng);
 impl Chooser for Random {
     fn choose(&mut self, runnable: &[usize], _: Option<usize>) -> Result<usize, ScheduleError> {
         Ok(runnable[self.0.below(runnable.len())])
+    }
+
+    fn fail(&mut self) -> Result<bool, ScheduleError> {
+        Ok(self.0.below(FAIL_ODDS) == 0)
     }
 }
 
@@ -162,6 +178,10 @@ impl Chooser for Biased {
         };
         Ok(pick)
     }
+
+    fn fail(&mut self) -> Result<bool, ScheduleError> {
+        Ok(self.rng.below(FAIL_ODDS) == 0)
+    }
 }
 
 /// PCT: each thread gets a random distinct priority; the highest-priority runnable thread
@@ -173,6 +193,8 @@ pub struct Pct {
     priority: Vec<u64>,
     changes: Vec<usize>,
     step: usize,
+    /// Decides injected failures ([`Chooser::fail`]).
+    rng: Rng,
 }
 
 impl Pct {
@@ -189,6 +211,7 @@ impl Pct {
             priority,
             changes,
             step: 0,
+            rng: Rng::new(rng.next_u64()),
         }
     }
 }
@@ -216,6 +239,10 @@ impl Chooser for Pct {
         }
         self.step += 1;
         Ok(pick)
+    }
+
+    fn fail(&mut self) -> Result<bool, ScheduleError> {
+        Ok(self.rng.below(FAIL_ODDS) == 0)
     }
 }
 

@@ -41,6 +41,18 @@ pub enum CallbackKind {
     /// `RuntimeResumeFinished`, raised under `GCX_PREEMP()` (`ThreadSuspend::ResumeRuntime`).
     /// Only a running process raises them on a thread; see [`Notification`] for where.
     Suspension(Notification),
+    /// `JITCompilationStarted` then `JITCompilationFinished` for a method's first call, on
+    /// the calling thread before the method's frame exists, in preemptive mode with the
+    /// callback state and a triggers scope (CoreCLR v3.1.23 `src/vm/prestub.cpp`,
+    /// `MethodDesc::JitCompileCodeLockedEventWrapper`, reached from `MethodDesc::DoPrestub`
+    /// below a `PrestubMethodFrame`; the wrappers' contracts in `eetoprofinterfaceimpl.cpp`
+    /// are `MODE_PREEMPTIVE`, `GC_TRIGGERS`). Only a running process raises it.
+    JitCompilation(FunctionIndex),
+    /// `ThreadNameChanged` for the thread at this index: raised on the thread that set the
+    /// name (`ThreadNative::InformThreadNameChange`, a QCall, so preemptive), with the
+    /// callback state and a triggers scope; not for a GC thread. Only a running process
+    /// raises it.
+    ThreadNameChanged(usize),
 }
 
 impl CallbackKind {
@@ -65,6 +77,8 @@ impl CallbackKind {
             CallbackKind::ModuleLoadFinished => "ModuleLoadFinished",
             CallbackKind::ThreadCreated => "ThreadCreated",
             CallbackKind::Suspension(n) => n.as_str(),
+            CallbackKind::JitCompilation(_) => "JITCompilationStarted",
+            CallbackKind::ThreadNameChanged(_) => "ThreadNameChanged",
         }
     }
 
@@ -79,7 +93,10 @@ impl CallbackKind {
             CallbackKind::ObjectAllocated => event::ENABLE_OBJECT_ALLOCATED | event::MONITOR_OBJECT_ALLOCATED,
             CallbackKind::GarbageCollectionStarted => event::MONITOR_GC,
             CallbackKind::ExceptionThrown => event::MONITOR_EXCEPTIONS,
-            CallbackKind::ThreadDestroyed | CallbackKind::ThreadCreated => event::MONITOR_THREADS,
+            CallbackKind::ThreadDestroyed
+            | CallbackKind::ThreadCreated
+            | CallbackKind::ThreadNameChanged(_) => event::MONITOR_THREADS,
+            CallbackKind::JitCompilation(_) => event::MONITOR_JIT_COMPILATION,
             CallbackKind::FunctionEnter => event::MONITOR_ENTERLEAVE,
             CallbackKind::ModuleLoadFinished => event::MONITOR_MODULE_LOADS,
             CallbackKind::Suspension(_) => event::MONITOR_SUSPENDS,
@@ -96,6 +113,8 @@ impl CallbackKind {
                 | CallbackKind::ThreadDestroyed
                 | CallbackKind::ModuleLoadFinished
                 | CallbackKind::ThreadCreated
+                | CallbackKind::JitCompilation(_)
+                | CallbackKind::ThreadNameChanged(_)
         )
     }
 
@@ -105,6 +124,8 @@ impl CallbackKind {
             CallbackKind::ThreadDestroyed
             | CallbackKind::ModuleLoadFinished
             | CallbackKind::ThreadCreated
+            | CallbackKind::JitCompilation(_)
+            | CallbackKind::ThreadNameChanged(_)
             | CallbackKind::Suspension(Notification::ResumeFinished) => Some(Mode::Preemptive),
             CallbackKind::Suspension(_) => None,
             _ => Some(Mode::Cooperative),
@@ -121,8 +142,31 @@ impl CallbackKind {
             CallbackKind::ThreadDestroyed => Some("libcoreclr.so!Thread::OnThreadTerminate"),
             CallbackKind::FunctionEnter => Some("libcoreclr.so!ProfileEnterNaked"),
             CallbackKind::ModuleLoadFinished => Some("libcoreclr.so!Module::NotifyProfilerLoadFinished"),
+            CallbackKind::JitCompilation(_) => Some("libcoreclr.so!MethodDesc::DoPrestub"),
+            CallbackKind::ThreadNameChanged(_) => Some("libcoreclr.so!ThreadNative::InformThreadNameChange"),
             CallbackKind::ThreadCreated | CallbackKind::Suspension(_) => None,
         }
+    }
+
+    /// The explicit Frame below the raiser (`None`: none). The prestub's
+    /// `PrestubMethodFrame` returns into the calling method as a helper's Frame does; a QCall
+    /// is entered by P/Invoke; `ThreadDestroyed` runs in native code, below any Frame.
+    pub fn explicit_frame(self) -> Option<FrameKind> {
+        match self {
+            CallbackKind::ThreadDestroyed => None,
+            CallbackKind::ThreadNameChanged(_) => Some(FrameKind::InlinedCall),
+            _ => Some(FrameKind::HelperMethod),
+        }
+    }
+
+    /// The raisers of the callbacks only a running process raises: in every code map, after
+    /// every other function.
+    pub fn process_raisers() -> [&'static str; 2] {
+        [
+            CallbackKind::JitCompilation(0),
+            CallbackKind::ThreadNameChanged(0),
+        ]
+        .map(|cb| cb.raiser().expect("both are raised by a runtime function"))
     }
 
     /// Whether the runtime sets `COR_PRF_CALLBACKSTATE_INCALLBACK` while it runs (enter/leave
@@ -359,9 +403,11 @@ impl Runtime {
                 Some(module) => profiler.module_load_finished(module, HResult::S_OK),
                 None => HResult::S_OK,
             },
-            CallbackKind::FunctionEnter | CallbackKind::ThreadCreated | CallbackKind::Suspension(_) => {
-                HResult::S_OK
-            }
+            CallbackKind::FunctionEnter
+            | CallbackKind::ThreadCreated
+            | CallbackKind::Suspension(_)
+            | CallbackKind::JitCompilation(_)
+            | CallbackKind::ThreadNameChanged(_) => HResult::S_OK,
         });
         raised.ok()
     }
@@ -452,9 +498,7 @@ fn pushed_frames(code: &CodeMap, context: CallContext) -> Vec<StackEntry> {
                 return Vec::new();
             };
             let mut frames = vec![call(builtin::PROFILER_CALLBACK), call(raiser)];
-            if cb != CallbackKind::ThreadDestroyed {
-                frames.push(StackEntry::Frame(FrameKind::HelperMethod));
-            }
+            frames.extend(cb.explicit_frame().map(StackEntry::Frame));
             frames
         }
     }

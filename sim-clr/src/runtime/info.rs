@@ -376,11 +376,16 @@ impl ProfilerInfo for Runtime {
 trait Answer {
     /// The `HRESULT` it returned.
     fn hresult(&self) -> HResult;
+    /// The answer of a call that failed with `hr`.
+    fn failed(hr: HResult) -> Self;
 }
 
 impl Answer for HResult {
     fn hresult(&self) -> HResult {
         *self
+    }
+    fn failed(hr: HResult) -> HResult {
+        hr
     }
 }
 
@@ -388,20 +393,38 @@ impl<T> Answer for Result<T, HResult> {
     fn hresult(&self) -> HResult {
         self.as_ref().err().copied().unwrap_or(HResult::S_OK)
     }
+    fn failed(hr: HResult) -> Self {
+        Err(hr)
+    }
 }
 
 impl Runtime {
-    /// Runs the body of API call `api`: a scheduling point first ([`fiber::RuntimeCall`]);
-    /// on a fiber, in a run that keeps a trace, the call, the thread it names and its answer
-    /// become a trace line of the calling thread, as an OS call's or a program step's do.
+    /// Runs the body of API call `api`: a scheduling point first ([`fiber::RuntimeCall`]),
+    /// then the body, unless a `[[fail]]` rule makes the call fail; on a fiber, in a run that
+    /// keeps a trace, the call, the thread it names and its answer become a trace line of the
+    /// calling thread, as an OS call's or a program step's do.
     fn traced<R: Answer>(
         &self,
         api: &'static str,
         target: Option<ThreadId>,
         body: impl FnOnce(&fiber::RuntimeCall) -> R,
     ) -> R {
+        debug_assert!(super::FAILABLE_APIS.contains(&api), "{api} can be made to fail");
         let call = fiber::RuntimeCall::enter();
-        let answer = body(&call);
+        let (ruled, injecting) = {
+            let mut st = self.lock();
+            let caller = st.caller().thread;
+            (st.failing.call(api, caller), st.failing.injecting)
+        };
+        let chosen = || match fiber::request(fiber::Request::Fails) {
+            Some(fiber::Reply::Flag(true)) => Some(HResult::E_FAIL),
+            _ => None,
+        };
+        let injected = ruled.or_else(|| if injecting { chosen() } else { None });
+        let answer = match injected {
+            Some(hr) => R::failed(hr),
+            None => body(&call),
+        };
         fiber::note(|| {
             let target = target.map_or_else(String::new, |id| {
                 let name = if id.is_null() {
@@ -411,7 +434,8 @@ impl Runtime {
                 };
                 format!(" {name}")
             });
-            format!("{api}{target} → {}", answer.hresult())
+            let marked = if injected.is_some() { " (injected)" } else { "" };
+            format!("{api}{target} → {}{marked}", answer.hresult())
         });
         answer
     }

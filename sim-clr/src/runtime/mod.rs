@@ -20,6 +20,7 @@
 mod callbacks;
 mod callers;
 mod code_manager;
+mod failing;
 mod info;
 mod notifications;
 pub(crate) mod snapshot;
@@ -32,6 +33,7 @@ pub use crate::platform::Platform;
 pub use callbacks::{builtin, CallContext, CallbackKind, UnknownThread};
 pub(crate) use callbacks::{Entered, OBJECT_BASE};
 pub(crate) use callers::Caller;
+pub use failing::{FailRule, FAILABLE_APIS};
 pub use notifications::Notification;
 pub(crate) use notifications::Queued;
 pub(crate) use suspension::Suspension;
@@ -144,6 +146,8 @@ pub(crate) struct State {
     /// How many threads have `holds_writer_lock` set (kept by [`State::set_writer_lock`]), so
     /// a reader need not look at every thread when none does.
     pub writer_lock_holders: usize,
+    /// The calls made to fail on demand (`[[fail]]`), and how many each rule has watched.
+    pub failing: failing::Failing,
 }
 
 /// The simulated runtime.
@@ -346,10 +350,22 @@ impl Runtime {
                 last_walk_start: None,
                 walks: (0, None),
                 writer_lock_holders,
+                failing: failing::Failing::default(),
             }),
             profiler: Mutex::new(None),
             walk_stops: AtomicU64::new(0),
         }
+    }
+
+    /// Makes the calls `rules` name fail from now on (`[[fail]]`), each rule's count from 0.
+    pub fn fail_calls(&self, rules: &[FailRule]) {
+        self.lock().failing = failing::Failing::new(rules);
+    }
+
+    /// In a running process: every call no rule fails asks the run's chooser whether it fails
+    /// (its `Chooser::fail`).
+    pub(crate) fn inject_failures(&self, on: bool) {
+        self.lock().failing.injecting = on;
     }
 
     /// A number that changes whenever a walk suspends or resumes its target.

@@ -95,7 +95,9 @@ impl Scenario {
                 thread.lifecycle = crate::thread::Lifecycle::Unstarted;
             }
         }
-        Runtime::new(self.config.clone(), self.code.clone(), threads)
+        let rt = Runtime::new(self.config.clone(), self.code.clone(), threads);
+        rt.fail_calls(&self.fails);
+        rt
     }
 }
 
@@ -304,6 +306,7 @@ impl Builder<'_> {
             threads[t].os_id = threads[os_from].os_id;
         }
         let host = super::host::host_spec(self.src, m.host.as_ref(), &threads, &code)?;
+        let fails = super::fail::fail_rules(self.src, &m.fail, &threads)?;
         Ok(Scenario {
             name: m.name.unwrap_or(stem),
             description: m.description.unwrap_or_default(),
@@ -314,6 +317,7 @@ impl Builder<'_> {
             calls,
             process,
             host,
+            fails,
         })
     }
 

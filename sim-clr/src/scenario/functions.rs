@@ -21,7 +21,11 @@ impl Builder<'_> {
     ) -> Res<Vec<FunctionSpec>> {
         let mut out: Vec<FunctionSpec> = Vec::new();
         let builtins = builtins();
-        let mut names: std::collections::BTreeSet<&str> = builtins.iter().map(|f| f.name.as_str()).collect();
+        let mut names: std::collections::BTreeSet<&str> = builtins
+            .iter()
+            .map(|f| f.name.as_str())
+            .chain(CallbackKind::process_raisers())
+            .collect();
         for c in code {
             let c = c.get_ref();
             let name = c.name.get_ref();
@@ -112,6 +116,8 @@ impl Builder<'_> {
         if self.version.replaces_loops_on_stack() {
             out.extend(osr_bodies(&out, threads));
         }
+        // Last, so that the functions above have the same addresses with or without them.
+        out.extend(CallbackKind::process_raisers().map(|name| FunctionSpec::new(name, CodeKind::Helper)));
         Ok(out)
     }
 

@@ -10,15 +10,18 @@ use super::error::{ScenarioError, Source};
 use super::model::{HostModel, HostStepModel};
 use crate::code::CodeMap;
 use crate::runtime::{CallContext, CallbackKind, Unload};
+use crate::spec::program::{ExportArg, MAX_EXPORT_ARGS};
 use crate::thread::Thread;
 use corprof::ClassId;
-use toml::Spanned;
+use toml::{Spanned, Value};
 
 type Res<T> = Result<T, ScenarioError>;
 
 /// What a step with several actions, or none, is told.
-const ONE_ACTION: &str =
-    "a step has exactly one of `call` (an export), `raise` (a callback), `gc = true` or `unload` (a module)";
+const ONE_ACTION: &str = "a step has exactly one of `call` (an export), `raise` (a callback), `gc = true`, `unload` (a module) or `sleep_ms`";
+
+/// The longest `sleep_ms`.
+pub const MAX_SLEEP_MS: u64 = 60_000;
 
 /// The most `[[host.steps]]` a file may have.
 pub const MAX_HOST_STEPS: usize = 10_000;
@@ -46,17 +49,22 @@ pub struct HostStep {
 /// What a step does.
 #[derive(Clone, Debug)]
 pub enum HostAction {
-    /// The thread calls the library's export `export`, with `arg` as its one C-string
-    /// argument (or no argument): by P/Invoke from a managed thread, directly from a native
-    /// one.
+    /// The thread calls the library's export `export` with `args` (as a C function of as many
+    /// 64-bit integer or pointer parameters): by P/Invoke from a managed thread, directly
+    /// from a native one. With `expect`, the integer it returns must be that.
     Call {
         /// The exported function's name.
         export: String,
-        /// Its argument, if it takes one.
-        arg: Option<String>,
+        /// Its arguments, in order.
+        args: Vec<ExportArg>,
+        /// The value it must return, if the file says.
+        expect: Option<i64>,
         /// The context it is called from.
         context: CallContext,
     },
+    /// Time passes for the library's own threads (real time: in a frozen run they are OS
+    /// threads of their own); the program does nothing meanwhile.
+    Sleep(std::time::Duration),
     /// The runtime raises `callback` into the library on the thread; for `ObjectAllocated`,
     /// the object's class.
     Raise {
@@ -70,6 +78,43 @@ pub enum HostAction {
     /// The thread unloads a collectible assembly (`AssemblyLoadContext.Unload` and the
     /// collections that free it).
     Unload(Unload),
+}
+
+/// The arguments of a call step: `arg` (one string) or `args` (integers, booleans, strings).
+fn export_args(src: &Source<'_>, m: &HostStepModel) -> Res<Vec<ExportArg>> {
+    let string = |text: &str, span: std::ops::Range<usize>, field: &str| {
+        if text.contains('\0') {
+            return Err(src.error(span, field, "a string argument holds a NUL byte"));
+        }
+        Ok(ExportArg::Str(text.to_string()))
+    };
+    match (&m.arg, &m.args) {
+        (Some(_), Some(args)) => Err(src.error(args.span(), "args", "give `arg` or `args`, not both")),
+        (Some(arg), None) => Ok(vec![string(arg.get_ref(), arg.span(), "arg")?]),
+        (None, None) => Ok(Vec::new()),
+        (None, Some(args)) => {
+            if args.get_ref().len() > MAX_EXPORT_ARGS {
+                return Err(src.error(
+                    args.span(),
+                    "args",
+                    format!("an export takes at most {MAX_EXPORT_ARGS} arguments here"),
+                ));
+            }
+            args.get_ref()
+                .iter()
+                .map(|v| match v {
+                    Value::Integer(n) => Ok(ExportArg::Int(*n)),
+                    Value::Boolean(b) => Ok(ExportArg::Int(i64::from(*b))),
+                    Value::String(text) => string(text, args.span(), "args"),
+                    other => Err(src.error(
+                        args.span(),
+                        "args",
+                        format!("a {} is not an integer, a boolean or a string", other.type_str()),
+                    )),
+                })
+                .collect()
+        }
+    }
 }
 
 /// Validates the `[host]` table.
@@ -110,17 +155,28 @@ fn step(src: &Source<'_>, s: &Spanned<HostStepModel>, threads: &[Thread], code: 
                 format!("no thread named `{}`", m.thread.get_ref()),
             )
         })?;
-    let action = match (&m.call, &m.raise, m.gc, &m.unload) {
-        (Some(export), None, None, None) => HostAction::Call {
+    let action = match (&m.call, &m.raise, m.gc, &m.unload, &m.sleep_ms) {
+        (Some(export), None, None, None, None) => HostAction::Call {
             export: export.get_ref().clone(),
-            arg: m.arg.as_ref().map(|a| a.get_ref().clone()),
+            args: export_args(src, m)?,
+            expect: m.expect.as_ref().map(|e| *e.get_ref()),
             context: if thread.is_managed() {
                 CallContext::PInvoke
             } else {
                 CallContext::Thread
             },
         },
-        (None, Some(raise), None, None) => {
+        (None, None, None, None, Some(ms)) => {
+            if !(1..=MAX_SLEEP_MS).contains(ms.get_ref()) {
+                return Err(src.error(
+                    ms.span(),
+                    "sleep_ms",
+                    format!("must be between 1 and {MAX_SLEEP_MS}"),
+                ));
+            }
+            HostAction::Sleep(std::time::Duration::from_millis(*ms.get_ref()))
+        }
+        (None, Some(raise), None, None, None) => {
             let callback = CallbackKind::parse(raise.get_ref())
                 .filter(|&k| k != CallbackKind::FunctionEnter)
                 .ok_or_else(|| {
@@ -154,14 +210,22 @@ fn step(src: &Source<'_>, s: &Spanned<HostStepModel>, threads: &[Thread], code: 
             };
             HostAction::Raise { callback, class }
         }
-        (None, None, Some(true), None) => HostAction::Gc,
-        (None, None, None, Some(module)) => HostAction::Unload(
+        (None, None, Some(true), None, None) => HostAction::Gc,
+        (None, None, None, Some(module), None) => HostAction::Unload(
             Unload::assembly(code, module.get_ref()).map_err(|e| src.error(module.span(), "unload", e))?,
         ),
         _ => return Err(src.error(s.span(), "steps", ONE_ACTION)),
     };
-    if m.arg.is_some() && !matches!(action, HostAction::Call { .. }) {
-        return Err(src.error(s.span(), "arg", "`arg` goes with `call`"));
+    if !matches!(action, HostAction::Call { .. }) {
+        for (given, field) in [
+            (m.arg.is_some(), "arg"),
+            (m.args.is_some(), "args"),
+            (m.expect.is_some(), "expect"),
+        ] {
+            if given {
+                return Err(src.error(s.span(), field, format!("`{field}` goes with `call`")));
+            }
+        }
     }
     Ok(HostStep {
         line: src.line(s.span().start),

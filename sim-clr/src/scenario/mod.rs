@@ -9,6 +9,7 @@ mod build;
 mod calls;
 mod error;
 mod exec;
+mod fail;
 mod functions;
 mod host;
 mod model;
@@ -19,6 +20,7 @@ mod templates;
 mod threads;
 mod types;
 
+pub use crate::spec::program::{ExportArg, ExportCall, MAX_EXPORT_ARGS};
 pub use error::{printable, ScenarioError};
 pub use host::{HostAction, HostSpec, HostStep, MAX_HOST_STEPS};
 pub use report::{

@@ -30,6 +30,18 @@ pub(crate) struct FileModel {
     pub explore: Option<ExploreModel>,
     pub sampler: Option<SamplerModel>,
     pub host: Option<HostModel>,
+    #[serde(default)]
+    pub fail: Vec<Spanned<FailModel>>,
+}
+
+/// Calls made to fail (`[[fail]]`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FailModel {
+    pub api: Spanned<String>,
+    pub calls: Option<Spanned<Vec<u64>>>,
+    pub thread: Option<Spanned<String>>,
+    pub hresult: Option<Spanned<String>>,
 }
 
 /// Settings of the built-in samplers (`[sampler]`).
@@ -58,10 +70,13 @@ pub(crate) struct HostStepModel {
     pub thread: Spanned<String>,
     pub call: Option<Spanned<String>>,
     pub arg: Option<Spanned<String>>,
+    pub args: Option<Spanned<Vec<Value>>>,
+    pub expect: Option<Spanned<i64>>,
     pub raise: Option<Spanned<String>>,
     pub class: Option<Spanned<String>>,
     pub gc: Option<bool>,
     pub unload: Option<Spanned<String>>,
+    pub sleep_ms: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -103,6 +103,8 @@ pub(super) fn process_spec(
             }
         }
     };
+    let exports = names.exports.take();
+    drop(names);
     Ok(ProcessSpec {
         programs,
         spawned,
@@ -115,6 +117,7 @@ pub(super) fn process_spec(
         limits: limits(src, m.limits.as_ref())?,
         explore: explore(src, m.explore.as_ref())?,
         sampler: sampler(src, m.sampler.as_ref())?,
+        exports,
     })
 }
 

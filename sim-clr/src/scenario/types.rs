@@ -29,6 +29,8 @@ pub struct Scenario {
     pub process: crate::spec::ProcessSpec,
     /// How the program drives a hosted native profiler library (`[host]`).
     pub host: super::host::HostSpec,
+    /// Calls made to fail on demand (`[[fail]]`).
+    pub fails: Vec<crate::runtime::FailRule>,
 }
 
 /// One step of a scenario.

@@ -40,6 +40,9 @@ pub struct ProcessSpec {
     pub explore: ExploreSpec,
     /// Settings of the built-in samplers its `body` fields name (`[sampler]`).
     pub sampler: SamplerSettings,
+    /// The hosted library's exports the programs call (`call_export`), by
+    /// [`program::Op::CallExport`] index.
+    pub exports: Vec<program::ExportCall>,
 }
 
 /// The ids a spawned thread takes over from threads that ended before it (`reuses_thread_id`,
@@ -206,11 +209,20 @@ pub enum Ending {
     /// A thread stopped others again after the application crashed (its `crash` event set):
     /// beyond the one stop that may already have been under way (the run goes on).
     SampledAfterCrash,
+    /// Hosted code made a call that would block outside the simulation (a `read` of an empty
+    /// pipe, an `epoll_wait`, a futex wait): no simulated thread could end it.
+    UnredirectedBlock,
+    /// Hosted code started an OS thread of its own (`clone`), which would run outside the
+    /// simulation.
+    EscapedThread,
+    /// Profiler code still held COM references the runtime handed out (a thread enumerator,
+    /// a metadata object) when the process exited (the run goes on).
+    LeakedReference,
 }
 
 impl Ending {
     /// Every ending.
-    pub const ALL: [Ending; 17] = [
+    pub const ALL: [Ending; 20] = [
         Ending::Deadlock,
         Ending::Hang,
         Ending::Livelock,
@@ -228,6 +240,9 @@ impl Ending {
         Ending::LostSample,
         Ending::AppSawEintr,
         Ending::SampledAfterCrash,
+        Ending::UnredirectedBlock,
+        Ending::EscapedThread,
+        Ending::LeakedReference,
     ];
 
     /// Its name in reports.
@@ -250,6 +265,9 @@ impl Ending {
             Ending::LostSample => "lost_sample",
             Ending::AppSawEintr => "app_saw_eintr",
             Ending::SampledAfterCrash => "sampled_after_crash",
+            Ending::UnredirectedBlock => "unredirected_block",
+            Ending::EscapedThread => "escaped_thread",
+            Ending::LeakedReference => "leaked_reference",
         }
     }
 

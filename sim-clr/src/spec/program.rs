@@ -35,8 +35,14 @@ pub enum Op {
     Lock(LockId),
     /// Releases a lock the thread holds.
     Unlock(LockId),
+    /// Calls an export of the hosted profiler library (by P/Invoke from a managed thread,
+    /// directly from a native one): the call at this index of [`Names::exports`].
+    CallExport(u32),
     /// Throws: first pass, ExceptionThrown raised.
     Throw,
+    /// Sets a thread's `Thread.Name` (to its name in the file): `ThreadNameChanged` for that
+    /// thread, raised on this one when the mask says (managed code only).
+    SetName(usize),
     /// Second pass: unwinds `n` frames and runs a catch funclet of the new leaf method.
     Catch(u32),
     /// Leaves the catch funclet: the exception is over.
@@ -133,12 +139,56 @@ pub const MAX_INSTRS: usize = 1 << 16;
 /// The largest loop count.
 pub const MAX_LOOP: u32 = 10_000;
 
-/// Names a program may use.
+/// An argument of a call of a hosted library's export.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExportArg {
+    /// An integer (a boolean is 0 or 1), passed as a 64-bit word.
+    Int(i64),
+    /// A string, passed as a `const char *` to a NUL-terminated copy.
+    Str(String),
+}
+
+impl ExportArg {
+    /// The text, for a string argument.
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            ExportArg::Str(s) => Some(s),
+            ExportArg::Int(_) => None,
+        }
+    }
+
+    /// A program's operand: an integer, `true`/`false`, or else a string.
+    fn of_word(word: &str) -> ExportArg {
+        match word {
+            "true" => ExportArg::Int(1),
+            "false" => ExportArg::Int(0),
+            _ => word
+                .parse()
+                .map_or_else(|_| ExportArg::Str(word.to_string()), ExportArg::Int),
+        }
+    }
+}
+
+/// The most arguments an export call passes (the integer registers of the x86-64 C ABI).
+pub const MAX_EXPORT_ARGS: usize = 6;
+
+/// A call of a hosted library's export, as a `call_export` step gives it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExportCall {
+    /// The export's name.
+    pub name: String,
+    /// Its arguments, in order.
+    pub args: Vec<ExportArg>,
+}
+
+/// Names a program may use, and the export calls its steps make.
 pub struct Names<'a> {
     threads: HashMap<&'a str, usize>,
     locks: HashMap<&'a str, u32>,
     events: HashMap<&'a str, u32>,
     code: &'a CodeMap,
+    /// The export calls of every program parsed with these names, in order.
+    pub exports: std::cell::RefCell<Vec<ExportCall>>,
 }
 
 impl<'a> Names<'a> {
@@ -165,6 +215,7 @@ impl<'a> Names<'a> {
             locks: index(locks),
             events: index(events),
             code,
+            exports: std::cell::RefCell::new(Vec::new()),
         }
     }
 }
@@ -281,6 +332,25 @@ pub fn parse(lines: &[Line<'_>], names: &Names<'_>) -> Result<Vec<Instr>, Progra
             "lock" => want(1).and_then(|_| lock(args[0])).map(|l| Some(Op::Lock(l)))?,
             "unlock" => want(1).and_then(|_| lock(args[0])).map(|l| Some(Op::Unlock(l)))?,
             "throw" => simple(Op::Throw)?,
+            "call_export" => {
+                let Some((&name, operands)) = args.split_first() else {
+                    return Err(err("`call_export` names an export".into()));
+                };
+                if operands.len() > MAX_EXPORT_ARGS {
+                    return Err(err(format!(
+                        "`call_export` passes at most {MAX_EXPORT_ARGS} arguments"
+                    )));
+                }
+                let mut exports = names.exports.borrow_mut();
+                exports.push(ExportCall {
+                    name: name.to_string(),
+                    args: operands.iter().map(|w| ExportArg::of_word(w)).collect(),
+                });
+                Some(Op::CallExport((exports.len() - 1) as u32))
+            }
+            "set_name" => want(1)
+                .and_then(|_| thread(args[0]))
+                .map(|t| Some(Op::SetName(t)))?,
             "catch" => want(1)
                 .and_then(|_| count(args[0], 1 << 16))
                 .map(|n| Some(Op::Catch(n as u32)))?,
@@ -476,6 +546,32 @@ mod tests {
                 Op::Sleep(1000),
             ]
         );
+    }
+
+    #[test]
+    fn export_calls_keep_their_typed_arguments_in_the_names_table() {
+        let code = CodeMap::build(&[], crate::platform::Platform::Unix).unwrap();
+        let threads = ["main".to_string()];
+        let names = Names::new(&threads, &[], &[], &code);
+        let line = |text| Line { text, line: 1 };
+        let p = parse(&[line("call_export Arm 7 -1 true walk:default")], &names).unwrap();
+        assert_eq!(p[0].op, Op::CallExport(0));
+        let call = &names.exports.borrow()[0];
+        assert_eq!(call.name, "Arm");
+        assert_eq!(
+            call.args,
+            [
+                ExportArg::Int(7),
+                ExportArg::Int(-1),
+                ExportArg::Int(1),
+                ExportArg::Str("walk:default".into())
+            ]
+        );
+        assert!(parse(&[line("call_export")], &names).is_err());
+        assert!(parse(&[line("call_export F 1 2 3 4 5 6 7")], &names)
+            .unwrap_err()
+            .message
+            .contains("at most 6"));
     }
 
     #[test]

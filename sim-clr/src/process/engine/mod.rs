@@ -21,7 +21,9 @@ use super::program::{Instr, LockId, Op};
 use super::schedule::{Chooser, Schedule, ScheduleError};
 use super::timeline::{Doing, Lane, Step, Timeline};
 use super::waitfor::{find_cycle, Edge};
-use super::{CycleLink, Ending, Process, Program, Recording, RunFault, RunReport, SimOs, TraceEntry};
+use super::{
+    CycleLink, Ending, Process, Program, Recording, RunFault, RunReport, SigAction, SimOs, TraceEntry,
+};
 use crate::fiber::{setting_up, Code, Fiber, Home, Reply, Request};
 use crate::runtime::builtin;
 use crate::runtime::{CallContext, CallbackKind, Caller, Entered, Notification, Runtime, OBJECT_BASE};
@@ -29,7 +31,7 @@ use crate::thread::{FrameKind, Lifecycle, Mode, StackEntry};
 use crate::trace::FaultKind;
 use corprof::flags::GcReason;
 use corprof::os::{OsThread, SignalFlags};
-use corprof::{ClassId, Context, HResult, ObjectId};
+use corprof::{ClassId, Context, FunctionId, HResult, ObjectId, ThreadId};
 use os_calls::{fiber_source, spawn_body};
 use std::sync::Arc;
 
@@ -190,6 +192,9 @@ pub(crate) struct Run<'p> {
     conds: Vec<(String, u64)>,
     /// Threads the profiler's ThreadDestroyed handler marked (`mark_destroyed`).
     marks: Vec<bool>,
+    /// Which functions have code, by index: those on a stack as the run starts; a
+    /// JIT-compiled method's first `call` compiles it ([`CallbackKind::JitCompilation`]).
+    compiled: Vec<bool>,
     /// The thread running a GC's runtime suspension.
     gc: Option<usize>,
     /// [`Runtime::walk_stops`] when the threads' walk suspensions were last copied.
@@ -215,6 +220,8 @@ pub(crate) struct Run<'p> {
     signal_handler: Option<super::SigAction>,
     /// Profiler code to run when the process exits (`Shutdown`), until it has started.
     at_exit: Option<super::ExitHook>,
+    /// The loaded library's exports, which programs call.
+    exports: Option<Arc<dyn super::Exports>>,
 }
 
 impl<'p> Run<'p> {
@@ -223,6 +230,7 @@ impl<'p> Run<'p> {
         let s = &p.scenario;
         let rt = Arc::new(p.template.fork());
         rt.lock().in_process = true;
+        rt.inject_failures(p.injects());
         let spec = &s.process;
         // Code loaded afresh for this run takes the place of the process's own. Threads it
         // creates while it loads take the threads declared `start = "profiler"`.
@@ -233,7 +241,7 @@ impl<'p> Run<'p> {
             .iter()
             .map(|&i| OsThread(rt.lock().threads[i].os_id))
             .collect();
-        let (loaded, setup) = setting_up(free, || {
+        let (loaded, mut setup) = setting_up(free, || {
             p.loader.as_ref().map(|load| load(&rt)).unwrap_or_default()
         });
         let mut bodies = p.bodies.clone();
@@ -309,11 +317,26 @@ impl<'p> Run<'p> {
             t.tls_initialized |= t.is_managed();
             t.runs_code = s.status != Status::Frozen;
         }
+        let compiled = {
+            let st = rt.lock();
+            let mut compiled = vec![false; st.code.functions().len()];
+            for entry in st.threads.iter().flat_map(|t| &t.stack) {
+                if let StackEntry::Call { function, .. } = entry {
+                    compiled[*function] = true;
+                }
+            }
+            compiled
+        };
         // A thread the file declares holding the code-manager lock holds it here too.
         let mut locks = LockTable::new(&spec.locks);
         if let Some(holder) = s.threads.iter().position(|t| t.holds_writer_lock) {
             locks.take(holder, LockId::CODE_MANAGER);
         }
+        // A native handler the profiler installed as it loaded (`sigaction` in `Initialize`).
+        let native_handler = setup.signal_handler.take().map(|(handler, flags)| SigAction {
+            handler: Arc::new(move |_: &Runtime, _: &SimOs, context: &Context| (handler.0)(context)),
+            flags,
+        });
         let mut run = Run {
             p,
             rt,
@@ -324,6 +347,7 @@ impl<'p> Run<'p> {
             event_names: spec.events.clone(),
             conds: Vec::new(),
             marks: vec![false; s.threads.len()],
+            compiled,
             gc: None,
             walk_stops: 0,
             now: 0,
@@ -342,15 +366,21 @@ impl<'p> Run<'p> {
             fault: None,
             warnings: Vec::new(),
             profiler: loaded.profiler.or_else(|| p.profiler.clone()),
-            signal_handler: loaded.signal_handler.or_else(|| p.signal_handler.clone()),
+            signal_handler: loaded
+                .signal_handler
+                .or(native_handler)
+                .or_else(|| p.signal_handler.clone()),
             at_exit: loaded.at_exit,
+            exports: loaded.exports,
         };
         for (x, code) in slots.into_iter().zip(setup.created) {
             if let Some(code) = code.take() {
                 run.start_created(x, code);
             }
         }
-        if setup.refused > 0 {
+        if let Some((outcome, message)) = setup.escaped {
+            run.end(outcome, format!("as the profiler loaded: {message}"), Vec::new());
+        } else if setup.refused > 0 {
             let message = format!(
                 "the profiler created {} thread(s) more than the scenario declares `start = \"profiler\"` as it loaded",
                 setup.refused
@@ -365,7 +395,31 @@ impl<'p> Run<'p> {
                 .expect("a declared thread");
             bodies[i].is_none()
         });
-        if let Some(name) = stray {
+        let missing_export = s.process.programs.iter().enumerate().find_map(|(t, code)| {
+            code.iter()
+                .flat_map(|c| c.iter())
+                .find_map(|instr| match instr.op {
+                    Op::CallExport(i) => {
+                        let name = &s.process.exports[i as usize].name;
+                        let exported = run.exports.as_ref().is_some_and(|e| e.has(name));
+                        (!exported).then(|| (t, name.clone(), instr.line))
+                    }
+                    _ => None,
+                })
+        });
+        if let Some((t, name, line)) = missing_export {
+            let message = match run.exports {
+                Some(_) => format!(
+                    "thread {} calls export `{name}` (line {line}), which the hosted library does not export",
+                    s.threads[t].name
+                ),
+                None => format!(
+                    "thread {} calls export `{name}` (line {line}), and no library is hosted (--profiler)",
+                    s.threads[t].name
+                ),
+            };
+            run.end(Ending::UnattachedBody.as_str(), message, Vec::new());
+        } else if let Some(name) = stray {
             let message =
                 format!("the loaded profiler code names thread {name}, which the scenario does not declare");
             run.end(Ending::UnattachedBody.as_str(), message, Vec::new());
@@ -409,6 +463,7 @@ impl<'p> Run<'p> {
                 self.choices.push(t as u16);
                 t
             };
+            self.decide_failure(t, chooser)?;
             self.current = Some(t);
             self.steps += 1;
             self.th[t].last_step = self.steps;
@@ -1427,9 +1482,17 @@ impl<'p> Run<'p> {
             return false;
         }
         let source = if let Some(profiler) = self.profiler.clone().or_else(|| self.rt.profiler()) {
-            let (id, os_id) = {
+            let (id, os_id, function, named) = {
                 let st = self.rt.lock();
-                (st.threads[t].id, st.threads[t].os_id)
+                let function = match kind {
+                    CallbackKind::JitCompilation(f) => st.code.function(f).function_id,
+                    _ => FunctionId(0),
+                };
+                let named = match kind {
+                    CallbackKind::ThreadNameChanged(x) => (st.threads[x].id, st.threads[x].name.clone()),
+                    _ => (ThreadId(0), String::new()),
+                };
+                (st.threads[t].id, st.threads[t].os_id, function, named)
             };
             let object = ObjectId(OBJECT_BASE);
             fiber_source(self.fiber_on(
@@ -1452,6 +1515,13 @@ impl<'p> Run<'p> {
                             n.deliver(profiler.as_ref());
                             HResult::S_OK
                         }
+                        CallbackKind::JitCompilation(_) => {
+                            // The method is compiled between the two; the runtime always
+                            // says blocking is safe here.
+                            profiler.jit_compilation_started(function, true);
+                            profiler.jit_compilation_finished(function, HResult::S_OK, true)
+                        }
+                        CallbackKind::ThreadNameChanged(_) => profiler.thread_name_changed(named.0, &named.1),
                         // Raised into a running process's profiler by nothing: enter hooks are
                         // not callbacks; modules load before its threads run.
                         CallbackKind::FunctionEnter | CallbackKind::ModuleLoadFinished => HResult::S_OK,
@@ -1630,6 +1700,8 @@ impl<'p> Run<'p> {
             Op::Lock(l) => format!("lock {}", lock(l)),
             Op::Unlock(l) => format!("unlock {}", lock(l)),
             Op::Throw => "throw".into(),
+            Op::SetName(x) => format!("set_name {}", thread(x)),
+            Op::CallExport(i) => format!("call_export {}", self.p.scenario.process.exports[i as usize].name),
             Op::Catch(n) => format!("catch {n}"),
             Op::EndCatch => "end_catch".into(),
             Op::Gc => "gc".into(),

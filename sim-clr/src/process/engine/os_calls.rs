@@ -8,6 +8,7 @@ use super::{Activation, Run, Source, Status, Wait};
 use crate::fiber::{Code, Fiber, Home, Reply, Request, ThreadStart, Yielded};
 use crate::platform::Platform;
 use crate::process::program::LockId;
+use crate::process::schedule::{Chooser, ScheduleError};
 use crate::process::{Ending, SimOs, ThreadBody};
 use crate::runtime::{CallbackKind, Notification, Runtime};
 use crate::thread::{Lifecycle, OsContext};
@@ -261,6 +262,58 @@ impl Run<'_> {
 
     // ---- fibers ------------------------------------------------------------------------
 
+    /// When `t` waits to learn whether its runtime call fails ([`Request::Fails`]), or, in a
+    /// run that injects failures, is about to make an OS thread call, asks `chooser` and keeps
+    /// the choice in the schedule.
+    pub(super) fn decide_failure(
+        &mut self,
+        t: usize,
+        chooser: &mut dyn Chooser,
+    ) -> Result<(), ScheduleError> {
+        let Some(Activation {
+            source:
+                Source::Fiber {
+                    pending: Some(req),
+                    ready: None,
+                    ..
+                },
+            ..
+        }) = self.th[t].stack.last()
+        else {
+            return Ok(());
+        };
+        let os_call = os_call_name(req).is_some() && self.rt.lock().failing.injecting;
+        if !matches!(req, Request::Fails) && !os_call {
+            return Ok(());
+        }
+        let req = req.clone();
+        let fails = chooser.fail()?;
+        self.choices.push(u16::from(fails));
+        let reply = match req {
+            Request::Fails => Some(Reply::Flag(fails)),
+            _ if fails => Some(self.failed_os_call(t, &req)),
+            // The OS call goes on as usual at the step.
+            _ => None,
+        };
+        if let Some(reply) = reply {
+            self.fiber_mut(t, |pending, ready, _| {
+                *pending = None;
+                *ready = Some(reply);
+            });
+        }
+        Ok(())
+    }
+
+    /// The answer of OS thread call `req` of `t` made to fail, noted in the trace.
+    fn failed_os_call(&mut self, t: usize, req: &Request) -> Reply {
+        let api = os_call_name(req).unwrap_or("an OS call");
+        self.note(t, 0, |_| format!("{api} → failed (injected)"));
+        match req {
+            Request::GetContext(_) => Reply::Context(Box::new(Err(OsError::Injected))),
+            _ => Reply::Count(Err(OsError::Injected)),
+        }
+    }
+
     /// One step of Rust code on `t`: serve the request it waits in (or block again), then
     /// resume it, as the current caller, until its next request.
     pub(super) fn fiber_step(&mut self, t: usize, callback: Option<CallbackKind>) {
@@ -390,6 +443,11 @@ impl Run<'_> {
 
     /// Performs a fiber's request; `Err` when it must wait.
     fn serve(&mut self, t: usize, req: &Request) -> Result<Reply, Wait> {
+        if let Some(api) = os_call_name(req) {
+            if self.rt.lock().failing.call(api, Some(t)).is_some() {
+                return Ok(self.failed_os_call(t, req));
+            }
+        }
         let reply = match req {
             // A runtime API call: a native thread's first one does the per-thread setup.
             Request::Point => {
@@ -407,6 +465,9 @@ impl Run<'_> {
             }
             // Raised below, before the code goes on.
             Request::Raise => Reply::Done,
+            // Decided by the chooser before the step ([`Run::decide_failure`]); a run that
+            // injects nothing lets every call succeed.
+            Request::Fails => Reply::Flag(false),
             Request::Allocated => {
                 self.check_lock_rules(t, "allocates", 0);
                 self.passes(t, LockId::HEAP)?;
@@ -417,13 +478,34 @@ impl Run<'_> {
                 self.passes(t, LockId::CODE_MANAGER)?;
                 Reply::Done
             }
-            Request::WrongSample(message) | Request::LostSample(message) => {
-                let ending = match req {
-                    Request::LostSample(_) => Ending::LostSample,
-                    _ => Ending::WrongSample,
-                };
+            Request::MaskSignals(masked) => {
+                let before = self.th[t].signals_masked;
+                if let Some(masked) = *masked {
+                    self.th[t].signals_masked = masked;
+                    let what = if masked { "mask_signals" } else { "unmask_signals" };
+                    self.note(t, 0, |_| what.into());
+                }
+                Reply::Flag(before)
+            }
+            Request::SignalHandler(handler, flags) => {
+                let handler = handler.clone();
+                self.signal_handler = Some(crate::process::SigAction {
+                    handler: Arc::new(move |_, _, context| (handler.0)(context)),
+                    flags: *flags,
+                });
+                self.note(t, 0, |_| {
+                    format!("installs the profiling signal's handler ({flags})")
+                });
+                Reply::Done
+            }
+            Request::Escape(outcome, message) => {
                 let message = format!("{}: {message}", self.th[t].name);
-                self.warn(ending.as_str(), message);
+                self.end(outcome, message, Vec::new());
+                Reply::Abort
+            }
+            Request::Warn(outcome, message) => {
+                let message = format!("{}: {message}", self.th[t].name);
+                self.warn(outcome, message);
                 Reply::Done
             }
             // Named objects: creating one that exists opens it (the file's locks and the
@@ -577,6 +659,7 @@ fn changes(req: &Request, reply: &Reply) -> bool {
         | Request::EventReset(_)
         | Request::CreateThread(_)
         | Request::SafePoints
+        | Request::MaskSignals(_)
         | Request::Raise => true,
         Request::MutexTryLock(_) | Request::EventWait(..) | Request::CondWait(..) => {
             matches!(reply, Reply::Flag(true))
@@ -670,4 +753,14 @@ impl Run<'_> {
 /// A thread body on its own fiber, with the run's runtime and the OS layer.
 pub(super) fn spawn_body(body: ThreadBody, rt: Arc<Runtime>, home: &mut Home) -> Fiber {
     Fiber::spawn_at(Box::new(move || body(&rt, &SimOs::new())), home)
+}
+
+/// The name of an OS thread call a `[[fail]]` rule may fail (`None` for other requests).
+fn os_call_name(req: &Request) -> Option<&'static str> {
+    match req {
+        Request::Suspend(_) => Some("SuspendThread"),
+        Request::Resume(_) => Some("ResumeThread"),
+        Request::GetContext(_) => Some("GetThreadContext"),
+        _ => None,
+    }
 }

@@ -1,10 +1,11 @@
 //! What each instruction of a program does to the thread and the process.
 
+use super::os_calls::fiber_source;
 use super::{Activation, Done, Run, Source, Status, Wait};
-use crate::code::FunctionIndex;
+use crate::code::{CodeKind, FunctionIndex};
 use crate::process::program::{Instr, LockId, Op};
 use crate::process::Ending;
-use crate::runtime::{snapshot, CallbackKind, Notification};
+use crate::runtime::{snapshot, CallContext, CallbackKind, Notification};
 use crate::thread::{
     ExceptionState, FrameKind, Funclet, Lifecycle, Mode, Overrun, OverrunFill, StackEntry, Thread,
 };
@@ -21,7 +22,20 @@ impl Run<'_> {
         let describe = |run: &Self| run.describe(instr.op);
         match instr.op {
             Op::Call(f) => {
-                let managed = self.rt.with_code(|c| c.function(f).kind.is_managed());
+                let kind = self.rt.with_code(|c| c.function(f).kind);
+                let managed = kind.is_managed();
+                // A JIT-compiled method's first call runs the JIT on the caller first, which
+                // raises its JIT callbacks there; the call goes on once they return. (Code
+                // precompiled ReadyToRun raises none; a method without metadata raises
+                // `DynamicMethodJITCompilationStarted`, which is not delivered: v3.1.23
+                // `src/vm/prestub.cpp`, `GetPrecompiledR2RCode`,
+                // `JitCompileCodeLockedEventWrapper`.)
+                if kind == CodeKind::Jit
+                    && !std::mem::replace(&mut self.compiled[f], true)
+                    && self.raise(t, CallbackKind::JitCompilation(f))
+                {
+                    return Done::Again;
+                }
                 let mode = managed.then_some(Mode::Cooperative);
                 self.push_frames(t, instr, &[call_of(f)], mode)
             }
@@ -101,6 +115,24 @@ impl Run<'_> {
             Op::Unlock(l) => {
                 if self.release(t, l, line) {
                     self.note(t, line, describe);
+                }
+                Done::Next
+            }
+            Op::CallExport(i) => self.call_export(t, instr, i),
+            Op::SetName(x) => {
+                self.note(t, line, describe);
+                // Managed code sets the name; a GC thread's or a destroyed thread's change is
+                // not reported (`EEToProfInterfaceImpl::ThreadNameChanged`, the entrypoint's
+                // per-thread check).
+                let st = self.rt.lock();
+                let (caller, target) = (&st.threads[t], &st.threads[x]);
+                let reported = caller.is_managed()
+                    && target.is_managed()
+                    && !target.gc_special
+                    && target.lifecycle == Lifecycle::Alive;
+                drop(st);
+                if reported {
+                    self.raise(t, CallbackKind::ThreadNameChanged(x));
                 }
                 Done::Next
             }
@@ -491,6 +523,39 @@ impl Run<'_> {
             return Done::Next;
         }
         self.note(t, instr.line, |run| run.describe(instr.op));
+        Done::Next
+    }
+
+    /// `call_export`: the thread calls the hosted library's export, by P/Invoke from managed
+    /// code (the runtime's P/Invoke frames, preemptive mode), directly from native code; the
+    /// export runs as the thread's code until it returns, then the program goes on (back in
+    /// managed code once any runtime suspension has ended).
+    fn call_export(&mut self, t: usize, instr: Instr, index: u32) -> Done {
+        // Run::new checked the export is there.
+        let Some(exports) = self.exports.clone() else {
+            return Done::Next;
+        };
+        let call = self.p.scenario.process.exports[index as usize].clone();
+        self.note(t, instr.line, |run| run.describe(instr.op));
+        let managed = self.rt.lock().threads[t].is_managed();
+        let context = if managed {
+            CallContext::PInvoke
+        } else {
+            CallContext::Thread
+        };
+        let source = fiber_source(self.fiber_on(
+            t,
+            Box::new(move || {
+                exports.call(&call.name, &call.args);
+            }),
+        ));
+        let entered = managed.then(|| self.rt.enter(t, context));
+        self.th[t].stack.push(Activation {
+            source,
+            callback: None,
+            entered,
+            signal: false,
+        });
         Done::Next
     }
 
