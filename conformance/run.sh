@@ -4,8 +4,8 @@
 # case with the simulator answering as that version (`simclr conform --runtime`), and the same
 # profiler library hosted inside the simulator with the real runtime.
 # Installs what it needs (a Python venv per runtime under the target folder, mono-mcs through
-# apt) and prints, per runtime, "N passed, M failed", the hosted and the recorded lines; exits
-# non-zero on any failure.
+# apt) and prints, per runtime, "N passed, M failed", the probes' lines, the hosted and the
+# recorded lines; exits non-zero on any failure.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 # Cargo's output folder: CARGO_TARGET_DIR when it is set (a relative one is relative to the
@@ -62,6 +62,11 @@ for program in Sync Cross Crash Runtime; do
   mcs -optimize+ -nowarn:414 -out:"$bin/$program.exe" \
     "$root/conformance/programs/Common.cs" "$root/conformance/programs/$program.cs" >/dev/null
 done
+# The probes: small profilers asking one thing as they initialize, with a program that does
+# nothing. Each writes its answer to $PROBE_OUT, on the real runtime and hosted by simclr.
+mcs -optimize+ -out:"$bin/Probe.exe" "$root/conformance/programs/Probe.cs" >/dev/null
+cc -shared -fPIC -O1 -Wall -Werror -o "$bin/libprobe_runtime_information.so" \
+  "$root/conformance/probes/runtime_information.c"
 
 # 3. The runs: NAME, seconds allowed, environment, program and arguments, in the folder $dir
 #    with the runtime $dotnet, logs into $results. The exit is "ok", "crash" (killed by a
@@ -94,7 +99,7 @@ for version in "${runtimes[@]}"; do
   mkdir -p "$dir" "$results"
   cp "$bin"/* "$dir/"
   case "$version" in 3.*) tfm="netcoreapp${version%.*}" ;; *) tfm="net${version%.*}" ;; esac
-  for program in Sync Cross Crash Runtime; do
+  for program in Sync Cross Crash Runtime Probe; do
     printf '{ "runtimeOptions": { "tfm": "%s", "framework": { "name": "Microsoft.NETCore.App", "version": "%s" } } }\n' \
       "$tfm" "$version" > "$dir/$program.runtimeconfig.json"
   done
@@ -113,6 +118,24 @@ for version in "${runtimes[@]}"; do
   echo "== comparing CoreCLR $version with the simulator"
   "$target/release/simclr" conform "$root/conformance/scenarios" "$results" \
     --runtime "${version%.*}" --hosted "$dir/libconfprof.so" || status=$?
+
+  # 4b. The probes: the real runtime's answer and the simulator's (the same library hosted by
+  #     `simclr run --profiler`, answering as this version) must be the same line.
+  probe_clsid='{2c0f6a1e-7b3d-4e21-8f5a-11223344bb01}'
+  (cd "$dir" && DOTNET_SYSTEM_GLOBALIZATION_INVARIANT=1 CORECLR_ENABLE_PROFILING=1 \
+    CORECLR_PROFILER="$probe_clsid" CORECLR_PROFILER_PATH="$dir/libprobe_runtime_information.so" \
+    PROBE_OUT="$results/probe-runtime-information.real" timeout 60 "$dotnet" Probe.exe >/dev/null 2>&1) || true
+  PROBE_OUT="$results/probe-runtime-information.sim" "$target/release/simclr" run \
+    "$root/conformance/probes/runtime_information.toml" --profiler "$dir/libprobe_runtime_information.so" \
+    --clsid "$probe_clsid" --runtime "${version%.*}" >/dev/null || true
+  if [ -s "$results/probe-runtime-information.real" ] &&
+    cmp -s "$results/probe-runtime-information.real" "$results/probe-runtime-information.sim"; then
+    echo "probe: $(cat "$results/probe-runtime-information.real") (real and simulated alike)"
+  else
+    echo "probe: GetRuntimeInformation differs: real '$(cat "$results/probe-runtime-information.real" 2>/dev/null)'," \
+      "simulated '$(cat "$results/probe-runtime-information.sim" 2>/dev/null)'"
+    status=1
+  fi
 
   # 5. Recording: each log turned into a scenario by `simclr record`, which must reproduce
   #    every recorded answer ("recorded: N passed, M failed").

@@ -173,3 +173,42 @@ fn os_thread_calls_fail_on_demand_too() {
         );
     }
 }
+
+#[test]
+fn a_rule_fails_the_calls_of_a_frozen_scenario_too() {
+    // The second EnumThreads fails as the rule says; the first and third answer as ever.
+    let file = r#"
+platform = "unix"
+[runtime]
+event_mask = ["ENABLE_STACK_SNAPSHOT"]
+[[code]]
+name = "App::Main"
+kind = "jit"
+[[threads]]
+name = "main"
+frames = [{ fn = "App::Main" }]
+[[fail]]
+api = "EnumThreads"
+calls = [2]
+hresult = "0x8007000E"
+[[calls]]
+caller = "main"
+api = "EnumThreads"
+expect = "S_OK"
+[[calls]]
+caller = "main"
+api = "EnumThreads"
+expect = "0x8007000E"
+[[calls]]
+caller = "main"
+api = "EnumThreads"
+expect = "S_OK"
+"#;
+    let report = Scenario::parse("frozen.toml", file).unwrap().run();
+    assert_eq!(report.expectations.checked, 3);
+    assert!(
+        report.expectations.failed.is_empty(),
+        "{:#?}",
+        report.expectations.failed
+    );
+}

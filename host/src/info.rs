@@ -739,19 +739,16 @@ unsafe extern "system-unwind" fn get_rejit_ids(
     }
 }
 
-/// What `GetRuntimeInformation` answers for the runtime version simclr answers as: the four
-/// numbers of its `libcoreclr.so`'s file version (its `@(#)Version` string) and a string of
-/// the first three. CoreCLR 3.1.23 is file version 4.700.22.11601; CoreCLR takes the numbers
-/// from that version (`CLR_MAJOR_VERSION` … `CLR_BUILD_VERSION_QFE`) and the string from its
-/// first three (`GetCORVersionInternal`, v3.1.23 `src/dlls/mscoree/mscoree.cpp`,
-/// `ProfToEEInterfaceImpl::GetRuntimeInformation`). .NET 8.0.4's `libcoreclr.so` is file
-/// version 8.0.424.16909; its answer is taken by the same rule, not observed through the API
-/// on the real runtime. The type is `COR_PRF_CORE_CLR`; the instance id is the runtime id the
-/// host gave it (`0` here, not observed either).
+/// What `GetRuntimeInformation` answers for the runtime version simclr answers as, as each
+/// real runtime answers a profiler calling it from `Initialize` (linux-x64; the conformance
+/// lane's probe `conformance/probes/runtime_information.c` compares the two on each runtime): CoreCLR 3.1.23
+/// reports 4.0.30319.0 and `v4.0.30319`, the version .NET Framework 4 reported (not its
+/// `libcoreclr.so`'s file version, 4.700.22.11601); .NET 8.0.4 reports 8.0.4.0 and `8.0.4`,
+/// its product version, without the `v`. Both: type `COR_PRF_CORE_CLR`, instance id 0.
 fn runtime_version(version: RuntimeVersion) -> ((u16, u16, u16, u16), &'static str) {
     match version {
-        RuntimeVersion::Core31 => ((4, 700, 22, 11601), "v4.700.22"),
-        RuntimeVersion::Net8 => ((8, 0, 424, 16909), "v8.0.424"),
+        RuntimeVersion::Core31 => ((4, 0, 30319, 0), "v4.0.30319"),
+        RuntimeVersion::Net8 => ((8, 0, 4, 0), "8.0.4"),
     }
 }
 const COR_PRF_CORE_CLR: u32 = 2;

@@ -1215,8 +1215,9 @@ fn later_info_interfaces_are_offered_and_the_runtime_says_which_it_is() {
             text.as_mut_ptr(),
         );
         assert_eq!(hr, 0);
-        assert_eq!((id, kind, major, minor, build, qfe), (0, 2, 4, 700, 22, 11601));
-        assert_eq!(String::from_utf16_lossy(&text[..len as usize - 1]), "v4.700.22");
+        // As the real CoreCLR 3.1.23 answers.
+        assert_eq!((id, kind, major, minor, build, qfe), (0, 2, 4, 0, 30319, 0));
+        assert_eq!(String::from_utf16_lossy(&text[..len as usize - 1]), "v4.0.30319");
         // Too small a buffer: the length, and ERROR_INSUFFICIENT_BUFFER.
         let hr = (i3.GetRuntimeInformation)(
             info,
@@ -1230,10 +1231,10 @@ fn later_info_interfaces_are_offered_and_the_runtime_says_which_it_is() {
             &mut len,
             text.as_mut_ptr(),
         );
-        assert_eq!((hr as u32, len), (0x8007_007A, 10));
+        assert_eq!((hr as u32, len), (0x8007_007A, 11));
         (unknown.Release)(info);
     }
-    // Answering as .NET 8: its libcoreclr.so's file version.
+    // Answering as .NET 8, as the real 8.0.4 answers: its product version.
     let net8 = Scenario::parse(
         "net8.toml",
         &SCENARIO.replace("version = \"3.1\"", "version = \"8.0\""),
@@ -1259,8 +1260,8 @@ fn later_info_interfaces_are_offered_and_the_runtime_says_which_it_is() {
             &mut len,
             text.as_mut_ptr(),
         );
-        assert_eq!((hr, major, minor, build, qfe), (0, 8, 0, 424, 16909));
-        assert_eq!(String::from_utf16_lossy(&text[..len as usize - 1]), "v8.0.424");
+        assert_eq!((hr, major, minor, build, qfe), (0, 8, 0, 4, 0));
+        assert_eq!(String::from_utf16_lossy(&text[..len as usize - 1]), "8.0.4");
         (i3.base.base.base.Release)(info);
     }
 }

@@ -192,7 +192,7 @@ Object *info12;
 Sampler *sampler;
 std::once_flag started;
 
-// Samples only on a runtime it knows: CoreCLR, version 4 (Core 3.x file versions) or later.
+// Samples only on a runtime it knows: CoreCLR, version 4 (what Core 3.x reports) or later.
 bool known_runtime(Object *info) {
     using RuntimeInformation = HRESULT (*)(Object *, uint16_t *, uint32_t *, uint16_t *, uint16_t *, uint16_t *,
                                            uint16_t *, uint32_t, uint32_t *, WCHAR *);

@@ -46,12 +46,16 @@ pub enum CallbackKind {
     /// callback state and a triggers scope (CoreCLR v3.1.23 `src/vm/prestub.cpp`,
     /// `MethodDesc::JitCompileCodeLockedEventWrapper`, reached from `MethodDesc::DoPrestub`
     /// below a `PrestubMethodFrame`; the wrappers' contracts in `eetoprofinterfaceimpl.cpp`
-    /// are `MODE_PREEMPTIVE`, `GC_TRIGGERS`). Only a running process raises it.
+    /// are `MODE_PREEMPTIVE`, `GC_TRIGGERS`). Observed on CoreCLR 3.1.23 and .NET 8.0.4 with a
+    /// probe profiler: raised on the thread whose call compiles the method, and a walk of that
+    /// thread from the callback has the caller as its leaf managed frame, never the method.
+    /// Only a running process raises it.
     JitCompilation(FunctionIndex),
     /// `ThreadNameChanged` for the thread at this index: raised on the thread that set the
     /// name (`ThreadNative::InformThreadNameChange`, a QCall, so preemptive), with the
-    /// callback state and a triggers scope; not for a GC thread. Only a running process
-    /// raises it.
+    /// callback state and a triggers scope; not for a GC thread. Observed on 3.1.23 and 8.0.4
+    /// with a probe profiler: main naming another thread gets the callback on main, with the
+    /// other thread's `ThreadID`, and can walk itself there. Only a running process raises it.
     ThreadNameChanged(usize),
 }
 
