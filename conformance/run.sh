@@ -62,11 +62,13 @@ for program in Sync Cross Crash Runtime; do
   mcs -optimize+ -nowarn:414 -out:"$bin/$program.exe" \
     "$root/conformance/programs/Common.cs" "$root/conformance/programs/$program.cs" >/dev/null
 done
-# The probes: small profilers asking one thing as they initialize, with a program that does
-# nothing. Each writes its answer to $PROBE_OUT, on the real runtime and hosted by simclr.
+# The probes: small profilers that each find out one thing and write it, one line, to the
+# file $PROBE_OUT names; each runs with its own program (Probe.exe does nothing).
 mcs -optimize+ -out:"$bin/Probe.exe" "$root/conformance/programs/Probe.cs" >/dev/null
-cc -shared -fPIC -O1 -Wall -Werror -o "$bin/libprobe_runtime_information.so" \
-  "$root/conformance/probes/runtime_information.c"
+mcs -optimize+ -out:"$bin/AdoptionProbe.exe" "$root/conformance/programs/AdoptionProbe.cs" >/dev/null
+for probe in runtime_information adoption; do
+  cc -shared -fPIC -O1 -Wall -Werror -pthread -o "$bin/libprobe_$probe.so" "$root/conformance/probes/$probe.c"
+done
 
 # 3. The runs: NAME, seconds allowed, environment, program and arguments, in the folder $dir
 #    with the runtime $dotnet, logs into $results. The exit is "ok", "crash" (killed by a
@@ -99,7 +101,7 @@ for version in "${runtimes[@]}"; do
   mkdir -p "$dir" "$results"
   cp "$bin"/* "$dir/"
   case "$version" in 3.*) tfm="netcoreapp${version%.*}" ;; *) tfm="net${version%.*}" ;; esac
-  for program in Sync Cross Crash Runtime Probe; do
+  for program in Sync Cross Crash Runtime Probe AdoptionProbe; do
     printf '{ "runtimeOptions": { "tfm": "%s", "framework": { "name": "Microsoft.NETCore.App", "version": "%s" } } }\n' \
       "$tfm" "$version" > "$dir/$program.runtimeconfig.json"
   done
@@ -119,23 +121,31 @@ for version in "${runtimes[@]}"; do
   "$target/release/simclr" conform "$root/conformance/scenarios" "$results" \
     --runtime "${version%.*}" --hosted "$dir/libconfprof.so" || status=$?
 
-  # 4b. The probes: the real runtime's answer and the simulator's (the same library hosted by
-  #     `simclr run --profiler`, answering as this version) must be the same line.
-  probe_clsid='{2c0f6a1e-7b3d-4e21-8f5a-11223344bb01}'
-  (cd "$dir" && DOTNET_SYSTEM_GLOBALIZATION_INVARIANT=1 CORECLR_ENABLE_PROFILING=1 \
-    CORECLR_PROFILER="$probe_clsid" CORECLR_PROFILER_PATH="$dir/libprobe_runtime_information.so" \
-    PROBE_OUT="$results/probe-runtime-information.real" timeout 60 "$dotnet" Probe.exe >/dev/null 2>&1) || true
-  PROBE_OUT="$results/probe-runtime-information.sim" "$target/release/simclr" run \
+  # 4b. The probes. `runtime_information` runs on the real runtime and hosted by simclr
+  #     (`simclr run --profiler`, answering as this version): the two lines must be the
+  #     same. `adoption` (what the runtime does to a native thread that calls a delegate)
+  #     must write the line conformance/probes/adoption.expected holds, which is what the
+  #     simulator models (its `reverse_pinvoke` step).
+  real_probe() { # NAME CLSID PROGRAM: the real runtime's line, in $results/probe-NAME.real
+    (cd "$dir" && DOTNET_SYSTEM_GLOBALIZATION_INVARIANT=1 CORECLR_ENABLE_PROFILING=1 \
+      CORECLR_PROFILER="$2" CORECLR_PROFILER_PATH="$dir/libprobe_$1.so" \
+      PROBE_OUT="$results/probe-$1.real" timeout 60 "$dotnet" "$3" >/dev/null 2>&1) || true
+  }
+  same_line() { # NAME FILE: the real line equals FILE's
+    if [ -s "$results/probe-$1.real" ] && cmp -s "$results/probe-$1.real" "$2"; then
+      echo "probe: $(cat "$results/probe-$1.real") (as simulated)"
+    else
+      echo "probe $1 differs: real '$(cat "$results/probe-$1.real" 2>/dev/null)', simulated '$(cat "$2" 2>/dev/null)'"
+      status=1
+    fi
+  }
+  real_probe runtime_information '{2c0f6a1e-7b3d-4e21-8f5a-11223344bb01}' Probe.exe
+  PROBE_OUT="$results/probe-runtime_information.sim" "$target/release/simclr" run \
     "$root/conformance/probes/runtime_information.toml" --profiler "$dir/libprobe_runtime_information.so" \
-    --clsid "$probe_clsid" --runtime "${version%.*}" >/dev/null || true
-  if [ -s "$results/probe-runtime-information.real" ] &&
-    cmp -s "$results/probe-runtime-information.real" "$results/probe-runtime-information.sim"; then
-    echo "probe: $(cat "$results/probe-runtime-information.real") (real and simulated alike)"
-  else
-    echo "probe: GetRuntimeInformation differs: real '$(cat "$results/probe-runtime-information.real" 2>/dev/null)'," \
-      "simulated '$(cat "$results/probe-runtime-information.sim" 2>/dev/null)'"
-    status=1
-  fi
+    --clsid '{2c0f6a1e-7b3d-4e21-8f5a-11223344bb01}' --runtime "${version%.*}" >/dev/null || true
+  same_line runtime_information "$results/probe-runtime_information.sim"
+  real_probe adoption '{2c0f6a1e-7b3d-4e21-8f5a-11223344bb02}' AdoptionProbe.exe
+  same_line adoption "$root/conformance/probes/adoption.expected"
 
   # 5. Recording: each log turned into a scenario by `simclr record`, which must reproduce
   #    every recorded answer ("recorded: N passed, M failed").
