@@ -65,8 +65,10 @@ done
 # The probes: small profilers that each find out one thing and write it, one line, to the
 # file $PROBE_OUT names; each runs with its own program (Probe.exe does nothing).
 mcs -optimize+ -out:"$bin/Probe.exe" "$root/conformance/programs/Probe.cs" >/dev/null
-mcs -optimize+ -out:"$bin/AdoptionProbe.exe" "$root/conformance/programs/AdoptionProbe.cs" >/dev/null
-for probe in runtime_information adoption; do
+for program in AdoptionProbe EventsProbe; do
+  mcs -optimize+ -out:"$bin/$program.exe" "$root/conformance/programs/$program.cs" >/dev/null
+done
+for probe in runtime_information adoption events; do
   cc -shared -fPIC -O1 -Wall -Werror -pthread -o "$bin/libprobe_$probe.so" "$root/conformance/probes/$probe.c"
 done
 
@@ -101,7 +103,7 @@ for version in "${runtimes[@]}"; do
   mkdir -p "$dir" "$results"
   cp "$bin"/* "$dir/"
   case "$version" in 3.*) tfm="netcoreapp${version%.*}" ;; *) tfm="net${version%.*}" ;; esac
-  for program in Sync Cross Crash Runtime Probe AdoptionProbe; do
+  for program in Sync Cross Crash Runtime Probe AdoptionProbe EventsProbe; do
     printf '{ "runtimeOptions": { "tfm": "%s", "framework": { "name": "Microsoft.NETCore.App", "version": "%s" } } }\n' \
       "$tfm" "$version" > "$dir/$program.runtimeconfig.json"
   done
@@ -124,8 +126,9 @@ for version in "${runtimes[@]}"; do
   # 4b. The probes. `runtime_information` runs on the real runtime and hosted by simclr
   #     (`simclr run --profiler`, answering as this version): the two lines must be the
   #     same. `adoption` (what the runtime does to a native thread that calls a delegate)
-  #     must write the line conformance/probes/adoption.expected holds, which is what the
-  #     simulator models (its `reverse_pinvoke` step).
+  #     and `events` (where JIT and thread-name callbacks come) must write the line their
+  #     `.expected` file holds, which is what the simulator models (its `reverse_pinvoke`,
+  #     `call` and `set_name` steps).
   real_probe() { # NAME CLSID PROGRAM: the real runtime's line, in $results/probe-NAME.real
     (cd "$dir" && DOTNET_SYSTEM_GLOBALIZATION_INVARIANT=1 CORECLR_ENABLE_PROFILING=1 \
       CORECLR_PROFILER="$2" CORECLR_PROFILER_PATH="$dir/libprobe_$1.so" \
@@ -146,6 +149,8 @@ for version in "${runtimes[@]}"; do
   same_line runtime_information "$results/probe-runtime_information.sim"
   real_probe adoption '{2c0f6a1e-7b3d-4e21-8f5a-11223344bb02}' AdoptionProbe.exe
   same_line adoption "$root/conformance/probes/adoption.expected"
+  real_probe events '{2c0f6a1e-7b3d-4e21-8f5a-11223344bb03}' EventsProbe.exe
+  same_line events "$root/conformance/probes/events.expected"
 
   # 5. Recording: each log turned into a scenario by `simclr record`, which must reproduce
   #    every recorded answer ("recorded: N passed, M failed").

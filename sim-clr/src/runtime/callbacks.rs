@@ -46,16 +46,17 @@ pub enum CallbackKind {
     /// callback state and a triggers scope (CoreCLR v3.1.23 `src/vm/prestub.cpp`,
     /// `MethodDesc::JitCompileCodeLockedEventWrapper`, reached from `MethodDesc::DoPrestub`
     /// below a `PrestubMethodFrame`; the wrappers' contracts in `eetoprofinterfaceimpl.cpp`
-    /// are `MODE_PREEMPTIVE`, `GC_TRIGGERS`). Observed on CoreCLR 3.1.23 and .NET 8.0.4 with a
-    /// probe profiler: raised on the thread whose call compiles the method, and a walk of that
-    /// thread from the callback has the caller as its leaf managed frame, never the method.
+    /// are `MODE_PREEMPTIVE`, `GC_TRIGGERS`). Observed on CoreCLR 3.1.23 and .NET 8.0.4 by the
+    /// lane's events probe (`conformance/probes/events.c`): raised on the thread whose call
+    /// compiles the method, and no walk of that thread from the callback has the method as its
+    /// leaf managed frame.
     /// Only a running process raises it.
     JitCompilation(FunctionIndex),
     /// `ThreadNameChanged` for the thread at this index: raised on the thread that set the
     /// name (`ThreadNative::InformThreadNameChange`, a QCall, so preemptive), with the
-    /// callback state and a triggers scope; not for a GC thread. Observed on 3.1.23 and 8.0.4
-    /// with a probe profiler: main naming another thread gets the callback on main, with the
-    /// other thread's `ThreadID`, and can walk itself there. Only a running process raises it.
+    /// callback state and a triggers scope; not for a GC thread. Observed on 3.1.23 and 8.0.4 by
+    /// the lane's events probe: a thread naming another gets the callback itself, with the
+    /// other thread's `ThreadID`. Only a running process raises it.
     ThreadNameChanged(usize),
 }
 
