@@ -68,7 +68,7 @@ mcs -optimize+ -out:"$bin/Probe.exe" "$root/conformance/programs/Probe.cs" >/dev
 for program in AdoptionProbe EventsProbe; do
   mcs -optimize+ -out:"$bin/$program.exe" "$root/conformance/programs/$program.cs" >/dev/null
 done
-for probe in runtime_information adoption events; do
+for probe in runtime_information shutdown adoption events; do
   cc -shared -fPIC -O1 -Wall -Werror -pthread -o "$bin/libprobe_$probe.so" "$root/conformance/probes/$probe.c"
 done
 
@@ -123,9 +123,9 @@ for version in "${runtimes[@]}"; do
   "$target/release/simclr" conform "$root/conformance/scenarios" "$results" \
     --runtime "${version%.*}" --hosted "$dir/libconfprof.so" || status=$?
 
-  # 4b. The probes. `runtime_information` runs on the real runtime and hosted by simclr
-  #     (`simclr run --profiler`, answering as this version): the two lines must be the
-  #     same. `adoption` (what the runtime does to a native thread that calls a delegate)
+  # 4b. The probes. `runtime_information` and `shutdown` run on the real runtime and hosted
+  #     by simclr (`simclr run --profiler`, answering as this version): the two lines must
+  #     be the same. `adoption` (what the runtime does to a native thread that calls a delegate)
   #     and `events` (where JIT and thread-name callbacks come) must write the line their
   #     `.expected` file holds, which is what the simulator models (its `reverse_pinvoke`,
   #     `call` and `set_name` steps).
@@ -142,11 +142,14 @@ for version in "${runtimes[@]}"; do
       status=1
     fi
   }
-  real_probe runtime_information '{2c0f6a1e-7b3d-4e21-8f5a-11223344bb01}' Probe.exe
-  PROBE_OUT="$results/probe-runtime_information.sim" "$target/release/simclr" run \
-    "$root/conformance/probes/runtime_information.toml" --profiler "$dir/libprobe_runtime_information.so" \
-    --clsid '{2c0f6a1e-7b3d-4e21-8f5a-11223344bb01}' --runtime "${version%.*}" >/dev/null || true
-  same_line runtime_information "$results/probe-runtime_information.sim"
+  hosted_probe() { # NAME CLSID: the real runtime's line and simclr's must be the same
+    real_probe "$1" "$2" Probe.exe
+    PROBE_OUT="$results/probe-$1.sim" "$target/release/simclr" run "$root/conformance/probes/probe.toml" \
+      --profiler "$dir/libprobe_$1.so" --clsid "$2" --runtime "${version%.*}" >/dev/null || true
+    same_line "$1" "$results/probe-$1.sim"
+  }
+  hosted_probe runtime_information '{2c0f6a1e-7b3d-4e21-8f5a-11223344bb01}'
+  hosted_probe shutdown '{2c0f6a1e-7b3d-4e21-8f5a-11223344bb04}'
   real_probe adoption '{2c0f6a1e-7b3d-4e21-8f5a-11223344bb02}' AdoptionProbe.exe
   same_line adoption "$root/conformance/probes/adoption.expected"
   real_probe events '{2c0f6a1e-7b3d-4e21-8f5a-11223344bb03}' EventsProbe.exe

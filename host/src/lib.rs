@@ -46,6 +46,7 @@ use callback::Callbacks;
 use corprof::com::*;
 use corprof::HResult;
 use info::InfoObject;
+use sim_clr::runtime::RuntimeVersion;
 use sim_clr::Runtime;
 use std::ffi::c_void;
 use std::fmt;
@@ -261,22 +262,28 @@ impl Hosted {
     }
 
     /// Detaches the profiler as the runtime does at exit: no callback from here on, then
-    /// `Shutdown` if it initialized, and no `Release`: at process exit CoreCLR leaves the
-    /// profiler's callback interfaces and its library alone (v3.1.23
-    /// `EEToProfInterfaceImpl::~EEToProfInterfaceImpl` releases them only when
-    /// `!IsAtProcessExit()`), so a profiler object's destructor never runs there. A profiler
-    /// whose `Initialize` failed is released, as the runtime does when loading it fails.
+    /// `Shutdown` if it initialized, then, answering as CoreCLR 3.1, one `Release`; as .NET
+    /// 8, none, so the profiler object's destructor never runs. The lane's shutdown probe
+    /// (`conformance/probes/shutdown.c`) saw exactly that on linux-x64: 3.1.23 destroys its
+    /// `EEToProfInterfaceImpl` before the process exits, which releases the callback
+    /// interfaces it holds (v3.1.23 `EEToProfInterfaceImpl::~EEToProfInterfaceImpl`, when
+    /// `!IsAtProcessExit()`), and 8.0.4 releases nothing. (The host holds one reference, to
+    /// `ICorProfilerCallback2`; 3.1 would release an `ICorProfilerCallback3` it holds too,
+    /// which the host released right after asking for it.) A profiler whose `Initialize`
+    /// failed is released, as the runtime does when loading it fails.
     pub fn detach(&mut self) {
         let Some((profiler, initialized)) = self.profiler.take() else {
             return;
         };
         self.rt.clear_profiler();
+        let released = !initialized || self.rt.version() == RuntimeVersion::Core31;
         // SAFETY: `profiler` is the live ICorProfilerCallback2 the host holds a reference to.
         callback::as_runtime_thread(|| unsafe {
             let vtbl = &**(profiler as *const *const ICorProfilerCallback2Vtbl);
             if initialized {
                 (vtbl.base.Shutdown)(profiler);
-            } else {
+            }
+            if released {
                 (vtbl.base.base.Release)(profiler);
             }
         });

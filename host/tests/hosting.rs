@@ -157,8 +157,8 @@ fn a_c_profiler_walks_and_names_its_frames_through_metadata() {
     );
     assert_eq!(
         releases(),
-        released,
-        "after Shutdown the profiler is never released, as at process exit"
+        released + 1,
+        "after Shutdown CoreCLR 3.1 releases the profiler once"
     );
     // No callback reaches an unloaded profiler.
     assert_eq!(rt.raise("main", CallbackKind::ObjectAllocated), None);
