@@ -162,6 +162,8 @@ unsafe fn with<R>(this: *mut c_void, f: impl FnOnce(&InfoObject) -> R) -> R {
     result
 }
 
+/// The interfaces the object answers to, in order: `IUnknown`, then `ICorProfilerInfo` up to
+/// `ICorProfilerInfo15`; each runtime version offers a prefix ([`offered`]).
 const IIDS: [Guid; 16] = [
     IID_IUNKNOWN,
     IID_ICORPROFILERINFO,
@@ -181,6 +183,17 @@ const IIDS: [Guid; 16] = [
     IID_ICORPROFILERINFO15,
 ];
 
+/// The interfaces of [`IIDS`] a runtime version offers, as the real runtimes answer a
+/// profiler's `QueryInterface` in `Initialize` (the lane's interfaces probe,
+/// `conformance/probes/interfaces.c`): CoreCLR 3.1.23 up to `ICorProfilerInfo11`, .NET 8.0.4
+/// up to `ICorProfilerInfo14`. The vtable has every slot through `ICorProfilerInfo15`.
+fn offered(version: RuntimeVersion) -> &'static [Guid] {
+    match version {
+        RuntimeVersion::Core31 => &IIDS[..12],
+        RuntimeVersion::Net8 => &IIDS[..15],
+    }
+}
+
 unsafe extern "system-unwind" fn query_interface(
     this: *mut c_void,
     riid: *const Guid,
@@ -196,7 +209,8 @@ unsafe extern "system-unwind" fn query_interface(
                 crate::os_object::hand_out,
             );
         }
-        query_interface_of(riid, out, &IIDS, || (*(this as *const InfoObject)).hand_out())
+        let o = &*(this as *const InfoObject);
+        query_interface_of(riid, out, offered(o.rt.version()), || o.hand_out())
     }
 }
 

@@ -1176,7 +1176,10 @@ mod windows_design {
 
 #[test]
 fn later_info_interfaces_are_offered_and_the_runtime_says_which_it_is() {
-    use corprof::com::{ICorProfilerInfo15Vtbl, IID_ICORPROFILERINFO12, IID_ICORPROFILERINFO15};
+    use corprof::com::{
+        ICorProfilerInfo15Vtbl, IID_ICORPROFILERINFO11, IID_ICORPROFILERINFO12, IID_ICORPROFILERINFO14,
+        IID_ICORPROFILERINFO15,
+    };
     let _one = serial();
     let hosted = Hosted::load(walker(), CLSID, runtime()).expect("hosted");
     let info = hosted.info();
@@ -1186,15 +1189,17 @@ fn later_info_interfaces_are_offered_and_the_runtime_says_which_it_is() {
         let i10 = &vtbl.base.base.base.base.base;
         let i3 = &i10.base.base.base.base.base.base.base;
         let unknown = &i3.base.base.base;
-        for iid in [
-            IID_ICORPROFILERINFO12,
-            IID_ICORPROFILERINFO15,
-            simclr_host::IID_ISIMCLR_OS,
-        ] {
+        // As CoreCLR 3.1.23 answers: up to ICorProfilerInfo11.
+        for iid in [IID_ICORPROFILERINFO11, simclr_host::IID_ISIMCLR_OS] {
             let mut out = std::ptr::null_mut();
             assert_eq!((unknown.QueryInterface)(info, &iid, &mut out), 0, "{iid:?}");
             assert!(!out.is_null());
         }
+        let mut out = std::ptr::null_mut();
+        assert_eq!(
+            (unknown.QueryInterface)(info, &IID_ICORPROFILERINFO12, &mut out) as u32,
+            0x8000_4002
+        );
         // Slots past Info10 answer E_NOTIMPL, never a null slot.
         assert_eq!(
             (vtbl.EnumerateGCHeapObjects)(info, std::ptr::null_mut(), std::ptr::null_mut()) as u32,
@@ -1262,6 +1267,17 @@ fn later_info_interfaces_are_offered_and_the_runtime_says_which_it_is() {
         );
         assert_eq!((hr, major, minor, build, qfe), (0, 8, 0, 4, 0));
         assert_eq!(String::from_utf16_lossy(&text[..len as usize - 1]), "8.0.4");
+        // As .NET 8.0.4 answers: up to ICorProfilerInfo14.
+        let unknown = &i3.base.base.base;
+        let mut out = std::ptr::null_mut();
+        assert_eq!(
+            (unknown.QueryInterface)(info, &IID_ICORPROFILERINFO14, &mut out),
+            0
+        );
+        assert_eq!(
+            (unknown.QueryInterface)(info, &IID_ICORPROFILERINFO15, &mut out) as u32,
+            0x8000_4002
+        );
         (i3.base.base.base.Release)(info);
     }
 }
