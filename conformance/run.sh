@@ -68,7 +68,7 @@ mcs -optimize+ -out:"$bin/Probe.exe" "$root/conformance/programs/Probe.cs" >/dev
 for program in AdoptionProbe EventsProbe; do
   mcs -optimize+ -out:"$bin/$program.exe" "$root/conformance/programs/$program.cs" >/dev/null
 done
-for probe in runtime_information shutdown interfaces adoption events; do
+for probe in runtime_information shutdown interfaces metadata adoption events; do
   cc -shared -fPIC -O1 -Wall -Werror -pthread -o "$bin/libprobe_$probe.so" "$root/conformance/probes/$probe.c"
 done
 
@@ -123,12 +123,12 @@ for version in "${runtimes[@]}"; do
   "$target/release/simclr" conform "$root/conformance/scenarios" "$results" \
     --runtime "${version%.*}" --hosted "$dir/libconfprof.so" || status=$?
 
-  # 4b. The probes. `runtime_information`, `shutdown` and `interfaces` run on the real runtime and hosted
-  #     by simclr (`simclr run --profiler`, answering as this version): the two lines must
-  #     be the same. `adoption` (what the runtime does to a native thread that calls a delegate)
-  #     and `events` (where JIT and thread-name callbacks come) must write the line their
-  #     `.expected` file holds, which is what the simulator models (its `reverse_pinvoke`,
-  #     `call` and `set_name` steps).
+  # 4b. The probes. `runtime_information`, `shutdown`, `interfaces` and `metadata` run on the
+  #     real runtime and hosted by simclr (`simclr run --profiler`, answering as this
+  #     version): the two lines must be the same. `adoption` (what the runtime does to a
+  #     native thread that calls a delegate) and `events` (where JIT and thread-name callbacks
+  #     come) must write the line their `.expected` file holds, which is what the simulator
+  #     models (its `reverse_pinvoke`, `call` and `set_name` steps).
   real_probe() { # NAME CLSID PROGRAM: the real runtime's line, in $results/probe-NAME.real
     (cd "$dir" && DOTNET_SYSTEM_GLOBALIZATION_INVARIANT=1 CORECLR_ENABLE_PROFILING=1 \
       CORECLR_PROFILER="$2" CORECLR_PROFILER_PATH="$dir/libprobe_$1.so" \
@@ -151,6 +151,7 @@ for version in "${runtimes[@]}"; do
   hosted_probe runtime_information '{2c0f6a1e-7b3d-4e21-8f5a-11223344bb01}'
   hosted_probe shutdown '{2c0f6a1e-7b3d-4e21-8f5a-11223344bb04}'
   hosted_probe interfaces '{2c0f6a1e-7b3d-4e21-8f5a-11223344bb05}'
+  hosted_probe metadata '{2c0f6a1e-7b3d-4e21-8f5a-11223344bb06}'
   real_probe adoption '{2c0f6a1e-7b3d-4e21-8f5a-11223344bb02}' AdoptionProbe.exe
   same_line adoption "$root/conformance/probes/adoption.expected"
   real_probe events '{2c0f6a1e-7b3d-4e21-8f5a-11223344bb03}' EventsProbe.exe
