@@ -3,8 +3,9 @@
  * slots answer S_OK unless the profiler sets them, and its class factory. A profiler including
  * this file (in one translation unit: it defines static objects) defines set_callbacks(),
  * which fills the slots it handles, and DllGetClassObject, which hands out `factory` for the
- * CLSIDs it answers to. Slots are the profiling API's vtable indices; profiler_releases()
- * counts the Releases of the profiler object. The test profilers of host/tests/c use it. */
+ * CLSIDs it answers to (SIMCLR_ONE_CLASS defines it for one). Slots are the profiling API's
+ * vtable indices; profiler_releases() counts the Releases of the profiler object. The test
+ * profilers of host/tests/c and the lane's probes (conformance/probes) use it. */
 #ifndef SIMCLR_COM_H
 #define SIMCLR_COM_H
 
@@ -78,5 +79,16 @@ static HRESULT factory_qi(Object *self, const GUID *iid, void **out) {
 
 static void *factory_slots[5] = {(void *)factory_qi, (void *)add_ref, (void *)release_static, (void *)create_instance, (void *)ignore};
 static Object factory = {factory_slots};
+
+/* Defines DllGetClassObject for a library of one class, `clsid` (a GUID variable): it hands
+ * out `factory` for it and refuses any other CLSID. */
+#define SIMCLR_ONE_CLASS(clsid)                                                            \
+    HRESULT DllGetClassObject(const GUID *requested, const GUID *iid, void **out) {         \
+        if (!same(requested, &(clsid))) {                                                  \
+            *out = NULL;                                                                   \
+            return CLASS_E_CLASSNOTAVAILABLE;                                              \
+        }                                                                                  \
+        return factory_qi(&factory, iid, out);                                             \
+    }
 
 #endif

@@ -118,10 +118,4 @@ static void set_callbacks(void **slots) {
     slots[CB_THREAD_NAME_CHANGED] = (void *)thread_name_changed;
 }
 
-HRESULT DllGetClassObject(const GUID *clsid, const GUID *iid, void **out) {
-    if (!same(clsid, &CLSID_PROBE)) {
-        *out = NULL;
-        return CLASS_E_CLASSNOTAVAILABLE;
-    }
-    return factory_qi(&factory, iid, out);
-}
+SIMCLR_ONE_CLASS(CLSID_PROBE)

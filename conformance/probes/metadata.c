@@ -68,10 +68,4 @@ static void set_callbacks(void **slots) {
     slots[CB_MODULE_LOAD_FINISHED] = (void *)module_loaded;
 }
 
-HRESULT DllGetClassObject(const GUID *clsid, const GUID *iid, void **out) {
-    if (!same(clsid, &CLSID_PROBE)) {
-        *out = NULL;
-        return CLASS_E_CLASSNOTAVAILABLE;
-    }
-    return factory_qi(&factory, iid, out);
-}
+SIMCLR_ONE_CLASS(CLSID_PROBE)

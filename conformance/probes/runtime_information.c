@@ -36,10 +36,4 @@ static HRESULT initialize(Object *self, Object *unknown) {
 
 static void set_callbacks(void **slots) { slots[CB_INITIALIZE] = (void *)initialize; }
 
-HRESULT DllGetClassObject(const GUID *clsid, const GUID *iid, void **out) {
-    if (!same(clsid, &CLSID_PROBE)) {
-        *out = NULL;
-        return CLASS_E_CLASSNOTAVAILABLE;
-    }
-    return factory_qi(&factory, iid, out);
-}
+SIMCLR_ONE_CLASS(CLSID_PROBE)
