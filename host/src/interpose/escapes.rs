@@ -16,7 +16,6 @@ use super::{
 };
 use sim_clr::process::{fiber, leave_simulation, Ending};
 use std::ffi::{c_char, c_int, c_long, c_void};
-use std::sync::atomic::AtomicUsize;
 
 /// `EINTR`: what a call that must not block returns while a run is set up (the run ends as
 /// soon as it is set up).
@@ -90,15 +89,6 @@ fn read_would_block(fd: c_int) -> bool {
     flags >= 0 && flags & O_NONBLOCK == 0
 }
 
-/// The C library's function in `slot`, as type `F`.
-///
-/// # Safety
-/// `F` is the function's type.
-unsafe fn libc<F: Copy>(slot: &AtomicUsize) -> F {
-    // SAFETY: the caller names the type.
-    unsafe { original::<F>(slot) }
-}
-
 /// A read-like call of descriptor `fd` (`read`, `recv`, `recvfrom`, `accept`, `accept4`):
 /// the C library's, unless it would wait on a simulated thread.
 fn reading(import: &str, fd: c_int, call: impl FnOnce() -> isize) -> isize {
@@ -116,7 +106,7 @@ fn reading(import: &str, fd: c_int, call: impl FnOnce() -> isize) -> isize {
 pub(super) unsafe extern "C-unwind" fn read(fd: c_int, buffer: *mut c_void, count: usize) -> isize {
     type F = unsafe extern "C" fn(c_int, *mut c_void, usize) -> isize;
     // SAFETY: the C library's own function, with the caller's arguments.
-    reading("read", fd, || unsafe { libc::<F>(&READ)(fd, buffer, count) })
+    reading("read", fd, || unsafe { original::<F>(&READ)(fd, buffer, count) })
 }
 
 pub(super) unsafe extern "C-unwind" fn recv(
@@ -128,7 +118,7 @@ pub(super) unsafe extern "C-unwind" fn recv(
     type F = unsafe extern "C" fn(c_int, *mut c_void, usize, c_int) -> isize;
     // SAFETY: the C library's own function, with the caller's arguments.
     reading("recv", fd, || unsafe {
-        libc::<F>(&RECV)(fd, buffer, count, flags)
+        original::<F>(&RECV)(fd, buffer, count, flags)
     })
 }
 
@@ -143,7 +133,7 @@ pub(super) unsafe extern "C-unwind" fn recvfrom(
     type F = unsafe extern "C" fn(c_int, *mut c_void, usize, c_int, *mut c_void, *mut u32) -> isize;
     // SAFETY: the C library's own function, with the caller's arguments.
     reading("recvfrom", fd, || unsafe {
-        libc::<F>(&RECVFROM)(fd, buffer, count, flags, from, length)
+        original::<F>(&RECVFROM)(fd, buffer, count, flags, from, length)
     })
 }
 
@@ -151,7 +141,7 @@ pub(super) unsafe extern "C-unwind" fn accept(fd: c_int, address: *mut c_void, l
     type F = unsafe extern "C" fn(c_int, *mut c_void, *mut u32) -> c_int;
     // SAFETY: the C library's own function, with the caller's arguments.
     reading("accept", fd, || unsafe {
-        libc::<F>(&ACCEPT)(fd, address, length) as isize
+        original::<F>(&ACCEPT)(fd, address, length) as isize
     }) as c_int
 }
 
@@ -164,7 +154,7 @@ pub(super) unsafe extern "C-unwind" fn accept4(
     type F = unsafe extern "C" fn(c_int, *mut c_void, *mut u32, c_int) -> c_int;
     // SAFETY: the C library's own function, with the caller's arguments.
     reading("accept4", fd, || unsafe {
-        libc::<F>(&ACCEPT4)(fd, address, length, flags) as isize
+        original::<F>(&ACCEPT4)(fd, address, length, flags) as isize
     }) as c_int
 }
 
@@ -196,7 +186,7 @@ pub(super) unsafe extern "C-unwind" fn epoll_wait(
     type F = unsafe extern "C" fn(c_int, *mut c_void, c_int, c_int) -> c_int;
     // SAFETY: the C library's own function, with the caller's arguments.
     waiting("epoll_wait", timeout, |t| unsafe {
-        libc::<F>(&EPOLL_WAIT)(epoll, events, max, t)
+        original::<F>(&EPOLL_WAIT)(epoll, events, max, t)
     })
 }
 
@@ -210,7 +200,7 @@ pub(super) unsafe extern "C-unwind" fn epoll_pwait(
     type F = unsafe extern "C" fn(c_int, *mut c_void, c_int, c_int, *const c_void) -> c_int;
     // SAFETY: the C library's own function, with the caller's arguments.
     waiting("epoll_pwait", timeout, |t| unsafe {
-        libc::<F>(&EPOLL_PWAIT)(epoll, events, max, t, mask)
+        original::<F>(&EPOLL_PWAIT)(epoll, events, max, t, mask)
     })
 }
 
@@ -233,7 +223,7 @@ pub(super) unsafe extern "C-unwind" fn select(
 ) -> c_int {
     type F = unsafe extern "C" fn(c_int, *mut FdSet, *mut FdSet, *mut FdSet, *mut Timeval) -> c_int;
     // SAFETY: the C library's own function.
-    let select = unsafe { libc::<F>(&SELECT) };
+    let select = unsafe { original::<F>(&SELECT) };
     // SAFETY: a non-NULL timeout points at the caller's timeval.
     let zero = !timeout.is_null() && unsafe { (*timeout).seconds == 0 && (*timeout).micros == 0 };
     if !watched() || zero {
@@ -284,7 +274,7 @@ pub(super) unsafe extern "C-unwind" fn pause() -> c_int {
         return -1;
     }
     // SAFETY: the C library's own function.
-    unsafe { libc::<unsafe extern "C" fn() -> c_int>(&PAUSE)() }
+    unsafe { original::<unsafe extern "C" fn() -> c_int>(&PAUSE)() }
 }
 
 pub(super) unsafe extern "C-unwind" fn sigsuspend(mask: *const c_void) -> c_int {
@@ -292,7 +282,7 @@ pub(super) unsafe extern "C-unwind" fn sigsuspend(mask: *const c_void) -> c_int 
         return -1;
     }
     // SAFETY: the C library's own function, with the caller's argument.
-    unsafe { libc::<unsafe extern "C" fn(*const c_void) -> c_int>(&SIGSUSPEND)(mask) }
+    unsafe { original::<unsafe extern "C" fn(*const c_void) -> c_int>(&SIGSUSPEND)(mask) }
 }
 
 pub(super) unsafe extern "C-unwind" fn sigwait(set: *const c_void, signal: *mut c_int) -> c_int {
@@ -301,7 +291,7 @@ pub(super) unsafe extern "C-unwind" fn sigwait(set: *const c_void, signal: *mut 
     }
     type F = unsafe extern "C" fn(*const c_void, *mut c_int) -> c_int;
     // SAFETY: the C library's own function, with the caller's arguments.
-    unsafe { libc::<F>(&SIGWAIT)(set, signal) }
+    unsafe { original::<F>(&SIGWAIT)(set, signal) }
 }
 
 pub(super) unsafe extern "C-unwind" fn waitpid(pid: c_int, status: *mut c_int, options: c_int) -> c_int {
@@ -310,7 +300,7 @@ pub(super) unsafe extern "C-unwind" fn waitpid(pid: c_int, status: *mut c_int, o
     }
     type F = unsafe extern "C" fn(c_int, *mut c_int, c_int) -> c_int;
     // SAFETY: the C library's own function, with the caller's arguments.
-    unsafe { libc::<F>(&WAITPID)(pid, status, options) }
+    unsafe { original::<F>(&WAITPID)(pid, status, options) }
 }
 
 pub(super) unsafe extern "C-unwind" fn system(command: *const c_char) -> c_int {
@@ -318,7 +308,7 @@ pub(super) unsafe extern "C-unwind" fn system(command: *const c_char) -> c_int {
         return -1;
     }
     // SAFETY: the C library's own function, with the caller's argument.
-    unsafe { libc::<unsafe extern "C" fn(*const c_char) -> c_int>(&SYSTEM)(command) }
+    unsafe { original::<unsafe extern "C" fn(*const c_char) -> c_int>(&SYSTEM)(command) }
 }
 
 /// `clone(fn, stack, flags, arg, parent_tid, tls, child_tid)`.
@@ -345,7 +335,7 @@ pub(super) unsafe extern "C-unwind" fn clone(
         *mut c_int,
     ) -> c_int;
     // SAFETY: the C library's own function, with the caller's arguments.
-    unsafe { libc::<F>(&CLONE)(start, stack, flags, argument, parent, tls, child) }
+    unsafe { original::<F>(&CLONE)(start, stack, flags, argument, parent, tls, child) }
 }
 
 /// Futex operations that wait (`FUTEX_WAIT`, `FUTEX_LOCK_PI`, `FUTEX_WAIT_BITSET`,
@@ -407,5 +397,5 @@ pub(super) unsafe extern "C-unwind" fn syscall(
     }
     type F = unsafe extern "C" fn(c_long, c_long, c_long, c_long, c_long, c_long, c_long) -> c_long;
     // SAFETY: the C library's own function, with the caller's arguments.
-    unsafe { libc::<F>(&SYSCALL)(number, a, b, c, d, e, f) }
+    unsafe { original::<F>(&SYSCALL)(number, a, b, c, d, e, f) }
 }

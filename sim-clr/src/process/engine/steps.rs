@@ -538,18 +538,13 @@ impl Run<'_> {
         let call = self.p.scenario.process.exports[index as usize].clone();
         self.note(t, instr.line, |run| run.describe(instr.op));
         let managed = self.rt.lock().threads[t].is_managed();
-        let context = if managed {
-            CallContext::PInvoke
-        } else {
-            CallContext::Thread
-        };
         let source = fiber_source(self.fiber_on(
             t,
             Box::new(move || {
                 exports.call(&call.name, &call.args);
             }),
         ));
-        let entered = managed.then(|| self.rt.enter(t, context));
+        let entered = managed.then(|| self.rt.enter(t, CallContext::PInvoke));
         self.th[t].stack.push(Activation {
             source,
             callback: None,
