@@ -9,6 +9,7 @@ use crate::{load, print_json};
 use fixtures::sampling::Variant;
 use sim_clr::process::schedule::Schedule;
 use sim_clr::process::{ExploreReport, Process, RunReport, Shard, Strategy, TraceEntry};
+use sim_clr::runtime::RuntimeVersion;
 use sim_clr::scenario::Scenario;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -31,10 +32,31 @@ pub struct Options {
     pub jobs: usize,
     /// Run only this share of the schedules (random schedules only: [`Process::shard`]).
     pub shard: Option<Shard>,
-    /// Whether any runtime call may fail, as a scheduling choice ([`Process::inject`]).
-    pub inject: bool,
+    /// What every run changes from the file.
+    pub changes: Changes,
     /// The profiler code every run carries.
     pub profiler: Profiler,
+}
+
+/// What every run of `explore` or `replay` changes from the file, which a replay of one of its
+/// schedules needs too.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Changes {
+    /// Whether any runtime call may fail, as a scheduling choice ([`Process::inject`]).
+    pub inject: bool,
+    /// The runtime version answered as, whatever the file's `[runtime] version` says.
+    pub runtime: Option<RuntimeVersion>,
+}
+
+impl Changes {
+    /// The command-line options that make them (` --inject`, ` --runtime 9.0`).
+    fn options(self) -> String {
+        let inject = if self.inject { " --inject" } else { "" };
+        match self.runtime {
+            Some(version) => format!("{inject} --runtime {version}"),
+            None => inject.to_string(),
+        }
+    }
 }
 
 /// The cores this process may use.
@@ -60,18 +82,12 @@ pub enum Profiler {
 }
 
 impl Profiler {
-    /// The command that replays `schedule` of `file` with this code (and failures injected,
-    /// with `inject`).
-    fn replay(&self, file: &Path, schedule: &str, inject: bool) -> String {
-        let command = self.replay_without_injection(file, schedule);
-        if inject {
-            format!("{command} --inject")
-        } else {
-            command
-        }
+    /// The command that replays `schedule` of `file` with this code and `changes`.
+    fn replay(&self, file: &Path, schedule: &str, changes: Changes) -> String {
+        format!("{}{}", self.replay_unchanged(file, schedule), changes.options())
     }
 
-    fn replay_without_injection(&self, file: &Path, schedule: &str) -> String {
+    fn replay_unchanged(&self, file: &Path, schedule: &str) -> String {
         match self {
             Profiler::Builtin(sampler) => replay_command(file, sampler, schedule),
             Profiler::Hosted {
@@ -184,7 +200,7 @@ fn hosted_loader(_: &mut Process, _: &Path, _: &str, _: Option<std::time::Durati
 /// Explores `file`; exit 1 when the outcomes differ from the file's `expect` (or, without one,
 /// when any schedule failed).
 pub fn explore(file: &Path, options: &Options) -> ExitCode {
-    let scenario = match load(file) {
+    let scenario = match load(file, options.changes.runtime) {
         Ok(s) => s,
         Err(code) => return code,
     };
@@ -224,7 +240,7 @@ pub fn explore(file: &Path, options: &Options) -> ExitCode {
     if let Profiler::Builtin(_) = options.profiler {
         process.jobs(options.jobs);
     }
-    process.inject(options.inject);
+    process.inject(options.changes.inject);
     if let Some(shard) = options.shard {
         if strategy != Strategy::Random {
             eprintln!(
@@ -268,7 +284,7 @@ pub fn explore(file: &Path, options: &Options) -> ExitCode {
                 file,
                 spec.expect.as_deref(),
                 &options.profiler,
-                options.inject
+                options.changes
             )
         );
         if let Some(shard) = options.shard {
@@ -288,7 +304,7 @@ pub fn render(
     file: &Path,
     expect: Option<&[String]>,
     profiler: &Profiler,
-    inject: bool,
+    changes: Changes,
 ) -> String {
     use std::fmt::Write;
     let mut out = String::new();
@@ -340,7 +356,7 @@ pub fn render(
                 )
                 .unwrap();
             }
-            writeln!(out, "replay: {}", profiler.replay(file, &f.schedule, inject)).unwrap();
+            writeln!(out, "replay: {}", profiler.replay(file, &f.schedule, changes)).unwrap();
         }
     }
     for (outcome, runs) in &report.traces {
@@ -362,11 +378,11 @@ pub fn replay(
     file: &Path,
     schedule: &str,
     profiler: &Profiler,
-    inject: bool,
+    changes: Changes,
     svg: Option<&Path>,
     json: bool,
 ) -> ExitCode {
-    let scenario = match load(file) {
+    let scenario = match load(file, changes.runtime) {
         Ok(s) => s,
         Err(code) => return code,
     };
@@ -381,7 +397,7 @@ pub fn replay(
         Ok(p) => p,
         Err(code) => return code,
     };
-    process.inject(inject);
+    process.inject(changes.inject);
     let replayed = match svg {
         Some(_) => process.replay_timeline(&schedule),
         None => process.replay(&schedule),

@@ -77,7 +77,7 @@ enum Command {
         /// `NO_COLOR` environment variable is set).
         #[arg(long)]
         no_color: bool,
-        /// Answer as this runtime version (`3.1`, `8.0`), whatever the files say.
+        /// Answer as this runtime version (`3.1`, `8.0`, `9.0`, `10.0`), whatever the files say.
         #[arg(long, value_name = "VERSION", value_parser = str::parse::<RuntimeVersion>)]
         runtime: Option<RuntimeVersion>,
         #[command(flatten)]
@@ -292,7 +292,7 @@ enum Command {
         /// Where to write the scenario (a folder when LOG is one); standard output if absent.
         #[arg(short, long)]
         out: Option<PathBuf>,
-        /// The version of the runtime that wrote the log (`3.1`, `8.0`): the scenario's
+        /// The version of the runtime that wrote the log (`3.1`, `8.0`, `9.0`, `10.0`): the scenario's
         /// `[runtime] version`.
         #[arg(long, value_name = "VERSION", value_parser = str::parse::<RuntimeVersion>, default_value = "8.0")]
         runtime: RuntimeVersion,
@@ -315,7 +315,7 @@ enum Command {
         /// (its logs go to RESULTS/hosted/).
         #[arg(long, value_name = "LIB")]
         hosted: Option<PathBuf>,
-        /// Answer as this runtime version (`3.1`, `8.0`), whatever the scenarios say.
+        /// Answer as this runtime version (`3.1`, `8.0`, `9.0`, `10.0`), whatever the scenarios say.
         #[arg(long, value_name = "VERSION", value_parser = str::parse::<RuntimeVersion>)]
         runtime: Option<RuntimeVersion>,
     },
@@ -398,9 +398,21 @@ struct CodeArgs {
     /// answers at every call); a replay of such a schedule needs it too.
     #[arg(long)]
     inject: bool,
+    /// Answer as this runtime version (`3.1`, `8.0`, `9.0`, `10.0`), whatever the file's `[runtime]
+    /// version` says; a replay of one of its schedules needs it too.
+    #[arg(long, value_name = "VERSION", value_parser = str::parse::<RuntimeVersion>)]
+    runtime: Option<RuntimeVersion>,
 }
 
 impl CodeArgs {
+    /// What every run changes from the file.
+    fn changes(&self) -> explore::Changes {
+        explore::Changes {
+            inject: self.inject,
+            runtime: self.runtime,
+        }
+    }
+
     /// A hosted library, else the built-in sampler.
     fn profiler(self) -> explore::Profiler {
         match self.hosting.profiler {
@@ -495,7 +507,7 @@ fn command() -> ExitCode {
                 trace_first,
                 jobs: jobs.get(),
                 shard: shard.shard,
-                inject: code.inject,
+                changes: code.changes(),
                 profiler: code.profiler(),
             },
         ),
@@ -506,8 +518,8 @@ fn command() -> ExitCode {
             svg,
             json,
         } => {
-            let inject = code.inject;
-            explore::replay(&file, &schedule, &code.profiler(), inject, svg.as_deref(), json)
+            let changes = code.changes();
+            explore::replay(&file, &schedule, &code.profiler(), changes, svg.as_deref(), json)
         }
         Command::Conform {
             scenarios,
@@ -668,12 +680,6 @@ fn scenarios_named(
     arg: &std::path::Path,
     runtime: Option<RuntimeVersion>,
 ) -> Result<Vec<Scenario>, ExitCode> {
-    let load = |file: &std::path::Path| {
-        Scenario::load_as(file, runtime).map_err(|e| {
-            eprintln!("error: {e}");
-            ExitCode::from(2)
-        })
-    };
     if arg.is_dir() {
         let mut files: Vec<PathBuf> = std::fs::read_dir(arg)
             .map_err(|e| {
@@ -688,10 +694,10 @@ fn scenarios_named(
             eprintln!("error: {}: no scenario (*.toml) files", arg.display());
             return Err(ExitCode::from(2));
         }
-        return files.iter().map(|f| load(f)).collect();
+        return files.iter().map(|f| load(f, runtime)).collect();
     }
     if arg.exists() {
-        return load(arg).map(|s| vec![s]);
+        return load(arg, runtime).map(|s| vec![s]);
     }
     let Some((path, text)) = arg.to_str().and_then(fixtures::find_bundled) else {
         eprintln!(
@@ -733,9 +739,9 @@ fn show(name: &str) -> ExitCode {
     }
 }
 
-/// Reads a scenario file, or says why not (exit 2).
-fn load(file: &std::path::Path) -> Result<Scenario, ExitCode> {
-    Scenario::load(file).map_err(|e| {
+/// Reads a scenario file, answering as `runtime` when it is given, or says why not (exit 2).
+fn load(file: &std::path::Path, runtime: Option<RuntimeVersion>) -> Result<Scenario, ExitCode> {
+    Scenario::load_as(file, runtime).map_err(|e| {
         eprintln!("error: {e}");
         ExitCode::from(2)
     })

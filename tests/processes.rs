@@ -5,6 +5,7 @@
 use proptest::prelude::*;
 use sim_clr::process::schedule::{Random, Rng, Schedule};
 use sim_clr::process::{CycleLink, Process, RunReport, TraceEntry};
+use sim_clr::runtime::RuntimeVersion;
 use sim_clr::scenario::Scenario;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -48,9 +49,15 @@ fn the_catalog_covers_the_failure_stories() {
     assert!(names.len() >= 12);
 }
 
+/// Each version the conformance lane observes: the catalog's outcomes are the same on both.
+const OBSERVED: [RuntimeVersion; 2] = [RuntimeVersion::Core31, RuntimeVersion::Net8];
+
 #[test]
-fn every_process_finds_exactly_its_expected_outcomes() {
-    for scenario in processes() {
+fn every_process_finds_exactly_its_expected_outcomes_on_every_observed_version() {
+    let all = OBSERVED
+        .into_iter()
+        .flat_map(|v| fixtures::processes_as(Some(v)).unwrap());
+    for scenario in all {
         let spec = scenario.process.explore.clone();
         let expect = spec
             .expect
@@ -58,11 +65,12 @@ fn every_process_finds_exactly_its_expected_outcomes() {
             .expect("every catalog process states its outcomes");
         let report = process(scenario.clone()).explore(spec.strategy, spec.schedules, spec.seed, |_, _| {});
         let found: Vec<String> = report.outcomes.keys().cloned().collect();
-        assert_eq!(found, expect, "{}", scenario.name);
+        let version = scenario.config.version;
+        assert_eq!(found, expect, "{} on {version}", scenario.name);
         if expect == ["ok"] {
             assert!(
                 report.exhaustive,
-                "{}: the control must cover every DFS schedule",
+                "{} on {version}: the control must cover every DFS schedule",
                 scenario.name
             );
         }

@@ -356,3 +356,63 @@ fn a_thread_started_during_a_suspension_waits_for_its_end() {
     });
     assert!(waited > 0, "no schedule started the thread during the suspension");
 }
+
+/// A profiler that lists the threads in `RuntimeSuspendFinished`.
+#[derive(Default)]
+struct Enumerating {
+    runtime: Mutex<std::sync::Weak<sim_clr::Runtime>>,
+}
+
+impl ProfilerCallback for Enumerating {
+    fn runtime_suspend_finished(&self) -> HResult {
+        let rt = self.runtime.lock().unwrap().upgrade().unwrap();
+        match rt.enum_threads() {
+            Ok(_) => HResult::S_OK,
+            Err(hr) => hr,
+        }
+    }
+}
+
+#[test]
+fn enum_threads_in_runtime_suspend_finished_of_a_gc_stalls_net9_only() {
+    let gc = THREADS.replace(
+        r#"program = ["call App::Work", "spin 3", "return"]"#,
+        r#"program = ["call App::Work", "gc", "return"]"#,
+    );
+    for version in sim_clr::runtime::RuntimeVersion::ALL {
+        for (threads, sampler) in [(gc.as_str(), false), (THREADS, true)] {
+            let file = format!(
+                "platform = \"unix\"\n[runtime]\nversion = \"{version}\"\nevent_mask = [\"ENABLE_STACK_SNAPSHOT\", \"MONITOR_SUSPENDS\"]\n{threads}{}",
+                if sampler { SAMPLER } else { "" }
+            );
+            let mut p = Process::new(Scenario::parse("enum.toml", &file).unwrap());
+            let profiler = Arc::new(Enumerating::default());
+            let hooked = profiler.clone();
+            p.load(Arc::new(move |rt| {
+                *hooked.runtime.lock().unwrap() = Arc::downgrade(rt);
+                sim_clr::process::Loaded {
+                    profiler: Some(hooked.clone()),
+                    ..Default::default()
+                }
+            }));
+            if sampler {
+                p.thread_body("sampler", Arc::new(suspending_sampler)).unwrap();
+            }
+            // The GC's suspension stalls on .NET 9; the profiler's own never takes the lock.
+            let expected = if version.enum_threads_stalls_a_suspension() && !sampler {
+                "deadlock"
+            } else {
+                "ok"
+            };
+            explore(&p, 20, |run| {
+                assert_eq!(run.outcome, expected, "{version}, sampler {sampler}: {run:?}");
+                if expected == "deadlock" {
+                    assert!(
+                        run.fault.as_ref().is_some_and(|f| f.message.contains("#110062")),
+                        "{run:?}"
+                    );
+                }
+            });
+        }
+    }
+}

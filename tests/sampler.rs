@@ -6,6 +6,7 @@
 use fixtures::sampling::{mutants, process, Variant};
 use sim_clr::process::schedule::{Random, Rng};
 use sim_clr::process::Strategy;
+use sim_clr::runtime::RuntimeVersion;
 use sim_clr::scenario::Scenario;
 
 // Profiler code's allocations on simulated threads take the process heap lock.
@@ -27,21 +28,24 @@ fn pitfall(name: &str) -> Scenario {
 }
 
 #[test]
-fn the_reference_sampler_survives_every_pitfall() {
-    let all = fixtures::pitfalls().unwrap();
-    assert!(all.len() >= 28);
-    for scenario in all {
-        let name = scenario.name.clone();
-        let p = process(scenario, Variant::REFERENCE).unwrap();
-        for (strategy, n) in [(Strategy::Pct(3), 40), (Strategy::Random, 20)] {
-            let report = p.explore(strategy, n, 7, |_, _| {});
-            assert_eq!(
-                report.outcomes.keys().collect::<Vec<_>>(),
-                ["ok"],
-                "{name}: {report:?}"
-            );
+fn the_reference_sampler_survives_every_pitfall_on_every_version() {
+    let mut differs = Vec::new();
+    for version in RuntimeVersion::ALL {
+        let all = fixtures::pitfalls_as(Some(version)).unwrap();
+        assert!(all.len() >= 28);
+        for scenario in all {
+            let name = format!("{} on {version}", scenario.name);
+            let p = process(scenario, Variant::REFERENCE).unwrap();
+            for (strategy, n) in [(Strategy::Pct(3), 40), (Strategy::Random, 20)] {
+                let report = p.explore(strategy, n, 7, |_, _| {});
+                let outcomes: Vec<&String> = report.outcomes.keys().collect();
+                if outcomes != ["ok"] {
+                    differs.push(format!("{name}: {outcomes:?}"));
+                }
+            }
         }
     }
+    assert_eq!(differs, Vec::<String>::new());
 }
 
 /// How a sampler that uses a thread after its `ThreadDestroyed` returned may fail: the
@@ -120,31 +124,48 @@ const STORIES: [(&str, &str, &[&str]); 28] = [
     ),
 ];
 
+/// The pitfall `name`, answering as `version`.
+fn pitfall_as(name: &str, version: RuntimeVersion) -> Scenario {
+    Scenario::parse_as(&format!("{name}.toml"), pitfall_text(name), Some(version)).unwrap()
+}
+
 #[test]
-fn every_mutant_fails_its_own_story_within_1000_schedules() {
+fn every_mutant_fails_its_own_story_within_1000_schedules_on_every_observed_version() {
     let all = mutants();
     assert_eq!(all.len(), STORIES.len());
     for (name, story, outcomes) in STORIES {
-        let mutant = all.iter().find(|m| m.name == name).unwrap();
-        let p = process(pitfall(story), mutant.variant).unwrap();
-        let (ran, failed) = p.first_failure(Strategy::Pct(3), 1000, 1);
-        let run = failed.unwrap_or_else(|| panic!("{name} escaped {story} in {ran} schedules"));
-        assert!(
-            outcomes.contains(&run.outcome.as_str()),
-            "{name} on {story}: {run:?}"
-        );
-        // The shrunk schedule replays, strictly, to the same outcome.
-        let schedule = run.schedule.parse().unwrap();
-        let (shrunk, again) = sim_clr::process::shrink::shrink(&p, &schedule, &run.outcome, 100).unwrap();
-        // Shrinking makes thread switches fewer first, then choices.
-        let size =
-            |s: &sim_clr::process::schedule::Schedule| (s.0.chunk_by(|a, b| a == b).count(), s.0.len());
-        assert!(
-            size(&shrunk) <= size(&schedule),
-            "{name}: {shrunk} is not smaller than {schedule}"
-        );
-        assert_eq!(p.replay(&shrunk).unwrap().outcome, again.outcome);
+        for version in [RuntimeVersion::Core31, RuntimeVersion::Net8] {
+            caught(
+                all.iter().find(|m| m.name == name).unwrap(),
+                pitfall_as(story, version),
+                outcomes,
+            );
+        }
     }
+}
+
+/// `mutant` fails `story` within 1,000 PCT schedules, ending as one of `outcomes`, and the
+/// shrunk schedule replays to the same outcome.
+fn caught(mutant: &fixtures::sampling::Mutant, story: Scenario, outcomes: &[&str]) {
+    let name = mutant.name;
+    let on = format!("{} on {}", story.name, story.config.version);
+    let p = process(story, mutant.variant).unwrap();
+    let (ran, failed) = p.first_failure(Strategy::Pct(3), 1000, 1);
+    let run = failed.unwrap_or_else(|| panic!("{name} escaped {on} in {ran} schedules"));
+    assert!(
+        outcomes.contains(&run.outcome.as_str()),
+        "{name} on {on}: {run:?}"
+    );
+    // The shrunk schedule replays, strictly, to the same outcome.
+    let schedule = run.schedule.parse().unwrap();
+    let (shrunk, again) = sim_clr::process::shrink::shrink(&p, &schedule, &run.outcome, 100).unwrap();
+    // Shrinking makes thread switches fewer first, then choices.
+    let size = |s: &sim_clr::process::schedule::Schedule| (s.0.chunk_by(|a, b| a == b).count(), s.0.len());
+    assert!(
+        size(&shrunk) <= size(&schedule),
+        "{name} on {on}: {shrunk} is not smaller than {schedule}"
+    );
+    assert_eq!(p.replay(&shrunk).unwrap().outcome, again.outcome);
 }
 
 #[test]

@@ -1,6 +1,6 @@
-//! Runtime versions: a scenario answers as CoreCLR 3.1 or .NET 8 (`[runtime] version`, the
-//! default 8.0), each difference as the real runtimes showed it, and bad versions are errors
-//! with their line.
+//! Runtime versions: a scenario answers as CoreCLR 3.1, .NET 8, 9 or 10 (`[runtime] version`,
+//! the default 8.0), each difference as the real runtimes showed it (3.1, 8.0) or as the
+//! source has it (9.0, 10.0), and bad versions are errors with their line.
 
 use sim_clr::runtime::RuntimeVersion;
 use sim_clr::scenario::{FrameReport, Scenario};
@@ -77,8 +77,9 @@ fn each_version_walks_the_same_stacks_as_its_real_runtime() {
 }
 
 #[test]
-fn a_frame_in_a_loop_runs_the_osr_body_on_net8_only() {
-    for (version, osr) in [(RuntimeVersion::Net8, true), (RuntimeVersion::Core31, false)] {
+fn a_frame_in_a_loop_runs_the_osr_body_from_net8_on() {
+    for version in RuntimeVersion::ALL {
+        let osr = version != RuntimeVersion::Core31;
         let scenario = Scenario::parse_as("net8.toml", NET8, Some(version)).unwrap();
         let frames = walk(&scenario, 1);
         let poll = &frames[1];
@@ -129,10 +130,10 @@ fn a_file_without_a_version_answers_as_net8() {
 
 #[test]
 fn a_bad_version_or_in_loop_is_an_error_with_its_line() {
-    let head = "platform = \"unix\"\n[runtime]\nversion = \"9.0\"\n";
+    let head = "platform = \"unix\"\n[runtime]\nversion = \"7.0\"\n";
     let err = Scenario::parse("v.toml", head).unwrap_err();
     assert_eq!((err.line, err.field.as_str()), (3, "version"), "{err}");
-    assert!(err.message.contains("`3.1`, `8.0`"), "{err}");
+    assert!(err.message.contains("`3.1`, `8.0`, `9.0`, `10.0`"), "{err}");
     for (frames, why) in [
         ("[{ fn = \"N\", in_loop = true }]", "only a JIT-compiled method"),
         (
@@ -164,4 +165,166 @@ fn a_bad_version_or_in_loop_is_an_error_with_its_line() {
     let err = Scenario::parse("o.toml", taken).unwrap_err();
     assert_eq!((err.line, err.field.as_str()), (6, "name"), "{err}");
     assert!(err.message.contains("OSR bodies"), "{err}");
+}
+
+/// A thread running a filter funclet (its exception dispatch laid out by the
+/// `filter_dispatch` template), walked from a P/Invoke in the filter.
+const IN_FILTER: &str = r#"
+platform = "unix"
+[[code]]
+name = "App::Work"
+kind = "jit"
+[[code]]
+name = "App::Filtered"
+kind = "jit"
+[[code]]
+name = "App::Thrower"
+kind = "jit"
+[[code]]
+name = "App::Main"
+kind = "jit"
+[[code]]
+name = "host!main"
+kind = "native"
+[[threads]]
+name = "t"
+frames = [
+  { fn = "App::Work" },
+  { fn = "App::Filtered", funclet = "filter" },
+  { template = "filter_dispatch" },
+  { fn = "App::Thrower" },
+  { fn = "App::Filtered" },
+  { fn = "App::Main" },
+  { fn = "host!main" },
+]
+[[calls]]
+caller = "t"
+from = "pinvoke"
+api = "DoStackSnapshot"
+[[calls]]
+caller = "t"
+from = "pinvoke"
+api = "GetFunctionFromIP"
+ip = { fn = "System.Runtime.EH::DispatchEx", offset = 8 }
+"#;
+
+#[test]
+fn a_filter_walk_shows_managed_dispatch_on_net9_and_hides_it_on_net10() {
+    let below = ["App::Thrower", "App::Filtered", "App::Main", "0"];
+    let native: Vec<&str> = ["App::Work", "App::Filtered", "0"]
+        .into_iter()
+        .chain(below)
+        .collect();
+    let managed: Vec<&str> = [
+        "App::Work",
+        "App::Filtered",
+        "0",
+        "System.Runtime.ExceptionServices.InternalCalls::RhpCallFilterFunclet",
+        "System.Runtime.EH::FindFirstPassHandler",
+        "System.Runtime.EH::DispatchEx",
+        "System.Runtime.EH::RhThrowEx",
+        "0",
+    ]
+    .into_iter()
+    .chain(below)
+    .collect();
+    // 3.1 and 8 dispatch in native code; on 10 the managed dispatch is there but not reported,
+    // nor is the native run of the QCall that entered the filter.
+    let dispatch_names = ["System.Runtime.EH::DispatchEx"];
+    for (version, expected) in [
+        (RuntimeVersion::Core31, &native),
+        (RuntimeVersion::Net8, &native),
+        (RuntimeVersion::Net9, &managed),
+        (RuntimeVersion::Net10, &native),
+    ] {
+        let text = if version.dispatches_exceptions_in_managed_code() {
+            IN_FILTER.to_string()
+        } else {
+            // No managed dispatch code to look an IP up in: look up the thrower instead.
+            IN_FILTER.replace(dispatch_names[0], "App::Thrower")
+        };
+        let scenario = Scenario::parse_as("filter.toml", &text, Some(version)).unwrap();
+        assert_eq!(&stack(&scenario, 0), expected, "{version}");
+        // A code lookup still finds the hidden methods: only the walk leaves them out.
+        let report = scenario.run();
+        assert_eq!(report.calls[1].hresult_name.as_deref(), Some("S_OK"), "{version}");
+        assert_eq!(
+            scenario.code.by_name(dispatch_names[0]).is_some(),
+            version.dispatches_exceptions_in_managed_code(),
+            "{version}"
+        );
+    }
+}
+
+#[test]
+fn a_walk_from_an_enter_hook_has_no_frame_to_start_from_on_net10() {
+    let hook = include_str!("../fixtures/scenarios/enter-hook-walk.toml");
+    for version in RuntimeVersion::ALL {
+        let scenario = Scenario::parse_as("enter-hook-walk.toml", hook, Some(version)).unwrap();
+        let report = scenario.run();
+        let walk = &report.calls[0];
+        if version.hooks_push_a_frame() {
+            assert_eq!(walk.hresult_name.as_deref(), Some("S_OK"), "{version}");
+            assert_eq!(walk.frames.as_ref().map(Vec::len), Some(3), "{version}");
+        } else {
+            // No Frame below the hook: the walk stops nowhere (dotnet/runtime#130220).
+            assert_eq!(walk.hresult_name.as_deref(), Some("E_FAIL"), "{version}");
+            assert_eq!(walk.frames.as_ref().map(Vec::len), Some(0), "{version}");
+        }
+    }
+}
+
+#[test]
+fn net10_code_lookups_take_no_lock_and_need_no_triggers_scope() {
+    let locked = include_str!("../fixtures/scenarios/code-manager-lock.toml");
+    let allocating = r#"
+platform = "unix"
+[runtime]
+event_mask = ["ENABLE_STACK_SNAPSHOT", "ENABLE_OBJECT_ALLOCATED", "MONITOR_OBJECT_ALLOCATED"]
+[[code]]
+name = "App::Main"
+kind = "jit"
+[[code]]
+name = "host!main"
+kind = "native"
+[[threads]]
+name = "main"
+frames = [{ fn = "App::Main" }, { fn = "host!main" }]
+[[calls]]
+caller = "main"
+from = "ObjectAllocated"
+api = "GetFunctionFromIP2"
+ip = { fn = "App::Main", offset = 0 }
+"#;
+    let answers = |text: &str, version| {
+        let scenario = Scenario::parse_as("s.toml", text, Some(version)).unwrap();
+        let report = scenario.run();
+        let hrs: Vec<String> = report
+            .calls
+            .iter()
+            .map(|c| c.hresult_name.clone().unwrap_or_default())
+            .collect();
+        (hrs, report.faults.len())
+    };
+    for version in RuntimeVersion::ALL {
+        let (lock, faults) = answers(locked, version);
+        let refused = lock
+            .iter()
+            .filter(|h| *h == "CORPROF_E_ASYNCHRONOUS_UNSAFE")
+            .count();
+        if version.code_lookups_take_the_reader_lock() {
+            assert_eq!((refused, faults), (2, 1), "{version}: {lock:?}");
+        } else {
+            // Nothing refused, and the sampler that waited for the suspended writer does not.
+            assert_eq!((refused, faults), (0, 0), "{version}: {lock:?}");
+        }
+        // GetFunctionFromIP2 from ObjectAllocated (in a callback, not in a triggers scope).
+        let (allocated, _) = answers(allocating, version);
+        let expected = if version.code_version_lookups_trigger() {
+            "CORPROF_E_UNSUPPORTED_CALL_SEQUENCE"
+        } else {
+            "S_OK"
+        };
+        assert_eq!(allocated, [expected], "{version}");
+    }
 }

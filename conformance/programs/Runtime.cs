@@ -3,9 +3,12 @@
 // managed code above it. Each shape walks its own thread by P/Invoke ("default"), except the
 // wait, which a profiler thread walks under SuspendRuntime. Then code identity — generic
 // instantiations over reference and value types, overloads — and threads spinning inside
-// catch, finally and filter handlers, walked by a profiler thread under SuspendRuntime. Last,
+// catch, finally and filter handlers, walked by a profiler thread under SuspendRuntime. Then
 // code versions and unloading: a method with a tier-0 and a tier-1 activation on one stack,
-// and an IP saved in a collectible assembly, looked up before and after it unloads.
+// and an IP saved in a collectible assembly, looked up before and after it unloads. Last, the
+// shapes .NET 8 changed: a loop before and after on-stack replacement, a Task.Run work item,
+// two reverse P/Invokes on one stack, and threads blocked in Thread.Sleep and in a contended
+// lock, walked by a profiler thread under SuspendRuntime.
 using System;
 using System.IO;
 using System.Reflection;
@@ -108,6 +111,39 @@ static class Tiered
     }
 }
 
+static class Looped
+{
+    // A method with a loop: CoreCLR 3.1 compiles it fully optimized at once; .NET 8 compiles
+    // it at tier 0 with patchpoints, and moves the running loop to an on-stack-replacement body
+    // once it has run long enough. The first round walks before that, the last after.
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void Run(int rounds)
+    {
+        for (int i = 0; i < rounds; i++)
+        {
+            if (i == 0) Native.Run("t_osr/before:default");
+            if (i == rounds - 1) Native.Run("t_osr/after:default");
+            Helpers.Sink += i & 1;
+        }
+    }
+}
+
+static class Sandwiches
+{
+    static readonly Action Middle = MiddleBody;
+    static readonly Action Top = TopBody;
+
+    // managed -> native -> managed -> native -> managed: two reverse P/Invokes on one stack.
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void Outer() { Native.InvokeCallback(Middle); Helpers.Sink++; }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void MiddleBody() { Native.InvokeCallback(Top); Helpers.Sink++; }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void TopBody() { Native.Run("t_sandwich2:regctx"); Helpers.Sink++; }
+}
+
 class Program
 {
     [MethodImpl(MethodImplOptions.NoInlining)]
@@ -143,6 +179,43 @@ class Program
 
     [MethodImpl(MethodImplOptions.NoInlining)]
     static void Thrower() { throw new InvalidOperationException("conformance"); }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void Sleeps()
+    {
+        Native.RegisterTarget();
+        Helpers.Ready = true;
+        try { Thread.Sleep(Timeout.Infinite); }
+        catch (ThreadInterruptedException) { Helpers.Sink++; }
+    }
+
+    static readonly object Gate = new object();
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void Contends()
+    {
+        Native.RegisterTarget();
+        Helpers.Ready = true;
+        lock (Gate) { Helpers.Sink++; }
+    }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void RunTask() { Native.Run("t_task_run:default"); }
+
+    // Starts `body`, which registers itself as the target and blocks; once it has been blocked
+    // a while, a profiler thread walks it under SuspendRuntime (case `name`); `release` then
+    // lets it go.
+    static void WalkBlocked(ThreadStart body, string name, Action<Thread> release)
+    {
+        Helpers.Ready = false;
+        var thread = new Thread(body);
+        thread.Start();
+        while (!Helpers.Ready) Thread.Sleep(1);
+        Thread.Sleep(100);
+        Native.Run(name);
+        release(thread);
+        thread.Join();
+    }
 
     // Makes this thread the profiler's target and spins until the walks are done.
     [MethodImpl(MethodImplOptions.NoInlining)]
@@ -283,5 +356,11 @@ class Program
         }
         GC.Collect();
         Native.Run("t_unload/after:fip_saved");
+        Looped.Run(1000000);
+        Task.Run((Action)RunTask).Wait();
+        Sandwiches.Outer();
+        WalkBlocked(Sleeps, "t_sleep:nt_suspended_walk", t => t.Interrupt());
+        Monitor.Enter(Gate);
+        WalkBlocked(Contends, "t_monitor:nt_suspended_walk", t => Monitor.Exit(Gate));
     }
 }

@@ -186,11 +186,15 @@ const IIDS: [Guid; 16] = [
 /// The interfaces of [`IIDS`] a runtime version offers, as the real runtimes answer a
 /// profiler's `QueryInterface` in `Initialize` (the lane's interfaces probe,
 /// `conformance/probes/interfaces.c`): CoreCLR 3.1.23 up to `ICorProfilerInfo11`, .NET 8.0.4
-/// up to `ICorProfilerInfo14`. The vtable has every slot through `ICorProfilerInfo15`.
+/// up to `ICorProfilerInfo14`. .NET 9 and 10 up to `ICorProfilerInfo15` (not observed: the
+/// `dotnet/runtime` `src/coreclr/inc/corprof.idl` of the .NET 9 code line ends with it, added
+/// by pull request #103735 for .NET 9; no later one was found). The vtable has every slot
+/// through `ICorProfilerInfo15`.
 fn offered(version: RuntimeVersion) -> &'static [Guid] {
     match version {
         RuntimeVersion::Core31 => &IIDS[..12],
         RuntimeVersion::Net8 => &IIDS[..15],
+        RuntimeVersion::Net9 | RuntimeVersion::Net10 => &IIDS,
     }
 }
 
@@ -758,11 +762,15 @@ unsafe extern "system-unwind" fn get_rejit_ids(
 /// lane's probe `conformance/probes/runtime_information.c` compares the two on each runtime): CoreCLR 3.1.23
 /// reports 4.0.30319.0 and `v4.0.30319`, the version .NET Framework 4 reported (not its
 /// `libcoreclr.so`'s file version, 4.700.22.11601); .NET 8.0.4 reports 8.0.4.0 and `8.0.4`,
-/// its product version, without the `v`. Both: type `COR_PRF_CORE_CLR`, instance id 0.
+/// its product version, without the `v`. Both: type `COR_PRF_CORE_CLR`, instance id 0. .NET 9
+/// and 10 answer as .NET 8 does, with their first releases' versions, 9.0.0 and 10.0.0 (not
+/// observed).
 fn runtime_version(version: RuntimeVersion) -> ((u16, u16, u16, u16), &'static str) {
     match version {
         RuntimeVersion::Core31 => ((4, 0, 30319, 0), "v4.0.30319"),
         RuntimeVersion::Net8 => ((8, 0, 4, 0), "8.0.4"),
+        RuntimeVersion::Net9 => ((9, 0, 0, 0), "9.0.0"),
+        RuntimeVersion::Net10 => ((10, 0, 0, 0), "10.0.0"),
     }
 }
 const COR_PRF_CORE_CLR: u32 = 2;

@@ -263,7 +263,7 @@ impl Hosted {
 
     /// Detaches the profiler as the runtime does at exit: no callback from here on, then
     /// `Shutdown` if it initialized, then, answering as CoreCLR 3.1, one `Release`; as .NET
-    /// 8, none, so the profiler object's destructor never runs. The lane's shutdown probe
+    /// 8 (and 9 and 10, not observed), none, so the profiler object's destructor never runs. The lane's shutdown probe
     /// (`conformance/probes/shutdown.c`) saw exactly that on linux-x64: 3.1.23 destroys its
     /// `EEToProfInterfaceImpl` before the process exits, which releases the callback
     /// interfaces it holds (v3.1.23 `EEToProfInterfaceImpl::~EEToProfInterfaceImpl`, when

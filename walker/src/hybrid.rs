@@ -202,9 +202,10 @@ impl HybridWalker {
     }
 
     /// Expands the native run between a managed frame (registers `regs`, kind `kind`) and the
-    /// next managed frame the runtime reported (at `next`), if there is one (`None` if not):
-    /// .NET 8 reports no `funcId == 0` callback for a native run that called managed code
-    /// through a reverse P/Invoke (3.1 does). Where the managed frame's code has unwind data
+    /// next managed frame the runtime reported (at `next`; 0 when the managed frame was the
+    /// walk's last, as on a native thread that called into managed code), if there is one
+    /// (`None` if not): .NET 8 reports no `funcId == 0` callback for a native run that called
+    /// managed code through a reverse P/Invoke (3.1 does). Where the managed frame's code has unwind data
     /// (Windows: the runtime registers the JIT heap's), one native step finds its caller; a
     /// caller that is neither the next frame nor managed code begins a run, unwound up to that
     /// frame. Where it has none (Unix), the run cannot be found and the walk goes on as
@@ -302,11 +303,16 @@ impl HybridWalker {
                     ip,
                     context,
                 } => {
+                    // The next managed frame the runtime reported (0: this one is the walk's
+                    // last): a native run between may have gone unreported.
+                    let next = match self.runtime.frames().get(i + 1) {
+                        Some(&Frame::Managed { ip, .. }) => Some(ip),
+                        Some(Frame::NativeRun { .. }) => None,
+                        None => Some(0),
+                    };
                     if !self.push(HybridFrame::Managed { function, ip }) {
                         RunEnd::Full
-                    } else if let (Some(index), Some(&Frame::Managed { ip: next, .. })) =
-                        (context, self.runtime.frames().get(i + 1))
-                    {
+                    } else if let (Some(index), Some(next)) = (context, next) {
                         let kind = if i == 0 && leaf_is_managed {
                             FrameKind::First
                         } else {

@@ -128,6 +128,9 @@ pub struct Function {
     pub version_of: Option<FunctionIndex>,
     /// The ReJIT id of this code (0 for the original IL's code).
     pub rejit_id: ReJitId,
+    /// A managed method with metadata that `DoStackSnapshot` does not report (.NET 10's
+    /// exception-dispatch methods); code lookups still find it.
+    pub hidden: bool,
     /// The code was unloaded ([`CodeMap::unload`]): no address maps to it, and its
     /// `FunctionID` names freed memory.
     pub unloaded: bool,
@@ -176,6 +179,8 @@ pub struct FunctionSpec {
     pub version_of: Option<String>,
     /// The version's ReJIT id (0: the original IL, e.g. a tier-1 body).
     pub rejit: u64,
+    /// Whether `DoStackSnapshot` leaves this managed method out ([`Function::hidden`]).
+    pub hidden: bool,
 }
 
 impl FunctionSpec {
@@ -195,6 +200,7 @@ impl FunctionSpec {
             type_args: Vec::new(),
             version_of: None,
             rejit: 0,
+            hidden: false,
         }
     }
 }
@@ -363,6 +369,7 @@ impl CodeMap {
                 type_args,
                 version_of: base,
                 rejit_id: ReJitId(spec.rejit),
+                hidden: spec.hidden,
                 unloaded: false,
             });
         }

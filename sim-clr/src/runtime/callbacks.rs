@@ -2,7 +2,7 @@
 //! profiler's entry point, the raising runtime helper and its Frame, the GC mode — and raising
 //! callbacks into an attached profiler.
 
-use super::{callers, Caller, Notification, Runtime};
+use super::{callers, Caller, Notification, Runtime, RuntimeVersion};
 use crate::code::{CodeMap, FunctionIndex};
 use crate::thread::{FrameKind, Lifecycle, Mode, StackEntry};
 use crate::trace::Event;
@@ -153,12 +153,14 @@ impl CallbackKind {
         }
     }
 
-    /// The explicit Frame below the raiser (`None`: none). The prestub's
+    /// The explicit Frame below the raiser on `version` (`None`: none). The prestub's
     /// `PrestubMethodFrame` returns into the calling method as a helper's Frame does; a QCall
-    /// is entered by P/Invoke; `ThreadDestroyed` runs in native code, below any Frame.
-    pub fn explicit_frame(self) -> Option<FrameKind> {
+    /// is entered by P/Invoke; `ThreadDestroyed` runs in native code, below any Frame; .NET 10's
+    /// enter hooks push none ([`RuntimeVersion::hooks_push_a_frame`]).
+    pub fn explicit_frame(self, version: RuntimeVersion) -> Option<FrameKind> {
         match self {
             CallbackKind::ThreadDestroyed => None,
+            CallbackKind::FunctionEnter if !version.hooks_push_a_frame() => None,
             CallbackKind::ThreadNameChanged(_) => Some(FrameKind::InlinedCall),
             _ => Some(FrameKind::HelperMethod),
         }
@@ -300,7 +302,7 @@ impl Runtime {
                 mode: st.threads[index].mode,
                 lifecycle: st.threads[index].lifecycle,
             };
-            let pushed = pushed_frames(&st.code, context);
+            let pushed = pushed_frames(&st.code, context, st.config.version);
             let t = &mut st.threads[index];
             if t.is_managed() {
                 match context {
@@ -486,7 +488,7 @@ impl Runtime {
     }
 }
 
-fn pushed_frames(code: &CodeMap, context: CallContext) -> Vec<StackEntry> {
+fn pushed_frames(code: &CodeMap, context: CallContext, version: RuntimeVersion) -> Vec<StackEntry> {
     let call = |name: &str| StackEntry::Call {
         function: index_of(code, name),
         offset: None,
@@ -503,7 +505,7 @@ fn pushed_frames(code: &CodeMap, context: CallContext) -> Vec<StackEntry> {
                 return Vec::new();
             };
             let mut frames = vec![call(builtin::PROFILER_CALLBACK), call(raiser)];
-            frames.extend(cb.explicit_frame().map(StackEntry::Frame));
+            frames.extend(cb.explicit_frame(version).map(StackEntry::Frame));
             frames
         }
     }

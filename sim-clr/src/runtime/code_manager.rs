@@ -9,9 +9,10 @@ use corprof::HResult;
 impl State {
     /// Takes the code manager's reader lock for the caller (R13.2, R14, R42). With a writer
     /// holding it, an asynchronous caller gets `CORPROF_E_ASYNCHRONOUS_UNSAFE`; a caller allowed
-    /// to block waits — forever, if the writer is suspended.
+    /// to block waits — forever, if the writer is suspended. .NET 10's lookups take no lock
+    /// ([`super::RuntimeVersion::code_lookups_take_the_reader_lock`]).
     pub fn reader_lock(&mut self) -> Result<(), HResult> {
-        if self.writer_lock_holders == 0 {
+        if self.writer_lock_holders == 0 || !self.config.version.code_lookups_take_the_reader_lock() {
             return Ok(());
         }
         let me = self.caller().thread;

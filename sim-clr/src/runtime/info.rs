@@ -57,7 +57,7 @@ impl ProfilerInfo for Runtime {
     fn get_function_from_ip2(&self, ip: u64) -> Result<(FunctionId, ReJitId), HResult> {
         self.traced("GetFunctionFromIP2", None, |call| {
             let st = self.lock();
-            st.sync_entry(true)?;
+            st.sync_entry(st.config.version.code_version_lookups_trigger())?;
             self.function_from_ip(call, st, ip, false)
         })
     }
@@ -91,8 +91,10 @@ impl ProfilerInfo for Runtime {
         code_infos: Option<&'a mut [CodeInfo]>,
     ) -> Result<u32, HResult> {
         self.traced("GetCodeInfo3", None, |call| {
-            // Takes the code-versioning lock, which may trigger a GC (R38).
-            self.lock().sync_entry(true)?;
+            // Takes the code-versioning lock, which may trigger a GC (R38), up to .NET 9.
+            let st = self.lock();
+            st.sync_entry(st.config.version.code_version_lookups_trigger())?;
+            drop(st);
             self.code_info(call, function, Some(rejit), requested, code_infos)
         })
     }
@@ -227,8 +229,9 @@ impl ProfilerInfo for Runtime {
 
     fn enum_threads(&self) -> Result<Vec<ThreadId>, HResult> {
         self.traced("EnumThreads", None, |_call| {
-            let st = self.lock();
+            let mut st = self.lock();
             st.async_entry()?;
+            st.enum_threads_in_a_suspension()?;
             Ok(st
                 .threads
                 .iter()
@@ -504,7 +507,8 @@ impl Runtime {
         call: &fiber::RuntimeCall,
         mut st: MutexGuard<'a, State>,
     ) -> Result<MutexGuard<'a, State>, HResult> {
-        if call.on_fiber() && !st.avoid_host_calls() {
+        if call.on_fiber() && !st.avoid_host_calls() && st.config.version.code_lookups_take_the_reader_lock()
+        {
             drop(st);
             call.wait_for_reader_lock();
             st = self.lock();

@@ -19,6 +19,27 @@ pub(crate) struct Suspension {
 }
 
 impl State {
+    /// `EnumThreads` from `RuntimeSuspendFinished` of a suspension the profiler did not ask
+    /// for, on .NET 9: the enumerator's release of the thread-store lock ends the suspension's
+    /// hold on it and the process stalls
+    /// ([`super::RuntimeVersion::enum_threads_stalls_a_suspension`]).
+    pub fn enum_threads_in_a_suspension(&mut self) -> Result<(), HResult> {
+        let in_finished =
+            self.caller().callback == Some(super::CallbackKind::Suspension(Notification::SuspendFinished));
+        if !(in_finished
+            && self.suspension.profiler.is_none()
+            && self.config.version.enum_threads_stalls_a_suspension())
+        {
+            return Ok(());
+        }
+        let message = format!(
+            "{} called EnumThreads from RuntimeSuspendFinished of a suspension the profiler did not request: on .NET 9 the enumerator releases the thread-store lock the suspension holds until the runtime restarts, and the process stalls (dotnet/runtime issue #110062)",
+            self.caller_name()
+        );
+        self.fault(FaultKind::Deadlock, true, message);
+        Err(HResult::E_UNEXPECTED)
+    }
+
     /// Parks every managed thread at a safe point for a runtime suspension, except those that
     /// run code under the scheduler: they park at their own next safe point.
     pub fn park_all(&mut self, except: Option<usize>) {

@@ -8,6 +8,10 @@
 //! shape (`conformance/programs/Runtime.cs`, compared again by every run of the conformance
 //! lane on both runtimes). A walk cannot name native frames, so the native ones are the
 //! functions CoreCLR 3.1's sources run there, one or a few per run, kept for .NET 8.
+//!
+//! .NET 9 and 10 have .NET 8's entries (not observed), except where exception dispatch became
+//! managed code (the `*_dispatch` templates; see
+//! [`RuntimeVersion::dispatches_exceptions_in_managed_code`]).
 
 use crate::code::{CodeKind, FunctionSpec};
 use crate::runtime::RuntimeVersion;
@@ -22,9 +26,13 @@ pub(super) enum Entry {
     Runtime(&'static str),
     /// An explicit Frame.
     Frame(FrameKind),
+    /// A call of a method of CoreLib's managed exception dispatch (`System.Runtime.EH`,
+    /// `System.Runtime.ExceptionServices.InternalCalls`), which .NET 10's walks leave out
+    /// ([`RuntimeVersion::hides_exception_dispatch`]).
+    Dispatch(&'static str),
 }
 
-use Entry::{CoreLib, Frame, Runtime};
+use Entry::{CoreLib, Dispatch, Frame, Runtime};
 
 /// A named template.
 #[derive(Clone, Copy, Debug)]
@@ -37,6 +45,8 @@ pub struct Template {
     pub(super) core31: &'static [&'static [Entry]],
     /// Its entries on .NET 8, where they differ from 3.1's.
     pub(super) net8: Option<&'static [&'static [Entry]]>,
+    /// Its entries on .NET 9 and 10, where they differ from .NET 8's.
+    pub(super) net9: Option<&'static [&'static [Entry]]>,
 }
 
 /// The bottom of a thread started with `new Thread(…)` on CoreCLR 3.1, below its start method.
@@ -86,13 +96,35 @@ const POOL_DISPATCH: &[Entry] = &[
     Runtime("libcoreclr.so!ThreadpoolMgr::WorkerThreadStart"),
 ];
 
+/// Between a running exception handler and the method that threw on CoreCLR 3.1 and .NET 8:
+/// the runtime's native dispatcher, entered by `IL_Throw` below its Frame (observed:
+/// `t_in_filter`, `t_in_catch`, `catch`, `finally`, `filter`).
+const NATIVE_DISPATCH: &[Entry] = &[
+    Runtime("libcoreclr.so!ProcessCLRException"),
+    Frame(FrameKind::HelperMethod),
+];
+
+/// Below managed exception dispatch (.NET 9 and 10), above the method that threw: `IL_Throw`
+/// and its Frame, and `DispatchManagedException`, which calls `EH.RhThrowEx` through
+/// `CallDescrWorkerInternal` (`dotnet/runtime` `src/coreclr/vm/exceptionhandling.cpp`,
+/// `DispatchManagedException`).
+const THROW_INTO_MANAGED_DISPATCH: &[Entry] = &[
+    Dispatch("System.Runtime.EH::DispatchEx"),
+    Dispatch("System.Runtime.EH::RhThrowEx"),
+    Runtime("libcoreclr.so!CallDescrWorkerInternal"),
+    Runtime("libcoreclr.so!DispatchManagedException"),
+    Runtime("libcoreclr.so!IL_Throw"),
+    Frame(FrameKind::HelperMethod),
+];
+
 /// Every template, by name.
-pub const TEMPLATES: [Template; 8] = [
+pub const TEMPLATES: [Template; 14] = [
     Template {
         name: "thread_start",
         doc: "the bottom of a thread started with `new Thread(…)`, below its start method",
         core31: &[THREAD_START_31],
         net8: Some(&[THREAD_START_8]),
+        net9: None,
     },
     Template {
         name: "thread_pool",
@@ -103,12 +135,14 @@ pub const TEMPLATES: [Template; 8] = [
         ],
         // The work item's `Execute` is not reported (observed: `t_pool`).
         net8: Some(&[POOL_DISPATCH_8, THREAD_START_8]),
+        net9: None,
     },
     Template {
         name: "async_continuation",
         doc: "the bottom of a thread-pool thread resuming an async method after an `await`, below the state machine's `MoveNext`",
         core31: &[ASYNC_BOX, POOL_DISPATCH],
         net8: Some(&[ASYNC_BOX, POOL_DISPATCH_8, THREAD_START_8]),
+        net9: None,
     },
     Template {
         name: "reflection_invoke",
@@ -119,6 +153,7 @@ pub const TEMPLATES: [Template; 8] = [
             INVOKE_NATIVE,
             &[CoreLib("System.Reflection.MethodBaseInvoker::InvokeWithNoArgs")],
         ]),
+        net9: None,
     },
     Template {
         name: "reflection_invoke_one_arg",
@@ -138,6 +173,7 @@ pub const TEMPLATES: [Template; 8] = [
                 CoreLib("System.Reflection.MethodBaseInvoker::InvokeWithOneArg"),
             ],
         ]),
+        net9: None,
     },
     Template {
         name: "cctor_trigger",
@@ -151,6 +187,7 @@ pub const TEMPLATES: [Template; 8] = [
         ]],
         // The same walk (observed: `t_cctor`).
         net8: None,
+        net9: None,
     },
     Template {
         name: "finalizer",
@@ -164,6 +201,7 @@ pub const TEMPLATES: [Template; 8] = [
         ]],
         // The same walk (observed: `t_finalizer`).
         net8: None,
+        net9: None,
     },
     Template {
         name: "wait",
@@ -180,6 +218,111 @@ pub const TEMPLATES: [Template; 8] = [
             Frame(FrameKind::HelperMethod),
             CoreLib("System.Threading.WaitHandle::WaitOneNoCheck"),
         ]]),
+        net9: None,
+    },
+    Template {
+        name: "task_run",
+        doc: "the bottom of a thread-pool thread running a `Task.Run` work item, below the delegate's method",
+        core31: &[
+            &[
+                CoreLib("System.Threading.Tasks.Task::InnerInvoke"),
+                CoreLib("<>c::<.cctor>b__274_0"),
+                CoreLib("System.Threading.ExecutionContext::RunFromThreadPoolDispatchLoop"),
+                CoreLib("System.Threading.Tasks.Task::ExecuteWithThreadLocal"),
+                CoreLib("System.Threading.Tasks.Task::ExecuteEntryUnsafe"),
+                CoreLib("System.Threading.Tasks.Task::ExecuteFromThreadPool"),
+            ],
+            POOL_DISPATCH,
+        ],
+        // The task's invocation is inlined into `RunFromThreadPoolDispatchLoop` and the
+        // thread-pool entry into `Dispatch` (observed: `t_task_run`).
+        net8: Some(&[
+            &[
+                CoreLib("System.Threading.ExecutionContext::RunFromThreadPoolDispatchLoop"),
+                CoreLib("System.Threading.Tasks.Task::ExecuteWithThreadLocal"),
+            ],
+            POOL_DISPATCH_8,
+            THREAD_START_8,
+        ]),
+        net9: None,
+    },
+    Template {
+        name: "sleep",
+        doc: "the top of a thread blocked in `Thread.Sleep`, above its caller",
+        core31: &[&[
+            Runtime("libcoreclr.so!ThreadNative::Sleep"),
+            Frame(FrameKind::HelperMethod),
+            CoreLib("System.Threading.Thread::Sleep"),
+        ]],
+        // The same walk (observed: `t_sleep/target`).
+        net8: None,
+        net9: None,
+    },
+    Template {
+        name: "monitor_enter",
+        doc: "the top of a thread blocked entering a contended `lock`, above the method with the `lock` statement",
+        core31: &[&[
+            Runtime("libcoreclr.so!JIT_MonEnter_Helper"),
+            Runtime("libcoreclr.so!JIT_MonReliableEnter_Portable"),
+            Frame(FrameKind::HelperMethod),
+            CoreLib("System.Threading.Monitor::Enter"),
+        ]],
+        // The JIT calls the runtime's helper from the locking method itself: no
+        // `Monitor::Enter` frame (observed: `t_monitor/target`).
+        net8: Some(&[&[
+            Runtime("libcoreclr.so!JIT_MonEnter_Helper"),
+            Runtime("libcoreclr.so!JIT_MonReliableEnter_Portable"),
+            Frame(FrameKind::HelperMethod),
+        ]]),
+        net9: None,
+    },
+    Template {
+        name: "filter_dispatch",
+        doc: "between a running filter funclet and the method that threw",
+        core31: &[NATIVE_DISPATCH],
+        net8: None,
+        // The first pass calls the filter through a QCall from `EH.FindFirstPassHandler`
+        // (`ExceptionHandling.cs`; `CallFilterFunclet` in `exceptionhandlingqcalls.h`).
+        net9: Some(&[
+            &[
+                Runtime("libcoreclr.so!CallFilterFunclet"),
+                Frame(FrameKind::InlinedCall),
+                Dispatch("System.Runtime.ExceptionServices.InternalCalls::RhpCallFilterFunclet"),
+                Dispatch("System.Runtime.EH::FindFirstPassHandler"),
+            ],
+            THROW_INTO_MANAGED_DISPATCH,
+        ]),
+    },
+    Template {
+        name: "catch_dispatch",
+        doc: "between a running catch funclet and the method that threw",
+        core31: &[NATIVE_DISPATCH],
+        net8: None,
+        // `EH.DispatchEx` calls the catch funclet through a QCall once the first pass found it.
+        net9: Some(&[
+            &[
+                Runtime("libcoreclr.so!CallCatchFunclet"),
+                Frame(FrameKind::InlinedCall),
+                Dispatch("System.Runtime.ExceptionServices.InternalCalls::RhpCallCatchFunclet"),
+            ],
+            THROW_INTO_MANAGED_DISPATCH,
+        ]),
+    },
+    Template {
+        name: "finally_dispatch",
+        doc: "between a finally funclet an exception runs and the method that threw",
+        core31: &[NATIVE_DISPATCH],
+        net8: None,
+        // `EH.InvokeSecondPass`, called by `DispatchEx`, runs each finally through a QCall.
+        net9: Some(&[
+            &[
+                Runtime("libcoreclr.so!CallFinallyFunclet"),
+                Frame(FrameKind::InlinedCall),
+                Dispatch("System.Runtime.ExceptionServices.InternalCalls::RhpCallFinallyFunclet"),
+                Dispatch("System.Runtime.EH::InvokeSecondPass"),
+            ],
+            THROW_INTO_MANAGED_DISPATCH,
+        ]),
     },
 ];
 
@@ -191,9 +334,11 @@ impl Template {
 
     /// Its entries on `version`, leaf first.
     pub(super) fn entries(&self, version: RuntimeVersion) -> impl Iterator<Item = Entry> + '_ {
+        let net8 = self.net8.unwrap_or(self.core31);
         let parts = match version {
             RuntimeVersion::Core31 => self.core31,
-            RuntimeVersion::Net8 => self.net8.unwrap_or(self.core31),
+            RuntimeVersion::Net8 => net8,
+            RuntimeVersion::Net9 | RuntimeVersion::Net10 => self.net9.unwrap_or(net8),
         };
         parts.iter().flat_map(|part| part.iter().copied())
     }
@@ -211,7 +356,7 @@ pub(super) fn functions<'a>(
     for template in used {
         for entry in template.entries(version) {
             let (name, kind, module) = match entry {
-                CoreLib(name) => (name, CodeKind::ReadyToRun, "System.Private.CoreLib.dll"),
+                CoreLib(name) | Dispatch(name) => (name, CodeKind::ReadyToRun, "System.Private.CoreLib.dll"),
                 Runtime(name) => (name, CodeKind::Helper, "libcoreclr.so"),
                 Frame(_) => continue,
             };
@@ -220,6 +365,7 @@ pub(super) fn functions<'a>(
             }
             let mut spec = FunctionSpec::new(name, kind);
             spec.module = Some(module.into());
+            spec.hidden = matches!(entry, Dispatch(_)) && version.hides_exception_dispatch();
             out.push(spec);
         }
     }

@@ -203,17 +203,19 @@ impl Builder<'_> {
             for entry in self.template(name)?.entries(self.version) {
                 t.stack.push(match entry {
                     Entry::Frame(kind) => StackEntry::Frame(kind),
-                    Entry::CoreLib(function) | Entry::Runtime(function) => StackEntry::Call {
-                        function: code.by_name(function).ok_or_else(|| {
-                            self.err(
-                                name.span(),
-                                "template",
-                                format!("`{function}` is not in the code map"),
-                            )
-                        })?,
-                        offset: None,
-                        funclet: None,
-                    },
+                    Entry::CoreLib(function) | Entry::Dispatch(function) | Entry::Runtime(function) => {
+                        StackEntry::Call {
+                            function: code.by_name(function).ok_or_else(|| {
+                                self.err(
+                                    name.span(),
+                                    "template",
+                                    format!("`{function}` is not in the code map"),
+                                )
+                            })?,
+                            offset: None,
+                            funclet: None,
+                        }
+                    }
                 });
             }
             return Ok(());

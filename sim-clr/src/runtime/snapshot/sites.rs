@@ -105,12 +105,13 @@ impl Sites {
             function_id: function.function_id,
             reach: rule.map(|r| r.reach).unwrap_or_default(),
             managed,
-            reported: function.kind.has_metadata(),
+            reported: function.kind.has_metadata() && !function.hidden,
             unwinds: rule.is_some(),
         };
         // A reported managed site in a conventional `push rbp; mov rbp, rsp` frame: a frame
         // stopped there is a link of the frame-pointer chain, unwound from RBP alone.
-        let link = function.kind.has_metadata() && rule.is_some_and(|r| r.reach.is_chain());
+        let link =
+            function.kind.has_metadata() && !function.hidden && rule.is_some_and(|r| r.reach.is_chain());
         self.links[slot] = if link {
             FrameInfo::for_snapshot(function.function_id, ip)
         } else {

@@ -461,20 +461,33 @@ fn record<const GPRS: bool>(
 /// Moves `at` to the next usable Frame of `thread`'s chain (from `next_frame` on) at or above
 /// `sp`: one that returns into a managed call; false when there is none.
 fn hop(st: &State, thread: &Thread, next_frame: &mut usize, sp: u64, at: &mut Cursor) -> bool {
-    let (calls, chain) = (&thread.layout.calls, &thread.layout.frames);
-    while let Some(frame) = chain.get(*next_frame) {
-        *next_frame += 1;
-        if frame.address < sp {
-            continue;
+    match next_hop(st, thread, *next_frame, sp) {
+        Some((frame, call)) => {
+            let call = &thread.layout.calls[call];
+            *next_frame = frame + 1;
+            at.set(call.rip, call.regs, false);
+            true
         }
-        if let Some(call) = frame.returns_to {
-            if st.code.function(calls[call].function).kind.is_managed() {
-                at.set(calls[call].rip, calls[call].regs, false);
-                return true;
-            }
+        None => {
+            *next_frame = thread.layout.frames.len();
+            false
         }
     }
-    false
+}
+
+/// The Frame a hop from `from` at `sp` takes and the managed call it returns to, as indexes
+/// of the thread's laid-out Frames and calls: the first Frame at or above `sp` that returns
+/// into managed code.
+fn next_hop(st: &State, thread: &Thread, from: usize, sp: u64) -> Option<(usize, usize)> {
+    let (calls, chain) = (&thread.layout.calls, &thread.layout.frames);
+    chain.get(from..)?.iter().enumerate().find_map(|(i, frame)| {
+        let call = frame.returns_to.filter(|_| frame.address >= sp)?;
+        st.code
+            .function(calls[call].function)
+            .kind
+            .is_managed()
+            .then_some((from + i, call))
+    })
 }
 
 impl<const GPRS: bool> Iter<'_, GPRS> {
@@ -484,8 +497,17 @@ impl<const GPRS: bool> Iter<'_, GPRS> {
     #[inline(never)]
     fn native_run(&mut self, at: &mut Cursor) -> bool {
         let layout = &self.thread.layout;
-        if self.st.config.version.reports_reverse_pinvoke_runs()
-            || !layout.entered_by_reverse_pinvoke(*self.next_frame, at.sp)
+        let version = self.st.config.version;
+        // .NET 10 leaves out the run of a QCall the hidden exception dispatch made (its
+        // InlinedCallFrame is marked as the dispatch's).
+        let dispatch_qcall = || {
+            version.hides_exception_dispatch()
+                && next_hop(self.st, self.thread, *self.next_frame, at.sp)
+                    .is_some_and(|(_, call)| self.st.code.function(layout.calls[call].function).hidden)
+        };
+        if (version.reports_reverse_pinvoke_runs()
+            || !layout.entered_by_reverse_pinvoke(*self.next_frame, at.sp))
+            && !dispatch_qcall()
         {
             let marker = FrameInfo::for_snapshot(FunctionId::NULL, at.ip);
             record::<GPRS>(self.frames, self.contexts, marker, at);
