@@ -65,10 +65,10 @@ done
 # The probes: small profilers that each find out one thing and write it, one line, to the
 # file $PROBE_OUT names; each runs with its own program (Probe.exe does nothing).
 mcs -optimize+ -out:"$bin/Probe.exe" "$root/conformance/programs/Probe.cs" >/dev/null
-for program in AdoptionProbe EventsProbe; do
+for program in AdoptionProbe EventsProbe OsrProbe; do
   mcs -optimize+ -out:"$bin/$program.exe" "$root/conformance/programs/$program.cs" >/dev/null
 done
-for probe in runtime_information shutdown interfaces metadata adoption events; do
+for probe in runtime_information shutdown interfaces metadata adoption events osr; do
   cc -shared -fPIC -O1 -Wall -Werror -pthread -o "$bin/libprobe_$probe.so" "$root/conformance/probes/$probe.c"
 done
 
@@ -103,7 +103,7 @@ for version in "${runtimes[@]}"; do
   mkdir -p "$dir" "$results"
   cp "$bin"/* "$dir/"
   case "$version" in 3.*) tfm="netcoreapp${version%.*}" ;; *) tfm="net${version%.*}" ;; esac
-  for program in Sync Cross Crash Runtime Probe AdoptionProbe EventsProbe; do
+  for program in Sync Cross Crash Runtime Probe AdoptionProbe EventsProbe OsrProbe; do
     printf '{ "runtimeOptions": { "tfm": "%s", "framework": { "name": "Microsoft.NETCore.App", "version": "%s" } } }\n' \
       "$tfm" "$version" > "$dir/$program.runtimeconfig.json"
   done
@@ -128,7 +128,9 @@ for version in "${runtimes[@]}"; do
   #     version): the two lines must be the same. `adoption` (what the runtime does to a
   #     native thread that calls a delegate) and `events` (where JIT and thread-name callbacks
   #     come) must write the line their `.expected` file holds, which is what the simulator
-  #     models (its `reverse_pinvoke`, `call` and `set_name` steps).
+  #     models (its `reverse_pinvoke`, `call` and `set_name` steps); `osr` (a loop's method
+  #     before and after on-stack replacement, and the code bodies the runtime lists for it)
+  #     the line of `osr-VERSION.expected`, which `tests/code_versions.rs` asks the simulator.
   real_probe() { # NAME CLSID PROGRAM: the real runtime's line, in $results/probe-NAME.real
     (cd "$dir" && DOTNET_SYSTEM_GLOBALIZATION_INVARIANT=1 CORECLR_ENABLE_PROFILING=1 \
       CORECLR_PROFILER="$2" CORECLR_PROFILER_PATH="$dir/libprobe_$1.so" \
@@ -156,6 +158,8 @@ for version in "${runtimes[@]}"; do
   same_line adoption "$root/conformance/probes/adoption.expected"
   real_probe events '{2c0f6a1e-7b3d-4e21-8f5a-11223344bb03}' EventsProbe.exe
   same_line events "$root/conformance/probes/events.expected"
+  real_probe osr '{2c0f6a1e-7b3d-4e21-8f5a-11223344bb07}' OsrProbe.exe
+  same_line osr "$root/conformance/probes/osr-$version.expected"
 
   # 5. Recording: each log turned into a scenario by `simclr record`, which must reproduce
   #    every recorded answer ("recorded: N passed, M failed").

@@ -5,6 +5,7 @@
 //! ReJIT versions.
 
 use corprof::{CodeInfo, FunctionId, HResult, ProfilerInfo, ReJitId, SnapshotFrame, ThreadId};
+use sim_clr::runtime::RuntimeVersion;
 use sim_clr::scenario::Scenario;
 use sim_clr::CallContext;
 
@@ -111,5 +112,73 @@ fn a_version_must_follow_a_method_with_metadata() {
             err.contains("field `version_of`") || err.contains("field `rejit`"),
             "the field at fault is named: {err}"
         );
+    }
+}
+
+/// The thread of the lane's OSR probe (`conformance/programs/OsrProbe.cs`): its method with a
+/// loop calls the probe by P/Invoke in the loop's first round (`last = false`) or, a million
+/// rounds later, in its last (`last = true`: the loop runs in its OSR body on .NET 8).
+fn osr_thread(last: bool) -> String {
+    format!(
+        "platform = \"unix\"\n[[code]]\nname = \"OsrProbe::Loop\"\nkind = \"jit\"\n[[code]]\nname = \"OsrProbe::Main\"\nkind = \"jit\"\n\
+         [[code]]\nname = \"dotnet!corehost_main\"\nkind = \"native\"\n[[threads]]\nname = \"t\"\n\
+         frames = [{{ fn = \"OsrProbe::Loop\", in_loop = {last} }}, {{ fn = \"OsrProbe::Main\" }}, {{ fn = \"dotnet!corehost_main\" }}]\n"
+    )
+}
+
+/// What the probe (`conformance/probes/osr.c`) writes for one round, asked of the simulator.
+fn osr_round(version: RuntimeVersion, last: bool) -> String {
+    let text = osr_thread(last);
+    let rt = Scenario::parse_as("osr.toml", &text, Some(version))
+        .unwrap()
+        .runtime();
+    rt.on_thread("t", CallContext::PInvoke, |rt| {
+        let mut first = None;
+        let mut cb = |f: &SnapshotFrame<'_>| {
+            if !f.func_id.is_null() && first.is_none() {
+                first = Some((f.func_id, f.ip));
+            }
+            HResult::S_OK
+        };
+        assert_eq!(rt.do_stack_snapshot(ThreadId::NULL, Some(&mut cb), 0, None, 0), HResult::S_OK);
+        let (function, ip) = first.expect("a managed frame");
+        let inside = |r: &CodeInfo| (r.start_address..r.start_address + r.size).contains(&ip);
+        let mut regions = [CodeInfo::default(); 8];
+        let n = rt.get_code_info2(function, 8, Some(&mut regions)).unwrap();
+        let in_code_info2 = regions[..n as usize].iter().any(inside);
+        let starts = rt.get_native_code_start_addresses(function, ReJitId(0)).unwrap();
+        let body = starts
+            .iter()
+            .enumerate()
+            .filter(|(_, &s)| s <= ip)
+            .max_by_key(|(_, &s)| s)
+            .map_or(-1, |(i, _)| i as i64);
+        let info4 = rt.get_code_info4(starts[0], 8, Some(&mut regions)).err().unwrap_or(HResult::S_OK);
+        format!(
+            "IP in GetCodeInfo2 {}, GetNativeCodeStartAddresses 0x00000000 with {} bodies, the IP in body {body}, GetCodeInfo4 {:#010x}",
+            u8::from(in_code_info2),
+            starts.len(),
+            info4.0
+        )
+    })
+    .unwrap()
+}
+
+#[test]
+fn osr_bodies_are_native_code_versions_as_each_real_runtime_lists_them() {
+    for (version, real) in [
+        (RuntimeVersion::Core31, "3.1.23"),
+        (RuntimeVersion::Net8, "8.0.4"),
+    ] {
+        let line = format!(
+            "osr: first round: {}; last round: {}\n",
+            osr_round(version, false),
+            osr_round(version, true)
+        );
+        let path = format!(
+            "{}/conformance/probes/osr-{real}.expected",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        assert_eq!(line, std::fs::read_to_string(path).unwrap(), "{version}");
     }
 }

@@ -119,6 +119,25 @@ pub trait ProfilerInfo: Send + Sync {
     /// A SYNC entrypoint that may trigger a GC.
     fn get_rejit_ids(&self, function: FunctionId) -> Result<Vec<ReJitId>, HResult>;
 
+    /// `ICorProfilerInfo9::GetNativeCodeStartAddresses`: where each native code body of ReJIT
+    /// version `rejit` of `function` starts (tier 0, tier 1, on-stack replacement), the first
+    /// compiled first. An ASYNC entrypoint.
+    fn get_native_code_start_addresses(
+        &self,
+        function: FunctionId,
+        rejit: ReJitId,
+    ) -> Result<Vec<u64>, HResult>;
+
+    /// `ICorProfilerInfo9::GetCodeInfo4`: like `GetCodeInfo2`, for the native code body that
+    /// starts at `start` (one `GetNativeCodeStartAddresses` gave). A SYNC entrypoint that may
+    /// trigger a GC.
+    fn get_code_info4<'a>(
+        &self,
+        start: u64,
+        requested: u32,
+        code_infos: Option<&'a mut [CodeInfo]>,
+    ) -> Result<u32, HResult>;
+
     /// `ICorProfilerInfo::GetFunctionInfo`: class, module and token of `function`.
     fn get_function_info(&self, function: FunctionId) -> Result<FunctionInfo, HResult>;
 

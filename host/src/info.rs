@@ -757,6 +757,53 @@ unsafe extern "system-unwind" fn get_rejit_ids(
     }
 }
 
+unsafe extern "system-unwind" fn get_native_code_start_addresses(
+    this: *mut c_void,
+    function: UintPtr,
+    rejit: UintPtr,
+    len: u32,
+    out_len: *mut u32,
+    starts: *mut UintPtr,
+) -> HRESULT {
+    // SAFETY: `this` is live; `out_len` is NULL or valid, `starts` NULL or holds `len` slots.
+    unsafe {
+        answer(
+            this,
+            |o| {
+                o.rt.get_native_code_start_addresses(fid(function), ReJitId(rejit as u64))
+            },
+            |_, found| {
+                put(out_len, found.len() as u32);
+                if starts.is_null() {
+                    return OK;
+                }
+                if (len as usize) < found.len() {
+                    return hr(HResult::ERROR_INSUFFICIENT_BUFFER);
+                }
+                for (i, start) in found.iter().enumerate() {
+                    starts.add(i).write(*start as UintPtr);
+                }
+                OK
+            },
+        )
+    }
+}
+
+unsafe extern "system-unwind" fn get_code_info4(
+    this: *mut c_void,
+    start: UintPtr,
+    len: u32,
+    out_len: *mut u32,
+    infos: *mut c_void,
+) -> HRESULT {
+    // SAFETY: forwarded contract.
+    unsafe {
+        code_regions(this, len, out_len, infos, |o, out| {
+            o.rt.get_code_info4(start as u64, len, out)
+        })
+    }
+}
+
 /// What `GetRuntimeInformation` answers for the runtime version simclr answers as, as each
 /// real runtime answers a profiler calling it from `Initialize` (linux-x64; the conformance
 /// lane's probe `conformance/probes/runtime_information.c` compares the two on each runtime): CoreCLR 3.1.23
@@ -953,7 +1000,10 @@ fn vtable() -> &'static ICorProfilerInfo15Vtbl {
         let v = &mut v15.base.base.base.base.base;
         v.SuspendRuntime = suspend_runtime;
         v.ResumeRuntime = resume_runtime;
-        let i8 = &mut v.base.base;
+        let i9 = &mut v.base;
+        i9.GetNativeCodeStartAddresses = get_native_code_start_addresses;
+        i9.GetCodeInfo4 = get_code_info4;
+        let i8 = &mut i9.base;
         i8.GetFunctionFromIP3 = get_function_from_ip3;
         let i5 = &mut i8.base.base.base;
         i5.GetEventMask2 = get_event_mask2;

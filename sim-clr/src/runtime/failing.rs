@@ -15,7 +15,7 @@ use corprof::HResult;
 /// The calls a rule may name: every `ICorProfilerInfo` method the simulated runtime answers,
 /// and the OS's thread calls a sampler stops threads with (`SuspendThread`, `ResumeThread`,
 /// `GetThreadContext`: the process's OS layer, for Rust and hosted code alike).
-pub const FAILABLE_APIS: [&str; 28] = [
+pub const FAILABLE_APIS: [&str; 30] = [
     "DoStackSnapshot",
     "GetFunctionFromIP",
     "GetFunctionFromIP2",
@@ -23,6 +23,8 @@ pub const FAILABLE_APIS: [&str; 28] = [
     "GetCodeInfo2",
     "GetCodeInfo3",
     "GetReJITIDs",
+    "GetNativeCodeStartAddresses",
+    "GetCodeInfo4",
     "GetFunctionInfo",
     "GetFunctionInfo2",
     "GetCurrentThreadID",

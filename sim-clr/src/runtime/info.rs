@@ -115,6 +115,54 @@ impl ProfilerInfo for Runtime {
         })
     }
 
+    fn get_native_code_start_addresses(
+        &self,
+        function: FunctionId,
+        rejit: ReJitId,
+    ) -> Result<Vec<u64>, HResult> {
+        self.traced("GetNativeCodeStartAddresses", None, |_call| {
+            let mut st = self.lock();
+            st.async_entry()?;
+            let base = st.method(function, "GetNativeCodeStartAddresses")?;
+            // Every native code version of the IL version: the method's first code, its tier-1
+            // bodies and (.NET 8, observed by the lane's `osr` probe) its OSR bodies.
+            Ok(st
+                .code
+                .versions(base)
+                .map(|i| st.code.function(i))
+                .filter(|f| f.rejit_id == rejit && f.compiled)
+                .map(|f| f.start)
+                .collect())
+        })
+    }
+
+    fn get_code_info4<'a>(
+        &self,
+        start: u64,
+        requested: u32,
+        code_infos: Option<&'a mut [CodeInfo]>,
+    ) -> Result<u32, HResult> {
+        self.traced("GetCodeInfo4", None, |call| {
+            let st = self.lock();
+            // SYNC, may trigger a GC (CoreCLR v3.1.23 `GetCodeInfo4`: `kP2EETriggers`); from a
+            // P/Invoke a managed thread is refused (observed: the lane's `osr` probe).
+            st.sync_entry(true)?;
+            if requested != 0 && code_infos.is_none() {
+                return Err(HResult::E_INVALIDARG);
+            }
+            if start == 0 {
+                return Err(HResult::CORPROF_E_FUNCTION_NOT_COMPILED);
+            }
+            let st = self.reader_locked(call, st)?;
+            // `GetCodeInfoFromCodeStart`: the body the address lies in, if it is managed code.
+            let body = st.code.lookup(start).map(|i| st.code.function(i));
+            match body {
+                Some(f) if f.kind.is_managed() => Ok(deliver_regions(f, requested, code_infos)),
+                _ => Err(HResult::E_FAIL),
+            }
+        })
+    }
+
     fn get_function_info(&self, function: FunctionId) -> Result<FunctionInfo, HResult> {
         self.traced("GetFunctionInfo", None, |_call| {
             let mut st = self.lock();
@@ -481,22 +529,7 @@ impl Runtime {
             _ => return Err(HResult::CORPROF_E_FUNCTION_NOT_COMPILED),
         };
         drop(self.reader_locked(call, st)?);
-        let mut regions = vec![CodeInfo {
-            start_address: f.start,
-            size: f.size,
-        }];
-        if let Some((start, size)) = f.cold {
-            regions.push(CodeInfo {
-                start_address: start,
-                size,
-            });
-        }
-        if let Some(out) = code_infos {
-            for (slot, region) in out.iter_mut().zip(&regions).take(requested as usize) {
-                *slot = *region;
-            }
-        }
-        Ok(regions.len() as u32)
+        Ok(deliver_regions(&f, requested, code_infos))
     }
 
     /// The state `st`, with the code manager's reader lock taken (R42): in a running process
@@ -571,4 +604,23 @@ fn set_masks(st: &mut State, low: u32, high: u32) -> HResult {
     }
     (st.config.event_mask, st.config.event_mask_high) = (low, high);
     HResult::S_OK
+}
+
+/// Fills up to `requested` of `f`'s code regions (hot, then cold) into `code_infos`; the number
+/// of regions.
+fn deliver_regions(f: &crate::code::Function, requested: u32, code_infos: Option<&mut [CodeInfo]>) -> u32 {
+    let hot = CodeInfo {
+        start_address: f.start,
+        size: f.size,
+    };
+    let cold = f
+        .cold
+        .map(|(start_address, size)| CodeInfo { start_address, size });
+    let regions: Vec<CodeInfo> = std::iter::once(hot).chain(cold).collect();
+    if let Some(out) = code_infos {
+        for (slot, region) in out.iter_mut().zip(&regions).take(requested as usize) {
+            *slot = *region;
+        }
+    }
+    regions.len() as u32
 }
