@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "../../include/simclr_com.h"
+#include "probe.h"
 
 static const GUID CLSID_PROBE = {0x2c0f6a1e, 0x7b3d, 0x4e21, {0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0xbb, 0x03}};
 static const GUID IID_ICorProfilerInfo3 = {0xB555ED4F, 0x452A, 0x4E54, {0x8B, 0x39, 0xB5, 0x36, 0x0B, 0xAD, 0x32, 0xA0}};
@@ -89,8 +90,7 @@ static HRESULT thread_name_changed(Object *self, UINT_PTR thread, uint32_t lengt
 
 /* Called by the program last: writes what the profiler saw. */
 void report(void) {
-    const char *path = getenv("PROBE_OUT");
-    FILE *out = path ? fopen(path, "w") : NULL;
+    FILE *out = probe_out();
     if (!out) return;
     fprintf(out,
             "events: ThreadNameChanged on the naming thread %d, for the named one %d; a first call's "

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "../../include/simclr_com.h"
+#include "probe.h"
 
 static const GUID CLSID_PROBE = {0x2c0f6a1e, 0x7b3d, 0x4e21, {0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0xbb, 0x05}};
 static const GUID INFO[] = {
@@ -18,8 +19,7 @@ static const GUID INFO[] = {
 static HRESULT initialize(Object *self, Object *unknown) {
     typedef HRESULT (*QueryInterface)(Object *, const GUID *, void **);
     (void)self;
-    const char *path = getenv("PROBE_OUT");
-    FILE *out = path ? fopen(path, "w") : NULL;
+    FILE *out = probe_out();
     if (!out) return S_OK;
     fprintf(out, "interfaces:");
     for (int i = 0; i < (int)(sizeof INFO / sizeof INFO[0]); i++) {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../../include/simclr_com.h"
+#include "probe.h"
 
 static const GUID CLSID_PROBE = {0x2c0f6a1e, 0x7b3d, 0x4e21, {0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0xbb, 0x06}};
 static const GUID IID_ICorProfilerInfo3 = {0xB555ED4F, 0x452A, 0x4E54, {0x8B, 0x39, 0xB5, 0x36, 0x0B, 0xAD, 0x32, 0xA0}};
@@ -54,8 +55,7 @@ static HRESULT initialize(Object *self, Object *unknown) {
 
 static HRESULT shutdown(Object *self) {
     (void)self;
-    const char *path = getenv("PROBE_OUT");
-    FILE *out = path ? fopen(path, "w") : NULL;
+    FILE *out = probe_out();
     if (!out) return S_OK;
     fprintf(out, "metadata: version strings %s, modules whose metadata could not be read %d\n", seen, failures);
     fclose(out);

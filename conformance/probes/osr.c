@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "../../include/simclr_com.h"
+#include "probe.h"
 
 static const GUID CLSID_PROBE = {0x2c0f6a1e, 0x7b3d, 0x4e21, {0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0xbb, 0x07}};
 static const GUID IID_ICorProfilerInfo9 = {0x008170DB, 0xF8CC, 0x4796, {0x9A, 0x51, 0xDC, 0x8A, 0xA0, 0xB4, 0x70, 0x12}};
@@ -68,8 +69,7 @@ void probe(int moment) {
 
 /* Called by the program last: writes what the profiler saw. */
 void report(void) {
-    const char *path = getenv("PROBE_OUT");
-    FILE *out = path ? fopen(path, "w") : NULL;
+    FILE *out = probe_out();
     if (!out) return;
     fprintf(out, "osr: first round: %s; last round: %s\n", line[0], line[1]);
     fclose(out);

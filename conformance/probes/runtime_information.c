@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "../../include/simclr_com.h"
+#include "probe.h"
 
 static const GUID CLSID_PROBE = {0x2c0f6a1e, 0x7b3d, 0x4e21, {0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0xbb, 0x01}};
 static const GUID IID_ICorProfilerInfo3 = {0xB555ED4F, 0x452A, 0x4E54, {0x8B, 0x39, 0xB5, 0x36, 0x0B, 0xAD, 0x32, 0xA0}};
@@ -24,8 +25,7 @@ static HRESULT initialize(Object *self, Object *unknown) {
         hr = ((RuntimeInformation)info->vtbl[INFO_GET_RUNTIME_INFORMATION])(info, &id, &type, &major, &minor, &build,
                                                                             &qfe, 64, &length, text);
     for (uint32_t i = 0; i < length && i < 63; i++) narrow[i] = (char)text[i];
-    const char *path = getenv("PROBE_OUT");
-    FILE *out = path ? fopen(path, "w") : NULL;
+    FILE *out = probe_out();
     if (out) {
         fprintf(out, "GetRuntimeInformation: hr 0x%08X, instance %u, type %u, version %u.%u.%u.%u, string \"%s\" (%u)\n",
                 (unsigned)hr, id, type, major, minor, build, qfe, narrow, length);

@@ -4,14 +4,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "../../include/simclr_com.h"
+#include "probe.h"
 
 static const GUID CLSID_PROBE = {0x2c0f6a1e, 0x7b3d, 0x4e21, {0x8f, 0x5a, 0x11, 0x22, 0x33, 0x44, 0xbb, 0x04}};
 
 static int shutdowns, releases_at_shutdown;
 
 static void report(void) {
-    const char *path = getenv("PROBE_OUT");
-    FILE *out = path ? fopen(path, "w") : NULL;
+    FILE *out = probe_out();
     if (!out) return;
     fprintf(out, "shutdown: Shutdown %d, Releases of the profiler after it %d\n", shutdowns,
             profiler_releases() - releases_at_shutdown);

@@ -202,12 +202,13 @@ class Program
     [MethodImpl(MethodImplOptions.NoInlining)]
     static void RunTask() { Native.Run("t_task_run:default"); }
 
-    // Starts `body`, which registers itself as the target and blocks; once it has been blocked
-    // a while, a profiler thread walks it under SuspendRuntime (case `name`); `release` then
-    // lets it go.
-    static void WalkBlocked(ThreadStart body, string name, Action<Thread> release)
+    // Starts `body`, which makes its thread the profiler's target, then spins or blocks; once
+    // it has done so a while, a profiler thread walks it under SuspendRuntime (case `name`);
+    // `release` then lets it go.
+    static void WalkTarget(ThreadStart body, string name, Action<Thread> release)
     {
         Helpers.Ready = false;
+        Helpers.Stop = false;
         var thread = new Thread(body);
         thread.Start();
         while (!Helpers.Ready) Thread.Sleep(1);
@@ -253,20 +254,6 @@ class Program
     {
         try { Thrower(); }
         catch (InvalidOperationException) when (Spin()) { Helpers.Sink++; }
-    }
-
-    // Starts `spinner`, has a profiler thread walk it under SuspendRuntime, then stops it.
-    static void WalkSpinning(ThreadStart spinner, string name)
-    {
-        Helpers.Ready = false;
-        Helpers.Stop = false;
-        var thread = new Thread(spinner);
-        thread.Start();
-        while (!Helpers.Ready) Thread.Sleep(1);
-        Thread.Sleep(50);
-        Native.Run(name);
-        Helpers.Stop = true;
-        thread.Join();
     }
 
     // Runs Plugin::Run from a collectible context (the profiler saves the IP of its frame),
@@ -341,9 +328,9 @@ class Program
         Box<string>.HopRef("t_generic_ref:default", true);
         Box<int>.HopValue("t_generic_value:default", true);
         Overloads.Call("t_overload:default");
-        WalkSpinning(SpinInCatch, "t_in_catch:nt_suspended_walk");
-        WalkSpinning(SpinInFinallyOuter, "t_in_finally:nt_suspended_walk");
-        WalkSpinning(SpinInFilter, "t_in_filter:nt_suspended_walk");
+        WalkTarget(SpinInCatch, "t_in_catch:nt_suspended_walk", t => Helpers.Stop = true);
+        WalkTarget(SpinInFinallyOuter, "t_in_finally:nt_suspended_walk", t => Helpers.Stop = true);
+        WalkTarget(SpinInFilter, "t_in_filter:nt_suspended_walk", t => Helpers.Stop = true);
         GenericMethods.Hop<string>("t_generic_method:default", 0);
         Dispatch();
         Helpers.MatrixAt(500, "t_deep:default");
@@ -359,8 +346,8 @@ class Program
         Looped.Run(1000000);
         Task.Run((Action)RunTask).Wait();
         Sandwiches.Outer();
-        WalkBlocked(Sleeps, "t_sleep:nt_suspended_walk", t => t.Interrupt());
+        WalkTarget(Sleeps, "t_sleep:nt_suspended_walk", t => t.Interrupt());
         Monitor.Enter(Gate);
-        WalkBlocked(Contends, "t_monitor:nt_suspended_walk", t => Monitor.Exit(Gate));
+        WalkTarget(Contends, "t_monitor:nt_suspended_walk", t => Monitor.Exit(Gate));
     }
 }

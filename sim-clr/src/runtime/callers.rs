@@ -98,4 +98,10 @@ impl State {
         }
         Ok(())
     }
+
+    /// [`State::sync_entry`] of `GetFunctionFromIP2` and `GetCodeInfo3`, which may trigger a GC
+    /// up to .NET 9 ([`super::RuntimeVersion::code_version_lookups_trigger`]).
+    pub fn code_version_entry(&self) -> Result<(), HResult> {
+        self.sync_entry(self.config.version.code_version_lookups_trigger())
+    }
 }

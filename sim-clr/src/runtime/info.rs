@@ -57,7 +57,7 @@ impl ProfilerInfo for Runtime {
     fn get_function_from_ip2(&self, ip: u64) -> Result<(FunctionId, ReJitId), HResult> {
         self.traced("GetFunctionFromIP2", None, |call| {
             let st = self.lock();
-            st.sync_entry(st.config.version.code_version_lookups_trigger())?;
+            st.code_version_entry()?;
             self.function_from_ip(call, st, ip, false)
         })
     }
@@ -92,9 +92,7 @@ impl ProfilerInfo for Runtime {
     ) -> Result<u32, HResult> {
         self.traced("GetCodeInfo3", None, |call| {
             // Takes the code-versioning lock, which may trigger a GC (R38), up to .NET 9.
-            let st = self.lock();
-            st.sync_entry(st.config.version.code_version_lookups_trigger())?;
-            drop(st);
+            self.lock().code_version_entry()?;
             self.code_info(call, function, Some(rejit), requested, code_infos)
         })
     }

@@ -461,7 +461,13 @@ fn record<const GPRS: bool>(
 /// Moves `at` to the next usable Frame of `thread`'s chain (from `next_frame` on) at or above
 /// `sp`: one that returns into a managed call; false when there is none.
 fn hop(st: &State, thread: &Thread, next_frame: &mut usize, sp: u64, at: &mut Cursor) -> bool {
-    match next_hop(st, thread, *next_frame, sp) {
+    take_hop(thread, next_frame, next_hop(st, thread, *next_frame, sp), at)
+}
+
+/// Moves `at` to the managed call that `hop` (a Frame's index and the call's, from
+/// [`next_hop`]) returns into and past that Frame; with none, past every Frame: false.
+fn take_hop(thread: &Thread, next_frame: &mut usize, hop: Option<(usize, usize)>, at: &mut Cursor) -> bool {
+    match hop {
         Some((frame, call)) => {
             let call = &thread.layout.calls[call];
             *next_frame = frame + 1;
@@ -498,21 +504,19 @@ impl<const GPRS: bool> Iter<'_, GPRS> {
     fn native_run(&mut self, at: &mut Cursor) -> bool {
         let layout = &self.thread.layout;
         let version = self.st.config.version;
+        let next = next_hop(self.st, self.thread, *self.next_frame, at.sp);
         // .NET 10 leaves out the run of a QCall the hidden exception dispatch made (its
         // InlinedCallFrame is marked as the dispatch's).
-        let dispatch_qcall = || {
-            version.hides_exception_dispatch()
-                && next_hop(self.st, self.thread, *self.next_frame, at.sp)
-                    .is_some_and(|(_, call)| self.st.code.function(layout.calls[call].function).hidden)
-        };
+        let dispatch_qcall = version.hides_exception_dispatch()
+            && next.is_some_and(|(_, call)| self.st.code.function(layout.calls[call].function).hidden);
         if (version.reports_reverse_pinvoke_runs()
             || !layout.entered_by_reverse_pinvoke(*self.next_frame, at.sp))
-            && !dispatch_qcall()
+            && !dispatch_qcall
         {
             let marker = FrameInfo::for_snapshot(FunctionId::NULL, at.ip);
             record::<GPRS>(self.frames, self.contexts, marker, at);
         }
-        hop(self.st, self.thread, self.next_frame, at.sp, at)
+        take_hop(self.thread, self.next_frame, next, at)
     }
 
     /// Unwinds the managed frame at `at` in full, restoring every register it saved: `at`
