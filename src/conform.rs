@@ -13,6 +13,7 @@
 use corprof::FunctionId;
 use serde_json::Value;
 use sim_clr::code::CodeMap;
+use sim_clr::platform::Platform;
 use sim_clr::runtime::RuntimeVersion;
 use sim_clr::scenario::{CallReport, FaultReport, Scenario};
 use sim_clr::trace::FaultKind;
@@ -28,13 +29,60 @@ struct Row {
     real: String,
     simulated: String,
     verdict: Result<(), String>,
+    /// Why the real answer differs from the simulated one, when it is a listed difference.
+    known: Option<String>,
+}
+
+/// Real answers that differ from the simulated ones for a reason outside the runtime, each
+/// with why: the Windows lane's answers that come from Wine rather than from Windows
+/// (`conformance/windows/wine.toml`). A listed case passes with either answer, the
+/// simulated one or the listed one; any other answer fails as usual.
+#[derive(Default)]
+pub struct Known {
+    /// Case label → (the listed answer, in the comparison's notation; why).
+    cases: BTreeMap<String, (String, String)>,
+}
+
+impl Known {
+    /// Reads a list of `[[difference]]` tables, each `case`, `real` (the answer, as the
+    /// comparison table writes it) and `why`.
+    pub fn load(path: &Path) -> Result<Known, String> {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct File {
+            difference: Vec<Difference>,
+        }
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Difference {
+            case: String,
+            real: String,
+            why: String,
+        }
+        let text = read(path)?.ok_or_else(|| format!("{}: no such file", path.display()))?;
+        let file: File = toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut cases = BTreeMap::new();
+        for d in file.difference {
+            if cases.insert(d.case.clone(), (d.real, d.why)).is_some() {
+                return Err(format!("{}: case `{}` is listed twice", path.display(), d.case));
+            }
+        }
+        Ok(Known { cases })
+    }
+
+    /// Why `real` is the listed answer of `case`, if it is.
+    fn explains(&self, case: &str, real: &str) -> Option<&str> {
+        let (answer, why) = self.cases.get(case)?;
+        (answer == real).then_some(why.as_str())
+    }
 }
 
 /// Compares every scenario with its results; returns (passed, failed, text table). Inputs
 /// that cannot be compared are errors, never an empty pass: a missing or empty scenarios
 /// folder, a missing results folder, results for none of the scenarios (the folders swapped,
 /// say), a results file that cannot be read, and two records of one case.
-/// The scenarios answer as `runtime` when it is given, whatever they say. With `exits`, how
+/// The scenarios answer as `runtime` and on `platform` when they are given, whatever they
+/// say. With `exits`, how
 /// each process ended (`NAME.exit`) is compared with how the simulator predicts it ends, a
 /// row of its own (scenarios recorded from logs reproduce answers, not crashes: not then).
 pub fn compare(
@@ -42,6 +90,8 @@ pub fn compare(
     results: &Path,
     hosted: Option<&Path>,
     runtime: Option<RuntimeVersion>,
+    platform: Option<Platform>,
+    known: &Known,
     exits: bool,
 ) -> Result<Comparison, String> {
     let mut files: Vec<_> = std::fs::read_dir(scenarios)
@@ -62,7 +112,7 @@ pub fn compare(
     let mut runs = 0;
     for file in files {
         let stem = file.file_stem().unwrap().to_string_lossy().into_owned();
-        let scenario = Scenario::load_as(&file, runtime).map_err(|e| e.to_string())?;
+        let scenario = Scenario::load_on(&file, runtime, platform).map_err(|e| e.to_string())?;
         let exit = read(&results.join(format!("{stem}.exit")))?;
         // A run that crashed before its first record may leave no log.
         let log = read(&results.join(format!("{stem}.jsonl")))?.unwrap_or_default();
@@ -73,11 +123,12 @@ pub fn compare(
                 real: "not run".into(),
                 simulated: "-".into(),
                 verdict: Err("no real run".into()),
+                known: None,
             });
             continue;
         };
         runs += 1;
-        rows.extend(compare_one(&scenario, exit.trim(), &log, exits)?);
+        rows.extend(compare_one(&scenario, exit.trim(), &log, known, exits)?);
         if let Some(library) = hosted {
             if scenario.host.steps.is_empty() {
                 cannot_host.push(format!("{stem}: the scenario has no [host] steps"));
@@ -104,6 +155,7 @@ pub fn compare(
         ));
     }
     Ok(Comparison {
+        known: rows.iter().filter(|r| r.known.is_some()).count(),
         simulated: tally(&rows, "simulated"),
         hosted: hosted.map(|_| (tally(&hosted_rows, "hosted"), cannot_host)),
     })
@@ -114,6 +166,8 @@ pub fn compare(
 pub struct Comparison {
     /// The scenarios run by the simulator against the real runtime.
     pub simulated: (usize, usize, String),
+    /// How many of the simulated rows passed as a listed difference ([`Known`]).
+    pub known: usize,
     /// The hosted library against the real runtime, and the scenarios it cannot run.
     pub hosted: Option<((usize, usize, String), Vec<String>)>,
 }
@@ -215,6 +269,7 @@ fn compare_hosted(
             real: real_text,
             simulated: hosted_text,
             verdict,
+            known: None,
         });
     }
     for (case, record) in hosted {
@@ -224,13 +279,15 @@ fn compare_hosted(
             real: "no record".into(),
             simulated: describe_real(&record),
             verdict: Err("the real runtime never recorded it".into()),
+            known: None,
         });
     }
     rows.push(process_row(name, exit, hosted_exit));
     Ok(rows)
 }
 
-/// (passed, failed, the table) of compared rows; `column` names the compared side.
+/// (passed, failed, the table) of compared rows; `column` names the compared side. A listed
+/// difference passes, its row saying so.
 fn tally(rows: &[Row], column: &str) -> (usize, usize, String) {
     let passed = rows.iter().filter(|r| r.verdict.is_ok()).count();
     let mut table = format!(
@@ -238,9 +295,10 @@ fn tally(rows: &[Row], column: &str) -> (usize, usize, String) {
         "case", "api", "real", column
     );
     for r in rows {
-        let verdict = match &r.verdict {
-            Ok(()) => "ok".to_string(),
-            Err(why) => format!("FAIL: {why}"),
+        let verdict = match (&r.verdict, &r.known) {
+            (Ok(()), Some(why)) => format!("ok, a known difference: {why}"),
+            (Ok(()), None) => "ok".to_string(),
+            (Err(why), _) => format!("FAIL: {why}"),
         };
         table.push_str(&format!(
             "{:<34} {:<24} {:<44} {:<44} {verdict}\n",
@@ -270,7 +328,13 @@ fn records(name: &str, log: &str) -> Result<BTreeMap<String, Value>, String> {
     Ok(records)
 }
 
-fn compare_one(scenario: &Scenario, exit: &str, log: &str, judge_exit: bool) -> Result<Vec<Row>, String> {
+fn compare_one(
+    scenario: &Scenario,
+    exit: &str,
+    log: &str,
+    known: &Known,
+    judge_exit: bool,
+) -> Result<Vec<Row>, String> {
     let mut real = records(&scenario.name, log)?;
     let report = scenario.run();
     let mut calls: Vec<&CallReport> = Vec::new();
@@ -318,12 +382,18 @@ fn compare_one(scenario: &Scenario, exit: &str, log: &str, judge_exit: bool) -> 
                 Err("the real runtime never made this call".into()),
             ),
         };
+        let known = verdict
+            .is_err()
+            .then(|| known.explains(&case, &real_text))
+            .flatten()
+            .map(str::to_string);
         rows.push(Row {
             case,
             api: call.api.clone(),
             real: real_text,
             simulated,
-            verdict,
+            verdict: if known.is_some() { Ok(()) } else { verdict },
+            known,
         });
     }
     for (case, record) in real {
@@ -333,6 +403,7 @@ fn compare_one(scenario: &Scenario, exit: &str, log: &str, judge_exit: bool) -> 
             real: describe_real(&record),
             simulated: "-".into(),
             verdict: Err("not in the scenario".into()),
+            known: None,
         });
     }
     if !judge_exit {
@@ -366,6 +437,7 @@ fn process_row(name: &str, real: &str, other: &str) -> Row {
         } else {
             Err("ends differently".into())
         },
+        known: None,
     }
 }
 

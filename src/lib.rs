@@ -44,6 +44,7 @@ mod unwind_fuzz;
 use clap::{Parser, Subcommand};
 use fixtures::unwind_oracle::Format;
 use out::{out, outln};
+use sim_clr::platform::Platform;
 use sim_clr::process::Shard;
 use sim_clr::runtime::RuntimeVersion;
 use sim_clr::scenario::{cut, Report, Scenario};
@@ -296,6 +297,9 @@ enum Command {
         /// `[runtime] version`.
         #[arg(long, value_name = "VERSION", value_parser = str::parse::<RuntimeVersion>, default_value = "8.0")]
         runtime: RuntimeVersion,
+        /// The operating system of the runtime that wrote the log: the scenario's `platform`.
+        #[arg(long, value_enum, default_value = "unix")]
+        platform: OnePlatform,
     },
     /// Combine the `--json` reports of every shard of one `explore`, `fuzz` or `walk-fuzz` run
     /// (`--shard 1/N` … `--shard N/N`) into the report the whole run prints.
@@ -318,6 +322,15 @@ enum Command {
         /// Answer as this runtime version (`3.1`, `8.0`, `9.0`, `10.0`), whatever the scenarios say.
         #[arg(long, value_name = "VERSION", value_parser = str::parse::<RuntimeVersion>)]
         runtime: Option<RuntimeVersion>,
+        /// Answer on this operating system, whatever the scenarios say: the same programs run
+        /// on Windows are compared with their scenarios so.
+        #[arg(long, value_enum)]
+        platform: Option<OnePlatform>,
+        /// Real answers known to differ for a reason outside the runtime (a TOML list of
+        /// `[[difference]]` tables: `case`, `real`, `why`; see conformance/windows/wine.toml):
+        /// a listed case passes with the listed answer too.
+        #[arg(long, value_name = "FILE")]
+        known: Option<PathBuf>,
     },
 }
 
@@ -526,8 +539,21 @@ fn command() -> ExitCode {
             results,
             hosted,
             runtime,
-        } => conform(&scenarios, &results, hosted.as_deref(), runtime),
-        Command::Record { log, out, runtime } => record(&log, out.as_deref(), runtime),
+            platform,
+            known,
+        } => conform(
+            &scenarios,
+            &results,
+            hosted.as_deref(),
+            (runtime, platform.map(OnePlatform::platform)),
+            known.as_deref(),
+        ),
+        Command::Record {
+            log,
+            out,
+            runtime,
+            platform,
+        } => record(&log, out.as_deref(), runtime, platform.platform()),
         Command::Mutants {
             schedules,
             seed,
@@ -747,6 +773,24 @@ fn load(file: &std::path::Path, runtime: Option<RuntimeVersion>) -> Result<Scena
     })
 }
 
+/// The operating system a real runtime ran on, or a scenario answers on (`--platform`).
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum OnePlatform {
+    /// Windows.
+    Windows,
+    /// Linux (and macOS).
+    Unix,
+}
+
+impl OnePlatform {
+    fn platform(self) -> Platform {
+        match self {
+            OnePlatform::Windows => Platform::Windows,
+            OnePlatform::Unix => Platform::Unix,
+        }
+    }
+}
+
 /// Which platforms a generator makes processes for (`--platform`).
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 enum Platforms {
@@ -842,7 +886,12 @@ fn catalog() -> ExitCode {
 
 /// `simclr record`: one log into a scenario, or a results folder into a folder of scenarios
 /// compared with their logs.
-fn record(log: &std::path::Path, out: Option<&std::path::Path>, runtime: RuntimeVersion) -> ExitCode {
+fn record(
+    log: &std::path::Path,
+    out: Option<&std::path::Path>,
+    runtime: RuntimeVersion,
+    platform: Platform,
+) -> ExitCode {
     let fail = |e: String| {
         eprintln!("error: {e}");
         ExitCode::from(2)
@@ -862,7 +911,7 @@ fn record(log: &std::path::Path, out: Option<&std::path::Path>, runtime: Runtime
                 log.display()
             ));
         }
-        return match (record::scenario(&name, &text, runtime), out) {
+        return match (record::scenario(&name, &text, runtime, platform), out) {
             (Err(e), _) => fail(format!("{}: {e}", log.display())),
             (Ok(scenario), None) => {
                 out!("{scenario}");
@@ -877,10 +926,10 @@ fn record(log: &std::path::Path, out: Option<&std::path::Path>, runtime: Runtime
     let Some(out) = out else {
         return fail("recording a folder needs `-o FOLDER` for the scenarios".into());
     };
-    if let Err(e) = record::folder(log, out, runtime) {
+    if let Err(e) = record::folder(log, out, runtime, platform) {
         return fail(e);
     }
-    match conform::compare(out, log, None, None, false) {
+    match conform::compare(out, log, None, None, None, &conform::Known::default(), false) {
         Ok(comparison) => {
             let (passed, failed, table) = comparison.simulated;
             out!("{table}");
@@ -905,13 +954,24 @@ fn conform(
     scenarios: &std::path::Path,
     results: &std::path::Path,
     hosted: Option<&std::path::Path>,
-    runtime: Option<RuntimeVersion>,
+    (runtime, platform): (Option<RuntimeVersion>, Option<Platform>),
+    known: Option<&std::path::Path>,
 ) -> ExitCode {
-    match conform::compare(scenarios, results, hosted, runtime, true) {
+    let known = match known.map(conform::Known::load).transpose() {
+        Ok(known) => known.unwrap_or_default(),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match conform::compare(scenarios, results, hosted, runtime, platform, &known, true) {
         Ok(comparison) => {
             let (passed, failed, table) = comparison.simulated;
             out!("{table}");
-            outln!("{passed} passed, {failed} failed");
+            match comparison.known {
+                0 => outln!("{passed} passed, {failed} failed"),
+                known => outln!("{passed} passed ({known} as a known difference), {failed} failed"),
+            }
             let mut all_passed = failed == 0;
             if let Some(((passed, failed, table), cannot)) = comparison.hosted {
                 outln!();

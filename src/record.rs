@@ -16,12 +16,12 @@
 //! in the log: a recorded scenario reproduces the answers, not every frame of the process.
 
 use corprof::flags::snapshot::REGISTER_CONTEXT;
-use corprof::{Context, HResult};
-use fixtures::compose::{CallSpec, CodeSpec, Compose, Frame, ThreadSpec};
+use corprof::{Context, HResult, Register};
+use fixtures::compose::{CallSpec, CodeSpec, Compose, Frame, ThreadSpec, Value as Toml};
 use serde_json::Value;
 use sim_clr::code::CodeKind;
 use sim_clr::runtime::RuntimeVersion;
-use sim_clr::scenario::{CallbackBehavior, IpRef, NestedAt, Seed, SeedBase, Target};
+use sim_clr::scenario::{CallbackBehavior, IpRef, NestedAt, Seed, SeedBase, SeedValue, Target};
 use sim_clr::thread::FrameKind;
 use sim_clr::{CallContext, Platform};
 use std::collections::BTreeMap;
@@ -130,6 +130,9 @@ impl Record {
 /// The native function standing for a run of native frames the profiler could not name.
 const NATIVE: &str = "native!run";
 
+/// The RSP or RBP of the lane's bad seeds (`badseed_…` shapes): an address no stack holds.
+const BAD_STACK_REGISTER: u64 = 0x1000;
+
 /// The managed function of a moment whose stack no walk showed.
 const LEAF: &str = "Recorded::Leaf";
 
@@ -181,7 +184,9 @@ impl Code {
                 (Some(module), _) => CodeSpec::new(name, CodeKind::Native).set("module", module.as_str()),
                 (None, Some(m)) => {
                     let base = m.version_of.as_deref().unwrap_or(name);
-                    let mut spec = CodeSpec::new(name, CodeKind::Jit).set("module", module_of(base));
+                    let mut spec = CodeSpec::new(name, CodeKind::Jit)
+                        .set("module", module_of(base))
+                        .set("shape", jit_shape());
                     if let Some(method) = &m.method {
                         spec = spec.set("method", method.as_str());
                     }
@@ -194,6 +199,21 @@ impl Code {
             })
             .collect()
     }
+}
+
+/// The machine code of a recorded method. Optimized x64 JIT code keeps no frame pointer: a
+/// seed's RBP is never read by a walk and its RSP always is (Windows lane cases
+/// `w_*/target_badseed_rbp` walk every frame, `w_*/target_badseed_rsp` fault before the first
+/// callback), so the method saves RBP and is unwound from RSP.
+fn jit_shape() -> Toml {
+    let prologue = Toml::Array(vec!["push rbp".into(), "sub rsp, 0x20".into()]);
+    Toml::Table(
+        [
+            ("prologue".to_string(), prologue),
+            ("calls".to_string(), 1u32.into()),
+        ]
+        .into(),
+    )
 }
 
 /// One entry of a recorded thread's frames.
@@ -349,8 +369,66 @@ impl Moments {
     }
 }
 
+/// What the answers of cross-thread walks say about their target threads, beyond the frames.
+#[derive(Default)]
+struct TargetStates {
+    /// Targets a zeroed seed walked: the runtime discarded the seed, so the thread is in
+    /// preemptive mode (R12); its walks show no native frame on top, so one is added, with the
+    /// `InlinedCallFrame` below it.
+    preemptive: std::collections::BTreeSet<String>,
+    /// Targets a walk found being walked by another (`CORPROF_E_STACKSNAPSHOT_UNSAFE`: the
+    /// other walk holds the thread's hijack lock, R8).
+    walked: std::collections::BTreeSet<String>,
+    /// Targets whose walks found no frame at all (`E_FAIL` with no callback, R17): no managed
+    /// code on their stack.
+    frameless: std::collections::BTreeSet<String>,
+}
+
+impl TargetStates {
+    fn of(records: &[Record]) -> TargetStates {
+        let mut states = TargetStates::default();
+        for r in records
+            .iter()
+            .filter(|r| r.api == "DoStackSnapshot" && r.walks_target())
+        {
+            let Some(thread) = r.walked() else { continue };
+            let seedless = r.frames.as_ref().is_none_or(|f| f.is_empty());
+            if r.complete() && matches!(r.shape.as_str(), "target_zero" | "target_zero16") {
+                states.preemptive.insert(thread);
+            } else if r.hresult == HResult::CORPROF_E_STACKSNAPSHOT_UNSAFE {
+                states.walked.insert(thread);
+            } else if r.hresult == HResult::E_FAIL && seedless {
+                states.frameless.insert(thread);
+            }
+        }
+        states
+    }
+
+    /// Thread `thread`'s frames.
+    fn stack(&self, thread: &str, moments: &Moments, code: &mut Code) -> Vec<Entry> {
+        let native = || Entry::Call {
+            function: NATIVE.into(),
+            native: true,
+        };
+        if self.frameless.contains(thread) && !moments.frames.contains_key(thread) {
+            code.native(NATIVE);
+            return vec![native()];
+        }
+        let frames = moments.stack(thread, code);
+        if self.preemptive.contains(thread) {
+            return [native(), Entry::Transition].into_iter().chain(frames).collect();
+        }
+        frames
+    }
+}
+
 /// The scenario text reproducing the log `log` (named `name`) that runtime `version` wrote.
-pub fn scenario(name: &str, log: &str, version: RuntimeVersion) -> Result<String, String> {
+pub fn scenario(
+    name: &str,
+    log: &str,
+    version: RuntimeVersion,
+    platform: Platform,
+) -> Result<String, String> {
     let records: Vec<Record> = log
         .lines()
         .enumerate()
@@ -361,8 +439,9 @@ pub fn scenario(name: &str, log: &str, version: RuntimeVersion) -> Result<String
     code.native(NATIVE);
     let moments = Moments::of(&records, &mut code);
     let (calls, unloaded) = calls(&records, &moments)?;
+    let states = TargetStates::of(&records);
     let threads: Vec<(String, Vec<Entry>)> = (moments.order.iter())
-        .map(|t| (t.clone(), moments.stack(t, &mut code)))
+        .map(|t| (t.clone(), states.stack(t, &moments, &mut code)))
         .collect();
     // Walks refused for the event mask: the program ran without COR_PRF_ENABLE_STACK_SNAPSHOT.
     let flagless = (records.iter())
@@ -378,7 +457,7 @@ pub fn scenario(name: &str, log: &str, version: RuntimeVersion) -> Result<String
     if !flagless {
         mask.insert(0, "ENABLE_STACK_SNAPSHOT");
     }
-    let mut compose = Compose::new(Platform::Unix)
+    let mut compose = Compose::new(platform)
         .named(name, "Recorded from a real runtime by `simclr record`.")
         .runtime("version", version.as_str())
         .event_mask(&mask);
@@ -387,7 +466,11 @@ pub fn scenario(name: &str, log: &str, version: RuntimeVersion) -> Result<String
     }
     for (thread, frames) in &threads {
         let frames: Vec<Frame<'_>> = frames.iter().map(Entry::frame).collect();
-        compose = compose.thread(ThreadSpec::new(thread, &frames));
+        let mut spec = ThreadSpec::new(thread, &frames);
+        if states.walked.contains(thread) {
+            spec = spec.set("hijack_lock_held", true);
+        }
+        compose = compose.thread(spec);
     }
     compose = compose.thread(ThreadSpec::native("native", &[Frame::Call(NATIVE)]));
     Ok(compose.calls(calls).text())
@@ -425,9 +508,13 @@ fn calls(records: &[Record], moments: &Moments) -> Result<(Vec<CallSpec>, Vec<St
                 let shape = Shape::parse(&r.shape, target)
                     .ok_or_else(|| format!("record {} ({}): unknown shape `{}`", i + 1, r.case, r.shape))?;
                 // A seed from a callback: a walk with contexts just before, to take it from.
-                let capture = shape
-                    .seed_from
-                    .map(|_| CallSpec::snapshot(&caller, context).flags(REGISTER_CONTEXT));
+                let capture = shape.seed_from.map(|_| {
+                    let capture = CallSpec::snapshot(&caller, context).flags(REGISTER_CONTEXT);
+                    match &shape.target {
+                        Some(target) => capture.target(target.clone()),
+                        None => capture,
+                    }
+                });
                 let walk = shape.apply(
                     call("DoStackSnapshot"),
                     out.len() + usize::from(capture.is_some()),
@@ -496,14 +583,22 @@ struct Shape {
     callback: CallbackBehavior,
     /// The callback of a capture walk made just before, whose context is the seed.
     seed_from: Option<usize>,
+    /// Registers of that seed overridden (the bad seeds).
+    overrides: Vec<(Option<Register>, SeedValue)>,
 }
 
 impl Shape {
-    /// Shape `name` (`target…` shapes walk `target`), `None` when unknown.
+    /// Shape `name` (`target…` shapes walk `target`), `None` when unknown. The Windows lane's
+    /// `own_suspend…` shapes walk inside the profiler's own `SuspendThread`, which changes
+    /// nothing the runtime answers, the seeded ones with the target's own registers.
     fn parse(name: &str, target: Target) -> Option<Shape> {
         let (on_target, rest) = match name.strip_prefix("target") {
             Some(rest) => (true, rest.strip_prefix('_').unwrap_or(rest)),
             None => (false, name),
+        };
+        let own = match &target {
+            Target::Thread(thread) => SeedBase::Frame(thread.clone(), 0),
+            _ => SeedBase::Zero,
         };
         let mut shape = Shape {
             target: on_target.then_some(target),
@@ -512,7 +607,15 @@ impl Shape {
             context_size: 0,
             callback: CallbackBehavior::Ok,
             seed_from: None,
+            overrides: Vec::new(),
         };
+        let own_seed = |overrides| {
+            Some(Seed::Context {
+                base: own.clone(),
+                overrides,
+            })
+        };
+
         let full = Context::SIZE as u32;
         let zero = || {
             Some(Seed::Context {
@@ -539,8 +642,30 @@ impl Shape {
             "efail1" => shape.callback = abort(1, HResult::E_FAIL),
             "other0" => shape.callback = abort(0, HResult(0x12345)),
             "nullcb" | "null" => shape.callback = CallbackBehavior::Null,
-            "seed2" => (shape.seed_from, shape.context_size) = (Some(2), full),
             "seed2size0" => shape.seed_from = Some(2),
+            _ if rest
+                .strip_prefix("seed")
+                .is_some_and(|k| k.parse::<usize>().is_ok()) =>
+            {
+                let k = rest["seed".len()..].parse().ok();
+                (shape.seed_from, shape.context_size) = (k, full);
+            }
+            "own_suspend" => {}
+            "own_suspend_seed" => (shape.seed, shape.context_size) = (own_seed(vec![]), full),
+            "own_suspend_seed16" => (shape.seed, shape.context_size) = (own_seed(vec![]), 16),
+            "own_suspend_seed_native_ip" => {
+                let native_ip = vec![(None, SeedValue::Function(NATIVE.into(), 0))];
+                (shape.seed, shape.context_size) = (own_seed(native_ip), full);
+            }
+            "badseed_rsp" | "badseed_rbp" => {
+                let register = if rest == "badseed_rsp" {
+                    Register::Rsp
+                } else {
+                    Register::Rbp
+                };
+                (shape.seed_from, shape.context_size) = (Some(0), full);
+                shape.overrides = vec![(Some(register), SeedValue::Raw(BAD_STACK_REGISTER))];
+            }
             _ => return None,
         }
         Some(shape)
@@ -556,12 +681,13 @@ impl Shape {
         if self.context_size != 0 {
             walk = walk.context_size(self.context_size);
         }
+        let overrides = self.overrides;
         let seed = self.seed.or(self.seed_from.map(|callback| Seed::Context {
             base: SeedBase::Callback {
                 call: capture,
                 callback,
             },
-            overrides: vec![],
+            overrides,
         }));
         match seed {
             Some(seed) => walk.seed(seed),
@@ -570,11 +696,13 @@ impl Shape {
     }
 }
 
-/// Records every `NAME.jsonl` of `results`, which runtime `version` wrote, into `out/NAME.toml`.
+/// Records every `NAME.jsonl` of `results`, which runtime `version` wrote on `platform`, into
+/// `out/NAME.toml`.
 pub fn folder(
     results: &std::path::Path,
     out: &std::path::Path,
     version: RuntimeVersion,
+    platform: Platform,
 ) -> Result<(), String> {
     std::fs::create_dir_all(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
     let entries =
@@ -591,7 +719,8 @@ pub fn folder(
         let name = log.file_stem().unwrap_or_default().to_string_lossy().into_owned();
         let text = sim_clr::input::read_text(&log, sim_clr::scenario::MAX_FILE_BYTES)
             .map_err(|e| format!("cannot read {}: {e}", log.display()))?;
-        let scenario = scenario(&name, &text, version).map_err(|e| format!("{}: {e}", log.display()))?;
+        let scenario =
+            scenario(&name, &text, version, platform).map_err(|e| format!("{}: {e}", log.display()))?;
         let path = out.join(format!("{name}.toml"));
         std::fs::write(&path, scenario).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }

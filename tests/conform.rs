@@ -486,3 +486,98 @@ fn a_log_record_cannot_read_is_an_error_with_its_line() {
         assert!(err.contains(why), "{err}");
     }
 }
+
+/// The repository's folder `path`, as a string.
+fn repo(path: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(path)
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+/// The Windows lane's logs of the Windows CoreCLR 3.1.23 (`conformance/windows.sh`, run under
+/// Wine 10; committed in `conformance/recorded/windows-3.1.23/`).
+const WINDOWS_LOGS: &str = "conformance/recorded/windows-3.1.23";
+
+/// `simclr conform` of `scenarios` and the Windows lane's logs with `extra` arguments: the
+/// exit status and the output.
+fn conform_windows(scenarios: &str, extra: &[&str]) -> (Option<i32>, String) {
+    let (scenarios, logs) = (repo(scenarios), repo(WINDOWS_LOGS));
+    let mut args = vec!["conform", &scenarios, &logs, "--runtime", "3.1"];
+    args.extend_from_slice(extra);
+    let out = simclr(&args);
+    (out.status.code(), String::from_utf8(out.stdout).unwrap())
+}
+
+/// Every case of the Windows lane agrees with the simulator answering on Windows, without Wine
+/// on this machine: the Linux lane's programs against their scenarios answering on Windows,
+/// and the Windows lane's own programs against theirs. The one answer Wine gives where the
+/// simulator models Windows (a GC-redirected thread's walk) passes as the listed difference it
+/// is, and fails without the list.
+#[test]
+fn the_windows_lane_agrees_with_the_simulator_on_windows() {
+    let known = repo("conformance/windows/wine.toml");
+    let shared = ["--platform", "windows", "--known", known.as_str()];
+    let (code, text) = conform_windows("conformance/scenarios", &shared);
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(
+        text.lines().last().unwrap(),
+        "142 passed (1 as a known difference), 0 failed",
+        "{text}"
+    );
+    let (code, text) = conform_windows("conformance/windows/scenarios", &["--known", known.as_str()]);
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(text.lines().last().unwrap(), "201 passed, 0 failed", "{text}");
+    let (code, text) = conform_windows("conformance/scenarios", &["--platform", "windows"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("gc/target ") && l.ends_with("FAIL: differs")),
+        "{text}"
+    );
+}
+
+/// The Windows runtime's answers are not Linux's: the same logs against the scenarios
+/// answering on Linux fail where Windows walks another thread by suspending it (the
+/// cross-thread walks, Linux `E_NOTIMPL`) and where it survives what kills a Linux process
+/// (a NULL callback: `E_UNEXPECTED`).
+#[test]
+fn the_windows_lane_differs_from_linux() {
+    let (code, text) = conform_windows("conformance/scenarios", &[]);
+    assert_eq!(code, Some(1), "{text}");
+    for case in ["x_nt ", "x_nt_regctx ", "x_pi ", "crash_nullcb_x/target_null "] {
+        assert!(
+            text.lines().any(|l| l.starts_with(case) && l.contains("FAIL")),
+            "{case}: {text}"
+        );
+    }
+}
+
+/// `simclr record` turns each of the Windows lane's logs into a Windows scenario that
+/// reproduces every recorded answer: seeds from each frame and from the target's own
+/// registers, bad seeds, walks refused while another walk holds the target, and walks that
+/// find no frame.
+#[test]
+fn the_windows_lane_logs_record_into_windows_scenarios() {
+    let out_dir = results_dir("windows-recorded");
+    let out = simclr(&[
+        "record",
+        &repo(WINDOWS_LOGS),
+        "-o",
+        out_dir.to_str().unwrap(),
+        "--runtime",
+        "3.1",
+        "--platform",
+        "windows",
+    ]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(
+        text.lines().last().unwrap(),
+        "recorded: 330 passed, 0 failed",
+        "{text}"
+    );
+    let scenario = std::fs::read_to_string(out_dir.join("windows.toml")).unwrap();
+    assert!(scenario.contains("platform = \"windows\""), "{scenario}");
+}

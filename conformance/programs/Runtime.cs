@@ -144,7 +144,7 @@ static class Sandwiches
     static void TopBody() { Native.Run("t_sandwich2:regctx"); Helpers.Sink++; }
 }
 
-class Program
+partial class Program
 {
     [MethodImpl(MethodImplOptions.NoInlining)]
     public static void Reflected() { Native.Run("t_reflection:default"); }
@@ -178,9 +178,6 @@ class Program
     }
 
     [MethodImpl(MethodImplOptions.NoInlining)]
-    static void Thrower() { throw new InvalidOperationException("conformance"); }
-
-    [MethodImpl(MethodImplOptions.NoInlining)]
     static void Sleeps()
     {
         Native.RegisterTarget();
@@ -201,60 +198,6 @@ class Program
 
     [MethodImpl(MethodImplOptions.NoInlining)]
     static void RunTask() { Native.Run("t_task_run:default"); }
-
-    // Starts `body`, which makes its thread the profiler's target, then spins or blocks; once
-    // it has done so a while, a profiler thread walks it under SuspendRuntime (case `name`);
-    // `release` then lets it go.
-    static void WalkTarget(ThreadStart body, string name, Action<Thread> release)
-    {
-        Helpers.Ready = false;
-        Helpers.Stop = false;
-        var thread = new Thread(body);
-        thread.Start();
-        while (!Helpers.Ready) Thread.Sleep(1);
-        Thread.Sleep(100);
-        Native.Run(name);
-        release(thread);
-        thread.Join();
-    }
-
-    // Makes this thread the profiler's target and spins until the walks are done.
-    [MethodImpl(MethodImplOptions.NoInlining)]
-    static bool Spin()
-    {
-        Native.RegisterTarget();
-        Helpers.Ready = true;
-        while (!Helpers.Stop) { }
-        return true;
-    }
-
-    [MethodImpl(MethodImplOptions.NoInlining)]
-    static void SpinInCatch()
-    {
-        try { Thrower(); }
-        catch (InvalidOperationException) { Spin(); }
-    }
-
-    [MethodImpl(MethodImplOptions.NoInlining)]
-    static void SpinInFinally()
-    {
-        try { Thrower(); }
-        finally { Spin(); }
-    }
-
-    [MethodImpl(MethodImplOptions.NoInlining)]
-    static void SpinInFinallyOuter()
-    {
-        try { SpinInFinally(); }
-        catch (InvalidOperationException) { Helpers.Sink++; }
-    }
-
-    [MethodImpl(MethodImplOptions.NoInlining)]
-    static void SpinInFilter()
-    {
-        try { Thrower(); }
-        catch (InvalidOperationException) when (Spin()) { Helpers.Sink++; }
-    }
 
     // Runs Plugin::Run from a collectible context (the profiler saves the IP of its frame),
     // then unloads the context; returns a weak reference to it. AssemblyLoadContext is

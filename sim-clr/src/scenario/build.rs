@@ -8,6 +8,7 @@ use super::model::FileModel;
 use super::names::PLATFORMS;
 use super::types::*;
 use crate::code::CodeMap;
+use crate::platform::Platform;
 use crate::runtime::{Runtime, RuntimeConfig, RuntimeVersion};
 use crate::thread::{StackEntry, Thread};
 use corprof::flags::{event, high};
@@ -29,11 +30,24 @@ impl Scenario {
         text: &str,
         version: Option<RuntimeVersion>,
     ) -> Result<Scenario, ScenarioError> {
+        Scenario::parse_on(file, text, version, None)
+    }
+
+    /// [`Scenario::parse_as`], also answering on `platform` when it is given, whatever the
+    /// file's `platform` says: the same process on the other operating system (the Windows
+    /// lane runs the Linux lane's programs and compares them with their own scenarios so).
+    pub fn parse_on(
+        file: &str,
+        text: &str,
+        version: Option<RuntimeVersion>,
+        platform: Option<Platform>,
+    ) -> Result<Scenario, ScenarioError> {
         let src = Source::new(file, text);
         let model: FileModel = toml::from_str(text).map_err(|e| src.toml_error(&e))?;
         let mut builder = Builder {
             src: &src,
             version: RuntimeVersion::default(),
+            platform,
         };
         builder.version = match (version, &model.runtime.version) {
             (Some(v), _) => v,
@@ -59,6 +73,16 @@ impl Scenario {
         path: &std::path::Path,
         version: Option<RuntimeVersion>,
     ) -> Result<Scenario, ScenarioError> {
+        Scenario::load_on(path, version, None)
+    }
+
+    /// [`Scenario::load_as`], also answering on `platform` when it is given (see
+    /// [`Scenario::parse_on`]).
+    pub fn load_on(
+        path: &std::path::Path,
+        version: Option<RuntimeVersion>,
+        platform: Option<Platform>,
+    ) -> Result<Scenario, ScenarioError> {
         let file = path.display().to_string();
         let fail = |message: String| ScenarioError {
             file: file.clone(),
@@ -80,7 +104,7 @@ impl Scenario {
             let at = lossy.len();
             source.error(at..at, &source.key_at(at), "invalid UTF-8")
         })?;
-        Scenario::parse_as(&file, &text, version)
+        Scenario::parse_on(&file, &text, version, platform)
     }
 
     /// A fresh runtime in the scenario's initial state.
@@ -106,6 +130,8 @@ pub(super) struct Builder<'a> {
     pub src: &'a Source<'a>,
     /// The runtime version the scenario answers as.
     pub version: RuntimeVersion,
+    /// The platform it answers on, when the caller chose one over the file's.
+    pub platform: Option<Platform>,
 }
 
 /// A validation step's result.
@@ -171,7 +197,8 @@ impl Builder<'_> {
                 ));
             }
         }
-        let platform = self.choice(&m.platform, "platform", PLATFORMS)?;
+        let named = self.choice(&m.platform, "platform", PLATFORMS)?;
+        let platform = self.platform.unwrap_or(named);
         let mut config = RuntimeConfig {
             platform,
             version: self.version,

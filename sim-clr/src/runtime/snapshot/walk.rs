@@ -321,26 +321,32 @@ fn walk_into<const GPRS: bool>(st: &State, t: usize, walk: &mut Walk) -> Option<
         if n >= MAX_WALK_FRAMES {
             break Some(WalkEnd::Failed);
         }
-        if site.reported {
-            let frame = FrameInfo::for_snapshot(site.function_id, ip);
-            if GPRS {
-                (at.sp, at.fp) = (sp, fp);
-            }
-            record::<GPRS>(it.frames, it.contexts, frame, at);
-        }
         n += 1;
+        // The frame as its callback would see it: it is reported only once its caller is
+        // known. CoreCLR computes a managed frame's caller context before it reports the
+        // frame (v3.1.23 `src/vm/stackwalk.cpp`, `StackFrameIterator::CheckForSkippedFrames`
+        // calls `EnsureCallerContextIsValid` for every frameless frame on x64), so an
+        // unmapped read while unwinding it means the frame is never reported (R17; a seed
+        // whose RSP is 0x1000 makes no callback: Windows lane case `w_spin/target_badseed_rsp`).
+        let frame = site
+            .reported
+            .then(|| FrameInfo::for_snapshot(site.function_id, ip));
+        let mut here = *at;
+        if GPRS {
+            (here.ip, here.sp, here.fp) = (ip, sp, fp);
+        }
         // Unwind the managed frame with its code's rule at the IP, as the code manager reads
         // the unwind info of the code it generated: the return address and the saved
         // registers are read first — an unmapped read faults — then the new SP is checked
-        // against the target's stack (R17's speculative-walk check). Without contexts only
-        // RSP and RBP are needed: the other saved registers are not read back when their
-        // reads could not fault.
+        // against the target's stack (R17's speculative-walk check, after the callback).
+        // Without contexts only RSP and RBP are needed: the other saved registers are not
+        // read back when their reads could not fault.
         let memory = &mut it.memory;
         let unwound = (fast && site.unwinds)
             .then(|| site.reach.unwind_rsp_rbp(&mut sp, &mut fp, |a| memory.cached(a)))
             .flatten();
-        ip = match unwound {
-            Some(ret) => ret,
+        let (next, end) = match unwound {
+            Some(ret) => (ret, None),
             None => {
                 (at.ip, at.sp, at.fp) = (ip, sp, fp);
                 // With contexts every frame is unwound in full, here in the loop.
@@ -349,13 +355,20 @@ fn walk_into<const GPRS: bool>(st: &State, t: usize, walk: &mut Walk) -> Option<
                 } else {
                     it.unwind(at)
                 };
-                if let Err(end) = unwound {
-                    break Some(end);
-                }
                 (sp, fp) = (at.sp, at.fp);
-                at.ip
+                (at.ip, unwound.err())
             }
         };
+        if matches!(end, Some(WalkEnd::AccessViolation(_))) {
+            break end;
+        }
+        if let Some(frame) = frame {
+            record::<GPRS>(it.frames, it.contexts, frame, &mut here);
+        }
+        if end.is_some() {
+            break end;
+        }
+        ip = next;
         if !stack.holds(sp) {
             break Some(WalkEnd::Failed);
         }
