@@ -10,7 +10,10 @@
 //! `GetCodeInfo2` regions runs a tier-1 version of it. A `funcId == 0` run becomes one native
 //! frame, with the Frame that hops it when managed code lies below. Each record becomes a call
 //! with the record's arguments (from its shape) and expectations; an IP that resolved once and
-//! later did not was unloaded in between, so its code is unloaded there.
+//! later did not was unloaded in between, so its code is unloaded there. A target's answers say
+//! more of it than its frames: a zeroed seed that walked means preemptive mode, `UNSAFE` another
+//! walk holding it, `E_FAIL` with no callback a stack without managed code. Methods are
+//! optimized JIT code without a frame pointer, as the Windows lane's bad seeds show.
 //!
 //! The native frames inside a run, and the runtime's own frame sequences (templates), are not
 //! in the log: a recorded scenario reproduces the answers, not every frame of the process.
@@ -392,12 +395,12 @@ impl TargetStates {
             .filter(|r| r.api == "DoStackSnapshot" && r.walks_target())
         {
             let Some(thread) = r.walked() else { continue };
-            let seedless = r.frames.as_ref().is_none_or(|f| f.is_empty());
+            let no_callback = r.frames.as_ref().is_none_or(|f| f.is_empty());
             if r.complete() && matches!(r.shape.as_str(), "target_zero" | "target_zero16") {
                 states.preemptive.insert(thread);
             } else if r.hresult == HResult::CORPROF_E_STACKSNAPSHOT_UNSAFE {
                 states.walked.insert(thread);
-            } else if r.hresult == HResult::E_FAIL && seedless {
+            } else if r.hresult == HResult::E_FAIL && no_callback {
                 states.frameless.insert(thread);
             }
         }
