@@ -581,3 +581,43 @@ fn the_windows_lane_logs_record_into_windows_scenarios() {
     let scenario = std::fs::read_to_string(out_dir.join("windows.toml")).unwrap();
     assert!(scenario.contains("platform = \"windows\""), "{scenario}");
 }
+
+/// A list of known differences that cannot be read is an error with its reason (exit 2), never
+/// a comparison without it: a missing file, a table with an unknown field, a case listed twice.
+#[test]
+fn a_bad_list_of_known_differences_is_an_error() {
+    let dir = results_dir("known");
+    std::fs::create_dir_all(&dir).unwrap();
+    let difference = "[[difference]]\ncase = \"gc/target\"\nreal = \"0x80004005 []\"\nwhy = \"Wine\"\n";
+    let files = [
+        ("missing.toml", None, "no such file"),
+        (
+            "unknown.toml",
+            Some(
+                "[[difference]]\ncase = \"gc/target\"\nreal = \"x\"\nwhy = \"y\"\nwhen = \"z\"\n".to_string(),
+            ),
+            "unknown field `when`",
+        ),
+        (
+            "twice.toml",
+            Some(difference.repeat(2)),
+            "`gc/target` is listed twice",
+        ),
+    ];
+    for (name, text, message) in files {
+        let path = dir.join(name);
+        if let Some(text) = text {
+            std::fs::write(&path, text).unwrap();
+        }
+        let out = simclr(&[
+            "conform",
+            &repo("conformance/scenarios"),
+            &repo(WINDOWS_LOGS),
+            "--known",
+            path.to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(stderr.contains(message), "{name}: {stderr}");
+    }
+}
