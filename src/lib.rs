@@ -297,9 +297,10 @@ enum Command {
         /// `[runtime] version`.
         #[arg(long, value_name = "VERSION", value_parser = str::parse::<RuntimeVersion>, default_value = "8.0")]
         runtime: RuntimeVersion,
-        /// The operating system of the runtime that wrote the log: the scenario's `platform`.
-        #[arg(long, value_enum, default_value = "unix")]
-        platform: OnePlatform,
+        /// The operating system of the runtime that wrote the log (`windows`, `unix`): the
+        /// scenario's `platform`.
+        #[arg(long, value_name = "PLATFORM", value_parser = str::parse::<Platform>, default_value = "unix")]
+        platform: Platform,
     },
     /// Combine the `--json` reports of every shard of one `explore`, `fuzz` or `walk-fuzz` run
     /// (`--shard 1/N` … `--shard N/N`) into the report the whole run prints.
@@ -322,10 +323,10 @@ enum Command {
         /// Answer as this runtime version (`3.1`, `8.0`, `9.0`, `10.0`), whatever the scenarios say.
         #[arg(long, value_name = "VERSION", value_parser = str::parse::<RuntimeVersion>)]
         runtime: Option<RuntimeVersion>,
-        /// Answer on this operating system, whatever the scenarios say: the same programs run
-        /// on Windows are compared with their scenarios so.
-        #[arg(long, value_enum)]
-        platform: Option<OnePlatform>,
+        /// Answer on this operating system (`windows`, `unix`), whatever the scenarios say: the
+        /// same programs run on Windows are compared with their scenarios so.
+        #[arg(long, value_name = "PLATFORM", value_parser = str::parse::<Platform>)]
+        platform: Option<Platform>,
         /// Real answers known to differ for a reason outside the runtime (a TOML list of
         /// `[[difference]]` tables: `case`, `real`, `why`; see conformance/windows/wine.toml):
         /// a listed case passes with the listed answer too.
@@ -545,7 +546,8 @@ fn command() -> ExitCode {
             &scenarios,
             &results,
             hosted.as_deref(),
-            (runtime, platform.map(OnePlatform::platform)),
+            runtime,
+            platform,
             known.as_deref(),
         ),
         Command::Record {
@@ -553,7 +555,7 @@ fn command() -> ExitCode {
             out,
             runtime,
             platform,
-        } => record(&log, out.as_deref(), runtime, platform.platform()),
+        } => record(&log, out.as_deref(), runtime, platform),
         Command::Mutants {
             schedules,
             seed,
@@ -773,24 +775,6 @@ fn load(file: &std::path::Path, runtime: Option<RuntimeVersion>) -> Result<Scena
     })
 }
 
-/// The operating system a real runtime ran on, or a scenario answers on (`--platform`).
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-enum OnePlatform {
-    /// Windows.
-    Windows,
-    /// Linux (and macOS).
-    Unix,
-}
-
-impl OnePlatform {
-    fn platform(self) -> Platform {
-        match self {
-            OnePlatform::Windows => Platform::Windows,
-            OnePlatform::Unix => Platform::Unix,
-        }
-    }
-}
-
 /// Which platforms a generator makes processes for (`--platform`).
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 enum Platforms {
@@ -954,7 +938,8 @@ fn conform(
     scenarios: &std::path::Path,
     results: &std::path::Path,
     hosted: Option<&std::path::Path>,
-    (runtime, platform): (Option<RuntimeVersion>, Option<Platform>),
+    runtime: Option<RuntimeVersion>,
+    platform: Option<Platform>,
     known: Option<&std::path::Path>,
 ) -> ExitCode {
     let known = match known.map(conform::Known::load).transpose() {

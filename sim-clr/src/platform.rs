@@ -19,3 +19,15 @@ impl Platform {
         }
     }
 }
+
+impl std::str::FromStr for Platform {
+    type Err = String;
+
+    /// `"windows"` or `"unix"` ([`Platform::as_str`]), or an error that lists them.
+    fn from_str(text: &str) -> Result<Platform, String> {
+        [Platform::Windows, Platform::Unix]
+            .into_iter()
+            .find(|p| p.as_str() == text)
+            .ok_or_else(|| format!("`{text}` is not a platform (`windows`, `unix`)"))
+    }
+}

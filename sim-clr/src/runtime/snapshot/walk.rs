@@ -331,10 +331,12 @@ fn walk_into<const GPRS: bool>(st: &State, t: usize, walk: &mut Walk) -> Option<
         let frame = site
             .reported
             .then(|| FrameInfo::for_snapshot(site.function_id, ip));
-        let mut here = *at;
-        if GPRS {
-            (here.ip, here.sp, here.fp) = (ip, sp, fp);
-        }
+        // With contexts, the frame's registers before the unwind moves `at` to its caller.
+        let mut here = if GPRS {
+            Some(Cursor { ip, sp, fp, ..*at })
+        } else {
+            None
+        };
         // Unwind the managed frame with its code's rule at the IP, as the code manager reads
         // the unwind info of the code it generated: the return address and the saved
         // registers are read first — an unmapped read faults — then the new SP is checked
@@ -363,7 +365,7 @@ fn walk_into<const GPRS: bool>(st: &State, t: usize, walk: &mut Walk) -> Option<
             break end;
         }
         if let Some(frame) = frame {
-            record::<GPRS>(it.frames, it.contexts, frame, &mut here);
+            record::<GPRS>(it.frames, it.contexts, frame, here.as_mut().unwrap_or(at));
         }
         if end.is_some() {
             break end;
