@@ -618,7 +618,8 @@ impl Shape {
                 overrides,
             })
         };
-
+        // `seedK`: seeded with callback K's context of a walk with contexts.
+        let seed_from = rest.strip_prefix("seed").and_then(|k| k.parse::<usize>().ok());
         let full = Context::SIZE as u32;
         let zero = || {
             Some(Seed::Context {
@@ -646,13 +647,7 @@ impl Shape {
             "other0" => shape.callback = abort(0, HResult(0x12345)),
             "nullcb" | "null" => shape.callback = CallbackBehavior::Null,
             "seed2size0" => shape.seed_from = Some(2),
-            _ if rest
-                .strip_prefix("seed")
-                .is_some_and(|k| k.parse::<usize>().is_ok()) =>
-            {
-                let k = rest["seed".len()..].parse().ok();
-                (shape.seed_from, shape.context_size) = (k, full);
-            }
+            _ if seed_from.is_some() => (shape.seed_from, shape.context_size) = (seed_from, full),
             "own_suspend" => {}
             "own_suspend_seed" => (shape.seed, shape.context_size) = (own_seed(vec![]), full),
             "own_suspend_seed16" => (shape.seed, shape.context_size) = (own_seed(vec![]), 16),
