@@ -27,8 +27,7 @@ fn mixed(platform: &str) -> Scenario {
             "{{ fn = \"native!f\", repeat = 7 }}, {{ fn = \"native!g\" }}, {{ frame = \"InlinedCallFrame\" }}, {{ fn = \"{from}\" }}"
         )
     };
-    // CoreCLR 3.1: the hybrid walker expands each native run at its funcId 0 callback, which
-    // .NET 8 does not make for a run below a reverse P/Invoke.
+    // The hybrid walker expands each native run at its funcId 0 callback.
     let text = format!(
         r#"platform = "{platform}"
 [runtime]

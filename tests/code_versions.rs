@@ -115,20 +115,36 @@ fn a_version_must_follow_a_method_with_metadata() {
     }
 }
 
-/// The thread of the lane's OSR probe (`conformance/programs/OsrProbe.cs`): its method with a
-/// loop calls the probe by P/Invoke in the loop's first round (`last = false`) or, a million
-/// rounds later, in its last (`last = true`: the loop runs in its OSR body on .NET 8).
-fn osr_thread(last: bool) -> String {
+/// The thread of the lane's OSR probe (`conformance/programs/OsrProbe.cs`) calling the probe by
+/// P/Invoke: in its method with a loop, in the loop's first round (`Moment::First`) or, a
+/// million rounds later, in its last (`Moment::Last`: the loop runs in its OSR body on .NET
+/// 8); then from the last call of its hot method without a loop (`Moment::Hot`: tier-1 code).
+fn osr_thread(moment: Moment) -> String {
+    let top = match moment {
+        Moment::First => "{ fn = \"OsrProbe::Loop\" }",
+        Moment::Last => "{ fn = \"OsrProbe::Loop\", in_loop = true }",
+        Moment::Hot => "{ fn = \"OsrProbe::Hot (tier 1)\" }",
+    };
     format!(
         "platform = \"unix\"\n[[code]]\nname = \"OsrProbe::Loop\"\nkind = \"jit\"\n[[code]]\nname = \"OsrProbe::Main\"\nkind = \"jit\"\n\
+         [[code]]\nname = \"OsrProbe::Hot\"\nkind = \"jit\"\n\
+         [[code]]\nname = \"OsrProbe::Hot (tier 1)\"\nkind = \"jit\"\nversion_of = \"OsrProbe::Hot\"\n\
          [[code]]\nname = \"dotnet!corehost_main\"\nkind = \"native\"\n[[threads]]\nname = \"t\"\n\
-         frames = [{{ fn = \"OsrProbe::Loop\", in_loop = {last} }}, {{ fn = \"OsrProbe::Main\" }}, {{ fn = \"dotnet!corehost_main\" }}]\n"
+         frames = [{top}, {{ fn = \"OsrProbe::Main\" }}, {{ fn = \"dotnet!corehost_main\" }}]\n"
     )
 }
 
-/// What the probe (`conformance/probes/osr.c`) writes for one round, asked of the simulator.
-fn osr_round(version: RuntimeVersion, last: bool) -> String {
-    let text = osr_thread(last);
+/// Where the OSR probe is called from.
+#[derive(Clone, Copy)]
+enum Moment {
+    First,
+    Last,
+    Hot,
+}
+
+/// What the probe (`conformance/probes/osr.c`) writes for one moment, asked of the simulator.
+fn osr_round(version: RuntimeVersion, moment: Moment) -> String {
+    let text = osr_thread(moment);
     let rt = Scenario::parse_as("osr.toml", &text, Some(version))
         .unwrap()
         .runtime();
@@ -171,9 +187,10 @@ fn osr_bodies_are_native_code_versions_as_each_real_runtime_lists_them() {
         (RuntimeVersion::Net8, "8.0.4"),
     ] {
         let line = format!(
-            "osr: first round: {}; last round: {}\n",
-            osr_round(version, false),
-            osr_round(version, true)
+            "osr: first round: {}; last round: {}; hot method's last call: {}\n",
+            osr_round(version, Moment::First),
+            osr_round(version, Moment::Last),
+            osr_round(version, Moment::Hot)
         );
         let path = format!(
             "{}/conformance/probes/osr-{real}.expected",

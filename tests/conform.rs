@@ -315,7 +315,7 @@ fn the_frame_templates_reproduce_each_recorded_real_runtime() {
         assert_eq!(code, Some(0), "{runtime:?}: {text}");
         assert_eq!(
             text.lines().last().unwrap(),
-            "62 passed, 0 failed",
+            "64 passed, 0 failed",
             "{runtime:?}: {text}"
         );
     }
@@ -359,7 +359,7 @@ fn a_record_with_other_code_ranges_differs() {
         log.replace("\"in_code\":false", "\"in_code\":true")
     });
     assert_eq!(code, Some(1), "{text}");
-    assert_eq!(text.lines().last().unwrap(), "61 passed, 1 failed", "{text}");
+    assert_eq!(text.lines().last().unwrap(), "63 passed, 1 failed", "{text}");
     assert!(
         text.lines()
             .any(|l| l.starts_with("t_tierup") && l.contains("Tiered::Rec~") && l.contains("FAIL: differs")),
@@ -437,7 +437,7 @@ fn every_log_records_into_a_scenario_that_reproduces_it() {
         assert_eq!(code, Some(0), "{runtime}: {text}");
         assert_eq!(
             text.lines().last().unwrap(),
-            "recorded: 61 passed, 0 failed",
+            "recorded: 63 passed, 0 failed",
             "{runtime}: {text}"
         );
         let written = results_dir(&format!("record-real-{runtime}-out")).join("runtime.toml");
@@ -523,7 +523,7 @@ fn the_windows_lane_agrees_with_the_simulator_on_windows() {
     assert_eq!(code, Some(0), "{text}");
     assert_eq!(
         text.lines().last().unwrap(),
-        "142 passed (1 as a known difference), 0 failed",
+        "144 passed (1 as a known difference), 0 failed",
         "{text}"
     );
     let (code, text) = conform_windows("conformance/windows/scenarios", &["--known", known.as_str()]);
@@ -575,7 +575,7 @@ fn the_windows_lane_logs_record_into_windows_scenarios() {
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert_eq!(
         text.lines().last().unwrap(),
-        "recorded: 330 passed, 0 failed",
+        "recorded: 332 passed, 0 failed",
         "{text}"
     );
     let scenario = std::fs::read_to_string(out_dir.join("windows.toml")).unwrap();

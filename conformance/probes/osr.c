@@ -3,8 +3,9 @@
  * the profiler walks its own thread and, for the first managed frame (the looping method),
  * asks GetCodeInfo2 for its regions (is the IP in them?), GetNativeCodeStartAddresses for its
  * native code bodies (how many, and which one starts last at or below the IP), and GetCodeInfo4
- * for the first body's regions (a SYNC call, made from a P/Invoke). report() writes one line to
- * the file $PROBE_OUT names. */
+ * for the first body's regions (a SYNC call, made from a P/Invoke). The program's hot method
+ * without a loop asks the same from its last call, probe(2), once tiering has promoted it.
+ * report() writes one line to the file $PROBE_OUT names. */
 #include <stdio.h>
 #include <stdlib.h>
 #include "../../include/simclr_com.h"
@@ -20,7 +21,7 @@ enum { MAX_REGIONS = 8, MAX_BODIES = 8 };
 typedef struct { UINT_PTR start; UINT_PTR size; } CodeInfo;
 
 static Object *info;
-static char line[2][160];
+static char line[3][160];
 
 static HRESULT on_frame(UINT_PTR function, UINT_PTR ip, UINT_PTR frame, uint32_t size, uint8_t *context, void *data) {
     (void)frame; (void)size; (void)context;
@@ -38,7 +39,8 @@ static int inside(const CodeInfo *regions, uint32_t n, UINT_PTR ip) {
     return 0;
 }
 
-/* Called by the program: `moment` 0 in the loop's first round, 1 in its last. */
+/* Called by the program: `moment` 0 in the loop's first round, 1 in its last, 2 in the hot
+ * method's last call. */
 void probe(int moment) {
     typedef HRESULT (*Snapshot)(Object *, UINT_PTR, void *, uint32_t, void *, uint8_t *, uint32_t);
     typedef HRESULT (*CodeInfo2)(Object *, UINT_PTR, uint32_t, uint32_t *, CodeInfo *);
@@ -49,7 +51,7 @@ void probe(int moment) {
     UINT_PTR starts[MAX_BODIES];
     uint32_t n = 0, bodies = 0;
     int in_code_info2 = -1, body = -1;
-    if (moment < 0 || moment > 1) return;
+    if (moment < 0 || moment > 2) return;
     if (((Snapshot)info->vtbl[INFO_DO_STACK_SNAPSHOT])(info, 0, (void *)on_frame, 0, first, NULL, 0) != S_OK || !first[0]) {
         snprintf(line[moment], sizeof line[moment], "no walk");
         return;
@@ -71,7 +73,7 @@ void probe(int moment) {
 void report(void) {
     FILE *out = probe_out();
     if (!out) return;
-    fprintf(out, "osr: first round: %s; last round: %s\n", line[0], line[1]);
+    fprintf(out, "osr: first round: %s; last round: %s; hot method's last call: %s\n", line[0], line[1], line[2]);
     fclose(out);
 }
 

@@ -13,6 +13,8 @@ static class Native
     [DllImport("confprof")] public static extern void Arm(string name);
     [DllImport("confprof")] public static extern void RegisterTarget();
     [DllImport("confprof")] public static extern void InvokeCallback(Action callback);
+    [DllImport("confprof")] public static extern void InvokeCallbackFramed(Action callback);
+    [DllImport("confprof", EntryPoint = "InvokeCallbackFramed")] public static extern void InvokePointer(IntPtr callback);
 
     public static void Run(string name)
     {

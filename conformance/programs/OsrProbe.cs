@@ -1,6 +1,8 @@
 // A method with a loop, calling the OSR probe (conformance/probes/osr.c) in its first round
 // and in its last, a million rounds later: on .NET 8 the loop has moved to an
-// on-stack-replacement body by then.
+// on-stack-replacement body by then. Then a method without a loop, called often enough to be
+// promoted (with pauses for the background compilation), calling the probe from its last
+// call: its tiers (tier 0, then tier 1; on .NET 8 an instrumented tier between, dynamic PGO).
 using System.Runtime.CompilerServices;
 using System.Runtime.InteropServices;
 
@@ -25,9 +27,22 @@ class OsrProbe
         }
     }
 
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void Hot(bool last)
+    {
+        if (last) probe(2);
+        Sink++;
+    }
+
     static void Main()
     {
         Loop(1000000);
+        for (int round = 0; round < 20; round++)
+        {
+            for (int i = 0; i < 100; i++) Hot(false);
+            System.Threading.Thread.Sleep(100);
+        }
+        Hot(true);
         report();
     }
 }

@@ -8,11 +8,14 @@
 // and an IP saved in a collectible assembly, looked up before and after it unloads. Last, the
 // shapes .NET 8 changed: a loop before and after on-stack replacement, a Task.Run work item,
 // two reverse P/Invokes on one stack, and threads blocked in Thread.Sleep and in a contended
-// lock, walked by a profiler thread under SuspendRuntime.
+// lock, walked by a profiler thread under SuspendRuntime. Then native code with a frame of its
+// own calling managed code: a delegate, and an UnmanagedCallersOnly method.
 using System;
 using System.IO;
 using System.Reflection;
+using System.Reflection.Emit;
 using System.Runtime.CompilerServices;
+using System.Runtime.InteropServices;
 using System.Threading;
 using System.Threading.Tasks;
 
@@ -125,6 +128,43 @@ static class Looped
             if (i == rounds - 1) Native.Run("t_osr/after:default");
             Helpers.Sink += i & 1;
         }
+    }
+}
+
+// The runtime knows these attributes by name, whatever assembly defines them (mcs has no
+// UnmanagedCallersOnly of its own): CoreCLR 3.1 calls it NativeCallable, .NET 5 and later
+// UnmanagedCallersOnly; each runtime ignores the other's.
+namespace System.Runtime.InteropServices
+{
+    [AttributeUsage(AttributeTargets.Method)] sealed class UnmanagedCallersOnlyAttribute : Attribute { }
+    [AttributeUsage(AttributeTargets.Method)] sealed class NativeCallableAttribute : Attribute { }
+}
+
+// Native code with a frame of its own (InvokeCallbackFramed) entering managed code: through a
+// delegate, and through an UnmanagedCallersOnly method, whose native entry point only `ldftn`
+// gives (C# 9's function pointers, which mcs lacks): a dynamic method emits it.
+static class Reentries
+{
+    static readonly Action Entered = Body;
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void Outer() { Native.InvokeCallbackFramed(Entered); Helpers.Sink++; }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    static void Body() { Native.Run("t_sandwich_framed:regctx"); Helpers.Sink++; }
+
+    [UnmanagedCallersOnly, NativeCallable]
+    public static void UcoEntered() { Native.Run("t_uco:regctx"); Helpers.Sink++; }
+
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static void UcoOuter()
+    {
+        var pointer = new DynamicMethod("UcoPointer", typeof(IntPtr), Type.EmptyTypes, typeof(Reentries).Module);
+        var il = pointer.GetILGenerator();
+        il.Emit(OpCodes.Ldftn, typeof(Reentries).GetMethod("UcoEntered"));
+        il.Emit(OpCodes.Ret);
+        Native.InvokePointer((IntPtr)pointer.Invoke(null, null));
+        Helpers.Sink++;
     }
 }
 
@@ -292,5 +332,7 @@ partial class Program
         WalkTarget(Sleeps, "t_sleep:nt_suspended_walk", t => t.Interrupt());
         Monitor.Enter(Gate);
         WalkTarget(Contends, "t_monitor:nt_suspended_walk", t => Monitor.Exit(Gate));
+        Reentries.Outer();
+        Reentries.UcoOuter();
     }
 }

@@ -1,6 +1,6 @@
 /* confprof.c: the lane's conformance profiler for the Windows runtime (x64 `confprof.dll`, built
  * with mingw-w64). It is the Windows build of what conformance/profiler (Rust) is on Linux: the
- * same P/Invoke exports (RunCase, Arm, RegisterTarget, InvokeCallback), the same case names
+ * same P/Invoke exports (RunCase, Arm, RegisterTarget, InvokeCallback, InvokeCallbackFramed), the same case names
  * (`label:shape`, `nt_` for a native thread the profiler starts) and the same log, one JSON line
  * per call appended to the file CONF_LOG names, so `simclr conform` and `simclr record` read
  * both lanes alike. It adds the shapes only Windows has: the profiler's own SuspendThread +
@@ -683,6 +683,13 @@ __declspec(dllexport) void RegisterTarget(void) {
 
 /* Calls `callback` (a managed delegate marshalled as a function pointer). */
 __declspec(dllexport) void InvokeCallback(void (*callback)(void)) { callback(); }
+/* As InvokeCallback, from a frame of its own: a value lives across the call, so the call
+ * cannot become a jump. */
+__declspec(dllexport) void InvokeCallbackFramed(void (*callback)(void)) {
+  volatile int kept = 1;
+  callback();
+  kept++;
+}
 
 /* Blocks in native code (the target of the P/Invoke shapes) until Release is called. */
 static volatile int released;

@@ -235,18 +235,6 @@ pub struct Layout {
     pub stack: Vec<StackEntry>,
 }
 
-impl Layout {
-    /// Whether the native run at `sp` called the managed code above it through a reverse
-    /// P/Invoke: the first Frame of the chain from index `from` at or above `sp` is the
-    /// reverse transition's (`UMThkCallFrame`).
-    pub fn entered_by_reverse_pinvoke(&self, from: usize, sp: u64) -> bool {
-        self.frames
-            .get(from..)
-            .and_then(|rest| rest.iter().find(|f| f.address >= sp))
-            .is_some_and(|f| f.kind == FrameKind::ReversePInvoke)
-    }
-}
-
 /// A simulated thread.
 #[derive(Clone, Debug)]
 pub struct Thread {

@@ -12,10 +12,7 @@
 //!   frame and asked for contexts (`COR_PRF_SNAPSHOT_REGISTER_CONTEXT`).
 //! - **Native runs.** Each `funcId == 0` callback's context is the most recent frame of a
 //!   native run; unwinding from it stops before the first managed IP, which is the frame
-//!   the runtime reports next, so no frame appears twice. .NET 8 makes no such callback
-//!   for a run that called managed code through a reverse P/Invoke: where managed code has
-//!   unwind data (Windows), one native step from a managed frame's context finds such a run
-//!   between two managed frames, and it is expanded the same way.
+//!   the runtime reports next, so no frame appears twice.
 //! - **Refusals.** Wherever native unwinding refuses (no unwind data, an unmapped read, a
 //!   step that does not move up the stack) a [`HybridFrame::Truncated`] marker takes the
 //!   place of the frames that could not be found, and the walk goes on with the runtime's
@@ -201,37 +198,6 @@ impl HybridWalker {
         }
     }
 
-    /// Expands the native run between a managed frame (registers `regs`, kind `kind`) and the
-    /// next managed frame the runtime reported (at `next`; 0 when the managed frame was the
-    /// walk's last, as on a native thread that called into managed code), if there is one
-    /// (`None` if not): .NET 8 reports no `funcId == 0` callback for a native run that called
-    /// managed code through a reverse P/Invoke (3.1 does). Where the managed frame's code has unwind data
-    /// (Windows: the runtime registers the JIT heap's), one native step finds its caller; a
-    /// caller that is neither the next frame nor managed code begins a run, unwound up to that
-    /// frame. Where it has none (Unix), the run cannot be found and the walk goes on as
-    /// reported.
-    #[allow(clippy::too_many_arguments)]
-    fn unreported_run(
-        &mut self,
-        unwinder: &Unwinder<'_>,
-        mut regs: Regs,
-        kind: FrameKind,
-        next: u64,
-        bounds: StackBounds,
-        read: &mut impl FnMut(u64) -> Option<u64>,
-        resolve: &mut impl FnMut(u64) -> Option<FunctionId>,
-    ) -> Option<RunEnd> {
-        if !unwinder.covers(regs.rip) {
-            return None;
-        }
-        match unwinder.step_frame(&mut regs, kind, bounds, &mut self.cache, read) {
-            Ok(Some(caller)) if regs.rip != next && resolve(regs.rip).is_none() => {
-                Some(self.native_run(unwinder, regs, caller, bounds, read, resolve, true))
-            }
-            _ => None,
-        }
-    }
-
     fn cut(&mut self, why: Truncation) -> RunEnd {
         if self.push(HybridFrame::Truncated(why)) {
             RunEnd::Cut
@@ -288,44 +254,20 @@ impl HybridWalker {
             self.cut(Truncation::Resumed);
             return HybridOutcome::Complete;
         }
-        let leaf_is_managed = self.frames.is_empty();
-        // Managed frames' registers are kept only where JIT code has unwind data to step
-        // from (the seed's frame is JIT code): see `unreported_run`.
-        let contexts = match &seed {
-            Some(seed) if unwinder.covers(seed.rip) => Contexts::Every,
-            _ => Contexts::NativeRuns,
-        };
-        let result = snapshot(info, thread, seed.as_ref(), contexts, &mut self.runtime);
+        let result = snapshot(
+            info,
+            thread,
+            seed.as_ref(),
+            Contexts::NativeRuns,
+            &mut self.runtime,
+        );
         for i in 0..self.runtime.frames().len() {
             let end = match self.runtime.frames()[i] {
-                Frame::Managed {
-                    function,
-                    ip,
-                    context,
-                } => {
-                    // The next managed frame the runtime reported (0: this one is the walk's
-                    // last): a native run between may have gone unreported.
-                    let next = match self.runtime.frames().get(i + 1) {
-                        Some(&Frame::Managed { ip, .. }) => Some(ip),
-                        Some(Frame::NativeRun { .. }) => None,
-                        None => Some(0),
-                    };
-                    if !self.push(HybridFrame::Managed { function, ip }) {
-                        RunEnd::Full
-                    } else if let (Some(index), Some(next)) = (context, next) {
-                        let kind = if i == 0 && leaf_is_managed {
-                            FrameKind::First
-                        } else {
-                            FrameKind::Caller
-                        };
-                        let regs = regs_of(self.runtime.context(index));
-                        match self.unreported_run(unwinder, regs, kind, next, bounds, read, resolve) {
-                            Some(end) => end,
-                            None => continue,
-                        }
-                    } else {
+                Frame::Managed { function, ip, .. } => {
+                    if self.push(HybridFrame::Managed { function, ip }) {
                         continue;
                     }
+                    RunEnd::Full
                 }
                 Frame::NativeRun { context: None, .. } => self.cut(Truncation::NoContext),
                 Frame::NativeRun {

@@ -8,7 +8,8 @@
 //! - `Arm(name)` runs a case at the next `ObjectAllocated` of a `Marker` object, or the next
 //!   `GarbageCollectionStarted` for `gc_…` cases;
 //! - `RegisterTarget()` records the calling managed thread as the target of cross-thread cases;
-//! - `InvokeCallback(f)` calls a managed delegate back (reverse P/Invoke).
+//! - `InvokeCallback(f)` calls a managed delegate back (reverse P/Invoke);
+//!   `InvokeCallbackFramed(f)` too, from a native frame of its own.
 //!
 //! Only `corprof` is used: this is what any Rust profiler built on it looks like.
 
@@ -71,4 +72,18 @@ pub extern "C" fn RegisterTarget() {
 #[no_mangle]
 pub unsafe extern "C" fn InvokeCallback(callback: extern "C" fn()) {
     callback();
+}
+
+/// Calls `callback` as [`InvokeCallback`] does, but from a frame of its own. `InvokeCallback`
+/// compiles to a jump (its call is its last act), so the managed code a delegate enters
+/// returns straight into the managed caller of `InvokeCallback`: no native frame lies between
+/// them. Here a value lives across the call, so the call cannot become a jump.
+///
+/// # Safety
+/// `callback` must be a valid function pointer.
+#[no_mangle]
+pub unsafe extern "C" fn InvokeCallbackFramed(callback: extern "C" fn()) {
+    let kept = std::hint::black_box(1u32);
+    callback();
+    std::hint::black_box(kept);
 }

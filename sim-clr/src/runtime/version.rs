@@ -78,19 +78,6 @@ impl RuntimeVersion {
         }
     }
 
-    /// Whether a run of native frames that native code left through a reverse P/Invoke (a
-    /// delegate called from native code) gets its `funcId == 0` callback (R21). It does on
-    /// CoreCLR 3.1, where the reverse transition is `UMThunkStub` and its `UMThkCallFrame`
-    /// (observed: `sandwich`). It does not on .NET 8 (observed: `sandwich`): the walk goes
-    /// from the managed method the delegate entered straight to the managed caller of the
-    /// native run, with no callback for the native frames between. Why: .NET 8 enters the
-    /// delegate through the reverse P/Invoke IL stub alone, without 3.1's stub and Frame;
-    /// which part of the iterator then skips the marker was not read from source. .NET 9 and
-    /// 10 as .NET 8 (the same entry path).
-    pub fn reports_reverse_pinvoke_runs(self) -> bool {
-        self == RuntimeVersion::Core31
-    }
-
     /// Whether an activation spinning in a loop runs on-stack-replacement code: on .NET 8 a
     /// method with a loop is first compiled at tier 0 and a loop that runs long moves to an
     /// OSR body of the same method (same `FunctionID`, its own code, outside the regions
@@ -100,6 +87,19 @@ impl RuntimeVersion {
     /// (`dotnet/runtime` pull request #65675 made `TC_QuickJitForLoops` and
     /// `TC_OnStackReplacement` default to 1), so on in 9 and 10 as well.
     pub fn replaces_loops_on_stack(self) -> bool {
+        self != RuntimeVersion::Core31
+    }
+
+    /// Whether a hot JIT-compiled method passes through an instrumented tier (dynamic PGO)
+    /// before tier 1: .NET 8 compiles a method without ReadyToRun code at tier 0, then, once
+    /// it is called often, at an instrumented tier that gathers the profile, and only then at
+    /// tier 1, so such a method has three native code bodies (observed: the `osr` probe's hot
+    /// method, three bodies listed by `GetNativeCodeStartAddresses` on 8.0.4, two on 3.1.23,
+    /// which has no dynamic PGO; the tiers as dotnet/runtime's
+    /// `docs/design/features/DynamicPgo-InstrumentedTiers.md` draws them). ReadyToRun code
+    /// promoted to tier 1 is not observed and keeps its two bodies. On in 9 and 10 (dynamic
+    /// PGO is the default since .NET 8; not observed).
+    pub fn instruments_hot_code(self) -> bool {
         self != RuntimeVersion::Core31
     }
 

@@ -5,7 +5,7 @@ use super::build::{Builder, Res};
 use super::model::{CodeModel, ThreadModel};
 use super::names::CODE_KINDS;
 use super::templates;
-use super::threads::{osr_name, OSR_SUFFIX};
+use super::threads::{osr_name, INSTRUMENTED_SUFFIX, OSR_SUFFIX};
 use crate::code::{CodeKind, FunctionSpec};
 use crate::runtime::{builtin, CallbackKind};
 use crate::synth::{Epilogue, FunctionShape, PrologStep};
@@ -37,6 +37,13 @@ impl Builder<'_> {
                     c.name.span(),
                     "name",
                     format!("names ending in `{OSR_SUFFIX}` are the OSR bodies of frames marked `in_loop`"),
+                ));
+            }
+            if name.ends_with(INSTRUMENTED_SUFFIX) {
+                return Err(self.err(
+                    c.name.span(),
+                    "name",
+                    format!("names ending in `{INSTRUMENTED_SUFFIX}` are the instrumented tiers of methods with a tier-1 version"),
                 ));
             }
             if !names.insert(name.as_str()) {
@@ -118,6 +125,9 @@ impl Builder<'_> {
         }
         // Last, so that the functions above have the same addresses with or without them.
         out.extend(CallbackKind::process_raisers().map(|name| FunctionSpec::new(name, CodeKind::Helper)));
+        if self.version.instruments_hot_code() {
+            out.extend(instrumented_tiers(&out));
+        }
         Ok(out)
     }
 
@@ -228,6 +238,33 @@ fn osr_bodies(functions: &[FunctionSpec], threads: &[Spanned<ThreadModel>]) -> V
         .filter(|f| f.kind == CodeKind::Jit && f.version_of.is_none() && in_loop.contains(f.name.as_str()))
         .map(|f| {
             let mut body = FunctionSpec::new(&osr_name(&f.name), CodeKind::Jit);
+            body.module = f.module.clone();
+            body.version_of = Some(f.name.clone());
+            body
+        })
+        .collect()
+}
+
+/// The instrumented tier of each JIT-compiled method with a tier-1 version (a `version_of`
+/// that is neither a ReJIT version nor an OSR body): another code version of it, compiled
+/// before the tier-1 one and listed after it (see `RuntimeVersion::instruments_hot_code`).
+fn instrumented_tiers(functions: &[FunctionSpec]) -> Vec<FunctionSpec> {
+    let jit_methods: std::collections::BTreeSet<&str> = functions
+        .iter()
+        .filter(|f| f.kind == CodeKind::Jit && f.version_of.is_none())
+        .map(|f| f.name.as_str())
+        .collect();
+    let promoted: std::collections::BTreeSet<&str> = functions
+        .iter()
+        .filter(|f| f.rejit == 0 && !f.name.ends_with(OSR_SUFFIX))
+        .filter_map(|f| f.version_of.as_deref())
+        .filter(|base| jit_methods.contains(base))
+        .collect();
+    functions
+        .iter()
+        .filter(|f| f.version_of.is_none() && promoted.contains(f.name.as_str()))
+        .map(|f| {
+            let mut body = FunctionSpec::new(&format!("{}{INSTRUMENTED_SUFFIX}", f.name), CodeKind::Jit);
             body.module = f.module.clone();
             body.version_of = Some(f.name.clone());
             body

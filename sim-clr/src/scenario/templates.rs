@@ -118,7 +118,7 @@ const THROW_INTO_MANAGED_DISPATCH: &[Entry] = &[
 ];
 
 /// Every template, by name.
-pub const TEMPLATES: [Template; 14] = [
+pub const TEMPLATES: [Template; 15] = [
     Template {
         name: "thread_start",
         doc: "the bottom of a thread started with `new Thread(…)`, below its start method",
@@ -274,6 +274,24 @@ pub const TEMPLATES: [Template; 14] = [
             Runtime("libcoreclr.so!JIT_MonReliableEnter_Portable"),
             Frame(FrameKind::HelperMethod),
         ]]),
+        net9: None,
+    },
+    Template {
+        name: "reverse_pinvoke",
+        doc: "between managed code that native code called (a delegate, or an `UnmanagedCallersOnly` method) and that native caller",
+        // CoreCLR 3.1 enters through `UMThunkStub`, a native frame of its own holding a
+        // `UMThkCallFrame` (`src/vm/amd64/umthunkstub.S`): the walk's `funcId == 0` for the
+        // native run below has its IP there, in libcoreclr.so, even where the native caller
+        // has no frame of its own (observed: `t_sandwich2`, `t_sandwich_framed`, `t_uco`).
+        core31: &[&[Frame(FrameKind::ReversePInvoke), Runtime("libcoreclr.so!UMThunkStub")]],
+        // .NET 8 enters a delegate through its reverse P/Invoke IL stub, which the walk does
+        // not report, and an `UnmanagedCallersOnly` method through the method's own prolog:
+        // neither leaves a native frame or a Frame. The managed code returns straight into
+        // its native caller, whose run gets its `funcId == 0` with the IP there (observed:
+        // `t_sandwich_framed`, `t_uco`); a native caller that jumped to the delegate (its
+        // call was its last act) leaves no frame, so there is no run and no callback
+        // (observed: `t_sandwich2`).
+        net8: Some(&[]),
         net9: None,
     },
     Template {

@@ -304,6 +304,10 @@ impl Builder<'_> {
 /// What ends the name of an on-stack-replacement body; no declared function's name does.
 pub(super) const OSR_SUFFIX: &str = " [OSR]";
 
+/// What ends the name of a method's instrumented tier (dynamic PGO); no declared function's
+/// name does.
+pub(super) const INSTRUMENTED_SUFFIX: &str = " [instrumented]";
+
 /// The name of the on-stack-replacement body of the method `name`, which frames marked
 /// `in_loop` run on versions that replace loops on the stack.
 pub(super) fn osr_name(name: &str) -> String {

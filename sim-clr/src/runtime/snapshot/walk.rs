@@ -2,8 +2,7 @@
 //! it. It starts from the seed, or else from the first explicit Frame that returns into
 //! managed code; unwinds managed frames by reading the target's stack with each code
 //! address's unwind rule; reports a `funcId == 0` marker when a managed frame returns into
-//! native code (from .NET 8, not when that native code called it through a reverse P/Invoke),
-//! and hops over the native run with the Frame chain.
+//! native code, and hops over the native run with the Frame chain.
 //!
 //! It runs with the runtime's lock held and records the frames it reports into a [`Walk`],
 //! [`BATCH`] at a time; the profiler is called for a batch with the lock released, and the
@@ -524,10 +523,7 @@ impl<const GPRS: bool> Iter<'_, GPRS> {
         // InlinedCallFrame is marked as the dispatch's).
         let dispatch_qcall = version.hides_exception_dispatch()
             && next.is_some_and(|(_, call)| self.st.code.function(layout.calls[call].function).hidden);
-        if (version.reports_reverse_pinvoke_runs()
-            || !layout.entered_by_reverse_pinvoke(*self.next_frame, at.sp))
-            && !dispatch_qcall
-        {
+        if !dispatch_qcall {
             let marker = FrameInfo::for_snapshot(FunctionId::NULL, at.ip);
             record::<GPRS>(self.frames, self.contexts, marker, at);
         }
