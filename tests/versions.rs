@@ -165,6 +165,11 @@ fn a_bad_version_or_in_loop_is_an_error_with_its_line() {
     let err = Scenario::parse("o.toml", taken).unwrap_err();
     assert_eq!((err.line, err.field.as_str()), (6, "name"), "{err}");
     assert!(err.message.contains("OSR bodies"), "{err}");
+    // Nor are the instrumented tiers' (dynamic PGO, from 8.0).
+    let taken = taken.replace("M [OSR]", "M [instrumented]");
+    let err = Scenario::parse("i.toml", &taken).unwrap_err();
+    assert_eq!((err.line, err.field.as_str()), (6, "name"), "{err}");
+    assert!(err.message.contains("instrumented tiers"), "{err}");
 }
 
 /// A thread running a filter funclet (its exception dispatch laid out by the

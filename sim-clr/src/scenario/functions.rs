@@ -1,5 +1,6 @@
 //! Validation of the code: the functions a file declares (`[[code]]`), their machine-code
-//! shapes, the runtime's built-in functions and those the frame templates bring.
+//! shapes, the runtime's built-in functions, those the frame templates bring, and the code
+//! versions a runtime version compiles on its own (OSR bodies, instrumented tiers).
 
 use super::build::{Builder, Res};
 use super::model::{CodeModel, ThreadModel};
