@@ -41,6 +41,35 @@ kind = "native"
 frames = [{ fn = "sampler!loop" }]
 "#;
 
+/// The threads section with `main` collecting garbage (`gc`) in the middle of its work.
+fn gc_threads() -> String {
+    THREADS.replace(
+        r#"program = ["call App::Work", "spin 3", "return"]"#,
+        r#"program = ["call App::Work", "gc", "return"]"#,
+    )
+}
+
+/// Takes and releases the profiler's `registry` lock, as a callback that updates the
+/// profiler's thread registry does.
+fn touch_registry() {
+    let os = SimOs::new();
+    let registry = os.mutex_create("registry");
+    os.mutex_lock(registry);
+    os.mutex_unlock(registry);
+}
+
+/// Gives the sampler thread a body that holds `registry` across `call`.
+fn sampler_holding_registry(p: &mut Process, call: fn(&sim_clr::Runtime)) {
+    let body = move |rt: &sim_clr::Runtime, os: &SimOs| {
+        assert_eq!(rt.initialize_current_thread(), HResult::S_OK);
+        let registry = os.mutex_create("registry");
+        os.mutex_lock(registry);
+        call(rt);
+        os.mutex_unlock(registry);
+    };
+    p.thread_body("sampler", Arc::new(body)).unwrap();
+}
+
 /// One callback as the profiler saw it: its name, its argument's thread (for the per-thread
 /// ones), and the simulated thread it ran on.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -210,10 +239,7 @@ fn the_profilers_suspension_raises_each_callback_on_its_thread_finished_after_th
 #[test]
 fn an_application_gc_raises_the_suspension_and_gc_callbacks_on_the_collecting_thread() {
     let recorder = Arc::new(Recorder::default());
-    let file = THREADS.replace(
-        r#"program = ["call App::Work", "spin 3", "return"]"#,
-        r#"program = ["call App::Work", "gc", "return"]"#,
-    );
+    let file = gc_threads();
     let file = format!(
         "platform = \"unix\"\n[runtime]\nevent_mask = [\"ENABLE_STACK_SNAPSHOT\", \"MONITOR_SUSPENDS\", \"MONITOR_GC\"]\n{file}"
     );
@@ -301,27 +327,16 @@ fn a_suspension_does_not_wait_for_a_thread_blocked_in_thread_created() {
     struct Registry;
     impl ProfilerCallback for Registry {
         fn thread_created(&self, _: ThreadId) -> HResult {
-            let os = SimOs::new();
-            let registry = os.mutex_create("registry");
-            os.mutex_lock(registry);
-            os.mutex_unlock(registry);
+            touch_registry();
             HResult::S_OK
         }
     }
     let mut p = Process::new(spawning());
     p.profiler(Arc::new(Registry));
-    p.thread_body(
-        "sampler",
-        Arc::new(|rt: &sim_clr::Runtime, os: &SimOs| {
-            assert_eq!(rt.initialize_current_thread(), HResult::S_OK);
-            let registry = os.mutex_create("registry");
-            os.mutex_lock(registry);
-            assert_eq!(rt.suspend_runtime(), HResult::S_OK);
-            assert_eq!(rt.resume_runtime(), HResult::S_OK);
-            os.mutex_unlock(registry);
-        }),
-    )
-    .unwrap();
+    sampler_holding_registry(&mut p, |rt| {
+        assert_eq!(rt.suspend_runtime(), HResult::S_OK);
+        assert_eq!(rt.resume_runtime(), HResult::S_OK);
+    });
     let report = p.explore(Strategy::Dfs(3), 20_000, 0, |_, _| {});
     assert!(report.exhaustive, "{report:?}");
     assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"], "{report:?}");
@@ -375,10 +390,7 @@ impl ProfilerCallback for Enumerating {
 
 #[test]
 fn enum_threads_in_runtime_suspend_finished_of_a_gc_stalls_net9_only() {
-    let gc = THREADS.replace(
-        r#"program = ["call App::Work", "spin 3", "return"]"#,
-        r#"program = ["call App::Work", "gc", "return"]"#,
-    );
+    let gc = gc_threads();
     for version in sim_clr::runtime::RuntimeVersion::ALL {
         for (threads, sampler) in [(gc.as_str(), false), (THREADS, true)] {
             let file = format!(
@@ -415,4 +427,36 @@ fn enum_threads_in_runtime_suspend_finished_of_a_gc_stalls_net9_only() {
             });
         }
     }
+}
+
+#[test]
+fn enum_threads_waits_for_another_threads_suspension_and_can_deadlock_with_its_callbacks() {
+    // CoreCLR v3.1.23 `ProfilerThreadEnum::Init` lists the threads under the thread-store
+    // lock, which a GC holds from its start to the runtime's restart. A sampler that holds its
+    // registry lock across `EnumThreads`, while the GC's `GarbageCollectionStarted` takes that
+    // lock, deadlocks in the schedules where the GC comes between the two: the sampler waits
+    // for the thread-store lock, the GC thread for the registry.
+    struct Registry;
+    impl ProfilerCallback for Registry {
+        fn garbage_collection_started(&self, _: &[bool], _: corprof::flags::GcReason) -> HResult {
+            touch_registry();
+            HResult::S_OK
+        }
+    }
+    let threads = gc_threads();
+    let file = format!(
+        "platform = \"windows\"\n[runtime]\nevent_mask = [\"ENABLE_STACK_SNAPSHOT\", \"MONITOR_GC\"]\n{threads}{SAMPLER}"
+    );
+    let mut p = Process::new(Scenario::parse("enum-gc.toml", &file).unwrap());
+    p.profiler(Arc::new(Registry));
+    sampler_holding_registry(&mut p, |rt| {
+        let _ = rt.enum_threads();
+    });
+    let report = p.explore(Strategy::Dfs(3), 20_000, 0, |_, _| {});
+    assert!(report.exhaustive, "{report:?}");
+    let outcomes: Vec<&String> = report.outcomes.keys().collect();
+    assert_eq!(outcomes, ["deadlock", "ok"], "{report:?}");
+    let failure = report.first_failure.as_ref().expect("a deadlock");
+    let message = &failure.fault.message;
+    assert!(message.contains("thread_store"), "{message}");
 }

@@ -275,20 +275,27 @@ impl ProfilerInfo for Runtime {
 
     fn enum_threads(&self) -> Result<Vec<ThreadId>, HResult> {
         self.traced("EnumThreads", None, |_call| {
-            let mut st = self.lock();
-            st.async_entry()?;
-            st.enum_threads_in_a_suspension()?;
-            Ok(st
-                .threads
-                .iter()
-                .filter(|t| {
-                    t.is_managed()
-                        && !t.gc_special
-                        && matches!(t.lifecycle, Lifecycle::Alive | Lifecycle::Destroying)
-                        && t.kind == ThreadKind::Managed
-                })
-                .map(|t| t.id)
-                .collect())
+            // CoreCLR v3.1.23 `ProfilerThreadEnum::Init` (`profilingenumerators.cpp`) lists the
+            // threads under the thread-store lock, which it takes unless a profiler-requested
+            // runtime suspension is in progress (`fProfilerRequestedRuntimeSuspend`): while
+            // another thread holds the lock for a GC, the call waits; the GC thread itself
+            // re-enters it.
+            let waits = {
+                let st = self.lock();
+                st.async_entry()?;
+                st.suspension.profiler.is_none()
+                    && st
+                        .thread_store_owner
+                        .is_some_and(|owner| st.caller().thread != Some(owner))
+            };
+            if waits {
+                fiber::thread_store_lock(true);
+            }
+            let listed = self.list_threads();
+            if waits {
+                fiber::thread_store_lock(false);
+            }
+            listed
         })
     }
 
@@ -448,6 +455,25 @@ impl<T> Answer for Result<T, HResult> {
 }
 
 impl Runtime {
+    /// `EnumThreads`' list, made under the thread-store lock: every live managed thread but
+    /// the GC's own (or the stall .NET 9 has in `RuntimeSuspendFinished`,
+    /// [`super::RuntimeVersion::enum_threads_stalls_a_suspension`]).
+    fn list_threads(&self) -> Result<Vec<ThreadId>, HResult> {
+        let mut st = self.lock();
+        st.enum_threads_in_a_suspension()?;
+        Ok(st
+            .threads
+            .iter()
+            .filter(|t| {
+                t.is_managed()
+                    && !t.gc_special
+                    && matches!(t.lifecycle, Lifecycle::Alive | Lifecycle::Destroying)
+                    && t.kind == ThreadKind::Managed
+            })
+            .map(|t| t.id)
+            .collect())
+    }
+
     /// Runs the body of API call `api`: a scheduling point first ([`fiber::RuntimeCall`]),
     /// then the body, unless a `[[fail]]` rule makes the call fail; on a fiber, in a run that
     /// keeps a trace, the call, the thread it names and its answer become a trace line of the

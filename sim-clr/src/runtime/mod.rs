@@ -148,6 +148,9 @@ pub(crate) struct State {
     pub writer_lock_holders: usize,
     /// The calls made to fail on demand (`[[fail]]`), and how many each rule has watched.
     pub failing: failing::Failing,
+    /// The thread holding the thread-store lock in a running process (a runtime suspension's
+    /// or a GC's hold, across steps), as its scheduler keeps it.
+    pub thread_store_owner: Option<usize>,
 }
 
 /// The simulated runtime.
@@ -351,6 +354,7 @@ impl Runtime {
                 walks: (0, None),
                 writer_lock_holders,
                 failing: failing::Failing::default(),
+                thread_store_owner: None,
             }),
             profiler: Mutex::new(None),
             walk_stops: AtomicU64::new(0),

@@ -1612,6 +1612,9 @@ impl<'p> Run<'p> {
         if l == LockId::CODE_MANAGER {
             self.rt.lock().set_writer_lock(t, true);
         }
+        if l == LockId::THREAD_STORE {
+            self.rt.lock().thread_store_owner = Some(t);
+        }
         Ok(())
     }
 
@@ -1630,6 +1633,9 @@ impl<'p> Run<'p> {
             Ok(free) => {
                 if free && l == LockId::CODE_MANAGER {
                     self.rt.lock().set_writer_lock(t, false);
+                }
+                if free && l == LockId::THREAD_STORE {
+                    self.rt.lock().thread_store_owner = None;
                 }
                 true
             }
