@@ -263,7 +263,7 @@ impl HybridWalker {
         );
         for i in 0..self.runtime.frames().len() {
             let end = match self.runtime.frames()[i] {
-                Frame::Managed { function, ip, .. } => {
+                Frame::Managed { function, ip } => {
                     if self.push(HybridFrame::Managed { function, ip }) {
                         continue;
                     }
@@ -304,7 +304,7 @@ impl HybridWalker {
         self.frames.clear();
         let result = snapshot(info, thread, None, Contexts::None, &mut self.runtime);
         for i in 0..self.runtime.frames().len() {
-            if let Frame::Managed { function, ip, .. } = self.runtime.frames()[i] {
+            if let Frame::Managed { function, ip } = self.runtime.frames()[i] {
                 if !self.push(HybridFrame::Managed { function, ip }) {
                     return HybridOutcome::Full;
                 }

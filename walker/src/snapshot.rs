@@ -6,14 +6,12 @@ use corprof::{Context, FunctionId, HResult, ProfilerInfo, SnapshotFrame, ThreadI
 /// One frame of a collected stack, leaf first.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Frame {
-    /// A managed frame; its registers are [`StackBuffer::context`]`(index)`.
+    /// A managed frame.
     Managed {
         /// The method.
         function: FunctionId,
         /// Its instruction pointer (the leaf IP or a return address).
         ip: u64,
-        /// Index of its registers in the buffer, when contexts were requested.
-        context: Option<usize>,
     },
     /// A run of native frames the runtime reported once (`funcId == 0`); its context — the
     /// registers of the run's most recent frame, where a native unwind starts — is
@@ -34,16 +32,12 @@ pub enum Contexts {
     None,
     /// The native runs' (`funcId == 0`): where their native unwinding starts.
     NativeRuns,
-    /// Every frame's, managed ones too (reading each costs about as much as the frame's
-    /// walk itself).
-    Every,
 }
 
 /// A preallocated stack buffer: filling it never allocates.
 #[derive(Debug)]
 pub struct StackBuffer {
     frames: Vec<Frame>,
-    keep_managed: bool,
     contexts: Vec<Context>,
     used_contexts: usize,
     capacity: usize,
@@ -51,12 +45,13 @@ pub struct StackBuffer {
 }
 
 impl StackBuffer {
-    /// A buffer for up to `capacity` frames, each of which can keep its context.
+    /// A buffer for up to `capacity` frames, of which up to `capacity / 2 + 1` native runs can
+    /// keep their context (runs alternate with managed frames).
     pub fn with_capacity(capacity: usize) -> StackBuffer {
+        let runs = capacity / 2 + 1;
         StackBuffer {
             frames: Vec::with_capacity(capacity),
-            keep_managed: false,
-            contexts: vec![Context::zeroed(); capacity],
+            contexts: vec![Context::zeroed(); runs],
             used_contexts: 0,
             capacity,
             truncated: false,
@@ -73,7 +68,7 @@ impl StackBuffer {
         self.truncated
     }
 
-    /// The registers of a frame (the `context` index of a [`Frame`]).
+    /// The registers of a native run (the `context` index of [`Frame::NativeRun`]).
     pub fn context(&self, index: usize) -> &Context {
         &self.contexts[index]
     }
@@ -90,21 +85,21 @@ impl StackBuffer {
             self.truncated = true;
             return HResult::S_FALSE;
         }
-        let slot = self.used_contexts;
-        let wanted = f.func_id.is_null() || self.keep_managed;
-        let read = match (f.context.filter(|_| wanted), self.contexts.get_mut(slot)) {
-            (Some(bytes), Some(place)) => place.read_bytes(bytes),
-            _ => false,
-        };
-        self.used_contexts += usize::from(read);
-        let context = read.then_some(slot);
         let frame = if f.func_id.is_null() {
-            Frame::NativeRun { ip: f.ip, context }
+            let slot = self.used_contexts;
+            let read = match (f.context, self.contexts.get_mut(slot)) {
+                (Some(bytes), Some(place)) => place.read_bytes(bytes),
+                _ => false,
+            };
+            self.used_contexts += usize::from(read);
+            Frame::NativeRun {
+                ip: f.ip,
+                context: read.then_some(slot),
+            }
         } else {
             Frame::Managed {
                 function: f.func_id,
                 ip: f.ip,
-                context,
             }
         };
         self.frames.push(frame);
@@ -135,7 +130,6 @@ pub fn snapshot(
     buffer: &mut StackBuffer,
 ) -> Result<WalkOutcome, HResult> {
     buffer.clear();
-    buffer.keep_managed = contexts == Contexts::Every;
     let flags = if contexts == Contexts::None {
         0
     } else {

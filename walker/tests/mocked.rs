@@ -27,8 +27,7 @@ fn collects_managed_frames_and_native_runs() {
         [
             Frame::Managed {
                 function: FunctionId(0x10),
-                ip: 0x1000,
-                context: None
+                ip: 0x1000
             },
             Frame::NativeRun {
                 ip: 0x2000,
@@ -36,8 +35,7 @@ fn collects_managed_frames_and_native_runs() {
             },
             Frame::Managed {
                 function: FunctionId(0x20),
-                ip: 0x3000,
-                context: None
+                ip: 0x3000
             },
         ]
     );

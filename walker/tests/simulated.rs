@@ -74,7 +74,7 @@ fn a_synchronous_walk_matches_the_ground_truth() {
                 .frames()
                 .iter()
                 .filter_map(|f| match f {
-                    Frame::Managed { function, ip, .. } => Some((*function, *ip)),
+                    Frame::Managed { function, ip } => Some((*function, *ip)),
                     Frame::NativeRun { .. } => None,
                 })
                 .collect();

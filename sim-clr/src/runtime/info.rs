@@ -5,7 +5,6 @@
 use super::{Runtime, State};
 use crate::code::metadata::{APP_DOMAIN, APP_DOMAIN_NAME, PROCESS_ID};
 use crate::fiber;
-use crate::thread::{Lifecycle, ThreadKind};
 use corprof::flags::{event, high as event_high};
 use corprof::metadata::{AppDomainInfo, AssemblyInfo, ClassInfo, ModuleInfo, MODULE_DISK};
 use corprof::{
@@ -280,21 +279,19 @@ impl ProfilerInfo for Runtime {
             // runtime suspension is in progress (`fProfilerRequestedRuntimeSuspend`): while
             // another thread holds the lock for a GC, the call waits; the GC thread itself
             // re-enters it.
-            let waits = {
-                let st = self.lock();
-                st.async_entry()?;
-                st.suspension.profiler.is_none()
-                    && st
-                        .thread_store_owner
-                        .is_some_and(|owner| st.caller().thread != Some(owner))
-            };
-            if waits {
-                fiber::thread_store_lock(true);
+            let mut st = self.lock();
+            st.async_entry()?;
+            let waits = st.suspension.profiler.is_none()
+                && st
+                    .thread_store_owner
+                    .is_some_and(|owner| st.caller().thread != Some(owner));
+            if !waits {
+                return st.listed_threads();
             }
-            let listed = self.list_threads();
-            if waits {
-                fiber::thread_store_lock(false);
-            }
+            drop(st);
+            fiber::thread_store_lock(true);
+            let listed = self.lock().listed_threads();
+            fiber::thread_store_lock(false);
             listed
         })
     }
@@ -455,25 +452,6 @@ impl<T> Answer for Result<T, HResult> {
 }
 
 impl Runtime {
-    /// `EnumThreads`' list, made under the thread-store lock: every live managed thread but
-    /// the GC's own (or the stall .NET 9 has in `RuntimeSuspendFinished`,
-    /// [`super::RuntimeVersion::enum_threads_stalls_a_suspension`]).
-    fn list_threads(&self) -> Result<Vec<ThreadId>, HResult> {
-        let mut st = self.lock();
-        st.enum_threads_in_a_suspension()?;
-        Ok(st
-            .threads
-            .iter()
-            .filter(|t| {
-                t.is_managed()
-                    && !t.gc_special
-                    && matches!(t.lifecycle, Lifecycle::Alive | Lifecycle::Destroying)
-                    && t.kind == ThreadKind::Managed
-            })
-            .map(|t| t.id)
-            .collect())
-    }
-
     /// Runs the body of API call `api`: a scheduling point first ([`fiber::RuntimeCall`]),
     /// then the body, unless a `[[fail]]` rule makes the call fail; on a fiber, in a run that
     /// keeps a trace, the call, the thread it names and its answer become a trace line of the

@@ -2,10 +2,10 @@
 //! and parking managed threads at safe points.
 
 use super::{Caller, Notification, Runtime, State};
-use crate::thread::{FrameKind, Lifecycle, Mode, StackEntry};
+use crate::thread::{FrameKind, Lifecycle, Mode, StackEntry, ThreadKind};
 use crate::trace::FaultKind;
 use corprof::flags::SuspendReason;
-use corprof::HResult;
+use corprof::{HResult, ThreadId};
 
 /// The suspension state.
 #[derive(Clone, Debug, Default)]
@@ -38,6 +38,24 @@ impl State {
         );
         self.fault(FaultKind::Deadlock, true, message);
         Err(HResult::E_UNEXPECTED)
+    }
+
+    /// `EnumThreads`' list, made under the thread-store lock: every live managed thread but
+    /// the GC's own (or the stall .NET 9 has in `RuntimeSuspendFinished`,
+    /// [`enum_threads_in_a_suspension`](State::enum_threads_in_a_suspension)).
+    pub fn listed_threads(&mut self) -> Result<Vec<ThreadId>, HResult> {
+        self.enum_threads_in_a_suspension()?;
+        Ok(self
+            .threads
+            .iter()
+            .filter(|t| {
+                t.is_managed()
+                    && !t.gc_special
+                    && matches!(t.lifecycle, Lifecycle::Alive | Lifecycle::Destroying)
+                    && t.kind == ThreadKind::Managed
+            })
+            .map(|t| t.id)
+            .collect())
     }
 
     /// Parks every managed thread at a safe point for a runtime suspension, except those that

@@ -250,20 +250,14 @@ fn osr_bodies(functions: &[FunctionSpec], threads: &[Spanned<ThreadModel>]) -> V
 /// that is neither a ReJIT version nor an OSR body): another code version of it, compiled
 /// before the tier-1 one and listed after it (see `RuntimeVersion::instruments_hot_code`).
 fn instrumented_tiers(functions: &[FunctionSpec]) -> Vec<FunctionSpec> {
-    let jit_methods: std::collections::BTreeSet<&str> = functions
-        .iter()
-        .filter(|f| f.kind == CodeKind::Jit && f.version_of.is_none())
-        .map(|f| f.name.as_str())
-        .collect();
     let promoted: std::collections::BTreeSet<&str> = functions
         .iter()
         .filter(|f| f.rejit == 0 && !f.name.ends_with(OSR_SUFFIX))
         .filter_map(|f| f.version_of.as_deref())
-        .filter(|base| jit_methods.contains(base))
         .collect();
     functions
         .iter()
-        .filter(|f| f.version_of.is_none() && promoted.contains(f.name.as_str()))
+        .filter(|f| f.kind == CodeKind::Jit && f.version_of.is_none() && promoted.contains(f.name.as_str()))
         .map(|f| {
             let mut body = FunctionSpec::new(&format!("{}{INSTRUMENTED_SUFFIX}", f.name), CodeKind::Jit);
             body.module = f.module.clone();
