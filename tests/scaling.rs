@@ -1,7 +1,8 @@
 //! Every dimension of a scenario file costs linear time: for each one, a file n large and a file
 //! 4n large are read and run (the cheapest of five tries each) and the larger may cost at most
-//! eight times as much (linear: four, measured up to about six and a half where the larger
-//! file's data outgrows the caches; a quadratic path: sixteen). The tests take turns, so that
+//! five times as much (linear: four, measured from 2.9 to 4.6; a quadratic path: sixteen). A
+//! comparison above five is made again, up to three times in all, before it fails: noise
+//! from the machine comes and goes, a quadratic path does not. The tests take turns, so that
 //! none measures while another runs; they compare costs within one run, never against a clock.
 //!
 //! Not pinned, because it is not linear yet: a thread program's `call` re-lays the thread's
@@ -46,17 +47,27 @@ fn cost(text: &str) -> f64 {
         .fold(f64::INFINITY, f64::min)
 }
 
-/// Asserts that the file `file(4 * n)` costs at most eight times what `file(n)` does.
+/// The most `file(4 * n)` may cost, in multiples of what `file(n)` costs.
+const BOUND: f64 = 5.0;
+
+/// Asserts that the file `file(4 * n)` costs at most [`BOUND`] times what `file(n)` does, in
+/// one of three comparisons.
 fn linear(what: &str, n: usize, file: impl Fn(usize) -> String) {
     let _turn = MEASURING.lock().unwrap_or_else(|e| e.into_inner());
     let (small, large) = (file(n), file(4 * n));
     read_and_run(&small); // warm: the first run builds caches
-    let (a, b) = (cost(&small), cost(&large));
-    assert!(
-        b / a <= 8.0,
-        "{what}: 4 x {n} cost {:.1} times {n} ({a:.4} s, {b:.4} s)",
-        b / a
-    );
+    let mut best = (f64::INFINITY, 0.0, 0.0);
+    for _ in 0..3 {
+        let (a, b) = (cost(&small), cost(&large));
+        if b / a < best.0 {
+            best = (b / a, a, b);
+        }
+        if best.0 <= BOUND {
+            return;
+        }
+    }
+    let (ratio, a, b) = best;
+    panic!("{what}: 4 x {n} cost {ratio:.1} times {n} at best ({a:.4} s, {b:.4} s)");
 }
 
 /// Code a file's threads use: a native function and a method (last, so that a file can add
@@ -92,6 +103,17 @@ fn walks() {
         );
         (0..n).for_each(|_| s.push_str(&walk("t")));
         s
+    });
+}
+
+#[test]
+fn nested_walks() {
+    linear("nested walks", 64, |n| {
+        let nested = "[[calls.nested]]\napi = \"DoStackSnapshot\"\n".repeat(n);
+        format!(
+            "{CODE}[[threads]]\nname = \"t\"\nframes = [{{ fn = \"M\", repeat = 200 }}, {{ fn = \"N\" }}]\n{}{nested}",
+            walk("t")
+        )
     });
 }
 

@@ -39,6 +39,9 @@ const PAGE_WORDS: usize = 512;
 struct Mapped {
     region: Region,
     pages: Arc<[Option<Box<[u64; PAGE_WORDS]>>]>,
+    /// The lowest page written since the region was mapped (the page count if none): every
+    /// page below it reads 0, so a clear (a stack re-laid from its limit) starts there.
+    written_from: usize,
 }
 
 impl Region {
@@ -101,13 +104,14 @@ pub struct AddressSpace {
 impl AddressSpace {
     /// Maps `[start, end)` (8-aligned; it must not overlap a mapped region).
     pub fn map(&mut self, start: u64, end: u64) {
-        let words = (end.saturating_sub(start) / 8) as usize;
+        let pages = (end.saturating_sub(start) / 8).div_ceil(PAGE_WORDS as u64) as usize;
         let at = self.regions.partition_point(|m| m.region.start < start);
         self.regions.insert(
             at,
             Mapped {
                 region: Region { start, end },
-                pages: vec![None; words.div_ceil(PAGE_WORDS)].into(),
+                pages: vec![None; pages].into(),
+                written_from: pages,
             },
         );
     }
@@ -128,7 +132,11 @@ impl AddressSpace {
             .iter_mut()
             .take_while(|m| m.region.start < end)
         {
-            let (from, to) = (start.max(m.region.start), end.min(m.region.end));
+            let written = m
+                .region
+                .start
+                .saturating_add(8 * (m.written_from * PAGE_WORDS) as u64);
+            let (from, to) = (start.max(written), end.min(m.region.end));
             let mut addr = from.next_multiple_of(8);
             if addr >= to {
                 continue;
@@ -177,6 +185,7 @@ impl AddressSpace {
         };
         let m = &mut self.regions[i];
         let (page, slot) = m.region.slot(addr);
+        m.written_from = m.written_from.min(page);
         Arc::make_mut(&mut m.pages)[page].get_or_insert_with(|| Box::new([0; PAGE_WORDS]))[slot] = value;
     }
 
@@ -466,5 +475,20 @@ mod tests {
             "an unaligned read at the end of a region"
         );
         assert!(m.read_u64(0x1f_fffc).is_err(), "past the end");
+    }
+
+    #[test]
+    fn a_clear_from_a_stacks_limit_zeroes_the_words_written_near_its_base() {
+        let mut m = AddressSpace::default();
+        m.map(0x10_0000, 0x20_0000);
+        m.write_u64(0x1f_f000, 7);
+        m.write_u64(0x1f_fff8, 8);
+        m.clear(0x10_0000, 0x1f_fff8);
+        assert_eq!(m.read_u64(0x1f_f000), Ok(0));
+        assert_eq!(m.read_u64(0x1f_fff8), Ok(8));
+        m.write_u64(0x18_0000, 9); // below every word written before
+        m.clear(0x10_0000, 0x18_0008);
+        assert_eq!(m.read_u64(0x18_0000), Ok(0));
+        assert_eq!(m.read_u64(0x1f_fff8), Ok(8));
     }
 }

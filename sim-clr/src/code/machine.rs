@@ -12,7 +12,8 @@
 //! real runtime reads the unwind info of the code it generated.
 
 use crate::synth::{
-    assemble_at, emulate, sentinel, xmm_sentinel, Assembled, FunctionShape, Padding, PrologStep, ENTRY_RSP,
+    assemble_at, emulate, sentinel, xmm_sentinel, Assembled, Boundary, FunctionShape, Padding, PrologStep,
+    ENTRY_RSP,
 };
 use corprof::Register;
 use std::collections::HashMap;
@@ -314,7 +315,19 @@ impl MachineCode {
             .iter()
             .position(|s| matches!(s, PrologStep::SetFramePointer(_)))
             .map(|i| code.prolog_ends[i]);
+        // What a state is a function of: the registers, the stack and whether the frame
+        // pointer anchors the unwind. A run of boundaries with the same (a padded body's
+        // `nop`s share one stack) yields one state, computed once.
+        let mut previous: Option<(&Boundary, bool)> = None;
         for b in &boundaries {
+            let offset = b.ip - base;
+            let anchored = frame_set.is_some_and(|at| offset >= at) && !code.in_epilogue(offset);
+            if previous
+                .is_some_and(|(p, a)| p.regs == b.regs && Arc::ptr_eq(&p.stack, &b.stack) && a == anchored)
+            {
+                continue;
+            }
+            previous = Some((b, anchored));
             let regs = b.regs.map(Value::classify);
             let writes: Vec<(i64, Value)> = b
                 .stack
@@ -329,12 +342,9 @@ impl MachineCode {
                     Some((r, *offset))
                 })
                 .collect();
-            let offset = b.ip - base;
             // The frame pointer anchors the unwind once it is set up, outside epilogues.
             let rbp_delta = match regs[Register::Rbp as usize] {
-                Value::Rsp(d) if frame_set.is_some_and(|at| offset >= at) && !code.in_epilogue(offset) => {
-                    Some(d)
-                }
+                Value::Rsp(d) if anchored => Some(d),
                 _ => None,
             };
             let rule = UnwindRule::new(rsp_delta(&regs), rbp_delta, &saved)

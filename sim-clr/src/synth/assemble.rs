@@ -7,6 +7,7 @@
 //! `mov`-saved registers, the epilogue proper, its terminator); then an 8-byte data slot for
 //! indirect tail calls.
 
+use super::emulate::NOP;
 use super::shape::{Epilogue, FunctionShape, PrologStep, ShapeError};
 use corprof::Register;
 use iced_x86::code_asm::*;
@@ -136,9 +137,17 @@ pub fn assemble_at(shape: &FunctionShape, base: u64, padding: Padding) -> Result
         (Some(want), Some(&got)) if want > got && want - got <= MAX_PAD => want - got,
         _ => 0,
     };
-    let mut after = 0;
-    let mut code = if before > 0 { assemble(before, 0)? } else { plain };
-    // Branch encodings may grow with the distance, so converge in a few rounds.
+    // Every branch lies after both paddings, so each adds exactly its own length.
+    let grown = plain.bytes.len() as u64 + before;
+    let mut after = padding
+        .total
+        .map_or(0, |total| total.saturating_sub(grown).min(MAX_PAD));
+    let mut code = if before > 0 || after > 0 {
+        assemble(before, after)?
+    } else {
+        plain
+    };
+    // Should an encoding still change with the padding, converge in a few rounds.
     for _ in 0..3 {
         let Some(total) = padding.total else { break };
         let len = code.bytes.len() as u64;
@@ -202,15 +211,11 @@ fn build(shape: &FunctionShape, base: u64, before: u64, after: u64) -> Result<Bu
             _ => {}
         }
     }
-    for _ in 0..before {
-        a.nop()?;
-    }
+    pad(&mut a, before)?;
     for _ in 0..shape.calls {
         a.call(external)?;
     }
-    for _ in 0..after {
-        a.nop()?;
-    }
+    pad(&mut a, after)?;
     if shape.back_edges {
         // A jcc back-edge, then a jmp back-edge: neither is an epilogue.
         let mut top = a.create_label();
@@ -282,6 +287,15 @@ fn build(shape: &FunctionShape, base: u64, before: u64, after: u64) -> Result<Bu
     })
 }
 
+/// Emits `count` one-byte `nop`s as data, which the encoder copies in blocks (as
+/// instructions, each would be encoded on its own): the bytes are the same.
+fn pad(a: &mut CodeAssembler, count: u64) -> Result<(), IcedError> {
+    if count > 0 {
+        a.db(&vec![NOP; count as usize])?;
+    }
+    Ok(())
+}
+
 impl Built {
     fn finish(mut self, shape: &FunctionShape, base: u64) -> Result<Assembled, ShapeError> {
         let result = self
@@ -300,6 +314,14 @@ impl Built {
         );
         let mut calls = Vec::new();
         while decoder.can_decode() {
+            let at = decoder.position();
+            if bytes[at] == NOP {
+                // The padding, a byte at a time: no decoder needed.
+                ends.push(at as u64 + 1);
+                decoder.set_position(at + 1).map_err(asm_err)?;
+                decoder.set_ip(base + at as u64 + 1);
+                continue;
+            }
             let i = decoder.decode();
             ends.push(i.next_ip() - base);
             if i.mnemonic() == iced_x86::Mnemonic::Call {

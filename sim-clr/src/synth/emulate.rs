@@ -13,13 +13,17 @@
 use super::assemble::Assembled;
 use corprof::Register;
 use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 /// RSP at function entry (≡ 8 mod 16, as after a call).
 pub const ENTRY_RSP: u64 = 0x7ff0_0000_1008;
 /// The return address at `[ENTRY_RSP]`.
 pub const RETURN_ADDRESS: u64 = 0x7f66_0000_1234;
+
+/// The one-byte `nop` (at an instruction boundary nothing else starts with this byte).
+pub(crate) const NOP: u8 = 0x90;
 
 /// The value register `r` holds at entry (and must hold again after unwinding).
 pub fn sentinel(r: Register) -> u64 {
@@ -41,8 +45,8 @@ pub struct Boundary {
     /// XMM registers.
     pub xmm: [u128; 16],
     /// Stack memory written so far (8-byte words by address), the entry return address
-    /// included.
-    pub stack: BTreeMap<u64, u64>,
+    /// included. Shared with the boundaries before it until an instruction writes the stack.
+    pub stack: Arc<BTreeMap<u64, u64>>,
     /// True when the instruction follows a call (a return site: unwound as a non-first frame).
     pub return_site: bool,
 }
@@ -70,7 +74,14 @@ impl std::error::Error for EmulationError {}
 struct State {
     regs: [u64; 16],
     xmm: [u128; 16],
-    stack: BTreeMap<u64, u64>,
+    /// Copied on write: most instructions leave the stack alone, so their boundaries share it.
+    stack: Arc<BTreeMap<u64, u64>>,
+}
+
+impl State {
+    fn store(&mut self, address: u64, value: u64) {
+        Arc::make_mut(&mut self.stack).insert(address, value);
+    }
 }
 
 /// `r`'s offset from `first` in iced's register enum, if below `count` (iced numbers each
@@ -131,7 +142,7 @@ impl EntryState {
     pub fn called_from(site: &Boundary) -> EntryState {
         let mut regs = site.regs;
         regs[Register::Rsp as usize] -= 8;
-        let mut stack = site.stack.clone();
+        let mut stack = BTreeMap::clone(&site.stack);
         stack.insert(regs[Register::Rsp as usize], site.ip);
         EntryState {
             regs,
@@ -154,29 +165,47 @@ pub fn emulate_from(code: &Assembled, entry: EntryState) -> Result<Vec<Boundary>
     let text = &code.bytes[..code.code_len as usize];
     let end = code.base + code.code_len;
     let EntryState { regs, xmm, stack } = entry;
-    let mut seen: HashMap<u64, Boundary> = HashMap::new();
-    let mut work = vec![(code.base, State { regs, xmm, stack }, false)];
+    // Each offset's boundary, by its index in `found` (u32::MAX: not reached yet).
+    let mut seen = vec![u32::MAX; text.len()];
+    let mut found: Vec<Boundary> = Vec::with_capacity(text.len());
+    let mut decoder = Decoder::with_ip(64, text, code.base, DecoderOptions::NONE);
+    let mut work = vec![(
+        code.base,
+        State {
+            regs,
+            xmm,
+            stack: Arc::new(stack),
+        },
+        false,
+    )];
     while let Some((ip, mut state, return_site)) = work.pop() {
         if ip < code.base || ip >= end {
             return err(format!("control left the function at 0x{ip:x}"));
         }
-        if let Some(prev) = seen.get(&ip) {
+        let offset = (ip - code.base) as usize;
+        if let Some(prev) = found.get(seen[offset] as usize) {
             if prev.regs[Register::Rsp as usize] != state.regs[Register::Rsp as usize] {
                 return err(format!("paths meet at 0x{ip:x} with different RSP"));
             }
             continue;
         }
-        seen.insert(
+        seen[offset] = found.len() as u32;
+        found.push(Boundary {
             ip,
-            Boundary {
-                ip,
-                regs: state.regs,
-                xmm: state.xmm,
-                stack: state.stack.clone(),
-                return_site,
-            },
-        );
-        let mut decoder = Decoder::with_ip(64, &text[(ip - code.base) as usize..], ip, DecoderOptions::NONE);
+            regs: state.regs,
+            xmm: state.xmm,
+            stack: Arc::clone(&state.stack),
+            return_site,
+        });
+        if text[offset] == NOP {
+            // The padding: a one-byte `nop` changes nothing but the IP.
+            work.push((ip + 1, state, false));
+            continue;
+        }
+        decoder
+            .set_position(offset)
+            .map_err(|e| EmulationError(format!("at 0x{ip:x}: {e}")))?;
+        decoder.set_ip(ip);
         let i = decoder.decode();
         if i.is_invalid() {
             return err(format!("invalid instruction at 0x{ip:x}"));
@@ -192,10 +221,9 @@ pub fn emulate_from(code: &Assembled, entry: EntryState) -> Result<Vec<Boundary>
             Flow::Leave => {}
         }
     }
-    // Sort the addresses, not the (large) boundaries: each boundary moves once.
-    let mut ips: Vec<u64> = seen.keys().copied().collect();
-    ips.sort_unstable();
-    Ok(ips.iter().filter_map(|ip| seen.remove(ip)).collect())
+    // Paths are followed in address order mostly, so the sort finds long sorted runs.
+    found.sort_by_key(|b| b.ip);
+    Ok(found)
 }
 
 enum Flow {
@@ -242,7 +270,7 @@ fn step(i: &Instruction, s: &mut State, external: u64) -> Result<Flow, Emulation
         Mnemonic::Push => {
             let Some(r) = op_reg(0) else { return unsupported() };
             s.regs[rsp] -= 8;
-            s.stack.insert(s.regs[rsp], s.regs[r]);
+            s.store(s.regs[rsp], s.regs[r]);
         }
         Mnemonic::Pop => {
             let Some(r) = op_reg(0) else { return unsupported() };
@@ -273,7 +301,7 @@ fn step(i: &Instruction, s: &mut State, external: u64) -> Result<Flow, Emulation
                 let (Some(src), address) = (op_reg(1), mem_address(i, s)?) else {
                     return unsupported();
                 };
-                s.stack.insert(address, s.regs[src]);
+                s.store(address, s.regs[src]);
             }
             (OpKind::Register, OpKind::Memory) => {
                 let Some(d) = op_reg(0) else { return unsupported() };
@@ -290,8 +318,8 @@ fn step(i: &Instruction, s: &mut State, external: u64) -> Result<Flow, Emulation
                 let (Some(x), address) = (xmm_index(i.op1_register()), mem_address(i, s)?) else {
                     return unsupported();
                 };
-                s.stack.insert(address, s.xmm[x] as u64);
-                s.stack.insert(address + 8, (s.xmm[x] >> 64) as u64);
+                s.store(address, s.xmm[x] as u64);
+                s.store(address + 8, (s.xmm[x] >> 64) as u64);
             }
             (OpKind::Register, OpKind::Memory) => {
                 let (Some(x), address) = (xmm_index(i.op0_register()), mem_address(i, s)?) else {
