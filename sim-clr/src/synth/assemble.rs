@@ -137,30 +137,21 @@ pub fn assemble_at(shape: &FunctionShape, base: u64, padding: Padding) -> Result
         (Some(want), Some(&got)) if want > got && want - got <= MAX_PAD => want - got,
         _ => 0,
     };
-    // Every branch lies after both paddings, so each adds exactly its own length.
+    // Every branch lies after both paddings, so each adds exactly its own length: one pass
+    // reaches the total (or the most padding allowed, or none for code already longer).
     let grown = plain.bytes.len() as u64 + before;
-    let mut after = padding
+    let after = padding
         .total
         .map_or(0, |total| total.saturating_sub(grown).min(MAX_PAD));
-    let mut code = if before > 0 || after > 0 {
-        assemble(before, after)?
-    } else {
-        plain
-    };
-    // Should an encoding still change with the padding, converge in a few rounds.
-    for _ in 0..3 {
-        let Some(total) = padding.total else { break };
-        let len = code.bytes.len() as u64;
-        if len == total || (len < total && after == MAX_PAD) {
-            break;
-        }
-        after = if len < total {
-            (after + total - len).min(MAX_PAD)
-        } else {
-            after.saturating_sub(len - total)
-        };
-        code = assemble(before, after)?;
+    if before == 0 && after == 0 {
+        return Ok(plain);
     }
+    let code = assemble(before, after)?;
+    debug_assert_eq!(
+        code.bytes.len() as u64,
+        grown + after,
+        "a padding changed an encoding"
+    );
     Ok(code)
 }
 
