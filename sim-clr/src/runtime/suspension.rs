@@ -2,7 +2,7 @@
 //! and parking managed threads at safe points.
 
 use super::{Caller, Notification, Runtime, State};
-use crate::thread::{FrameKind, Lifecycle, Mode, StackEntry, ThreadKind};
+use crate::thread::{FrameKind, Lifecycle, Mode, StackEntry};
 use crate::trace::FaultKind;
 use corprof::flags::SuspendReason;
 use corprof::{HResult, ThreadId};
@@ -52,7 +52,6 @@ impl State {
                 t.is_managed()
                     && !t.gc_special
                     && matches!(t.lifecycle, Lifecycle::Alive | Lifecycle::Destroying)
-                    && t.kind == ThreadKind::Managed
             })
             .map(|t| t.id)
             .collect())
