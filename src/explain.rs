@@ -289,7 +289,7 @@ fn memory(
                     .iter()
                     .filter(|c| c.cfa.wrapping_sub(8) == a)
                     .find_map(|c| calls.iter().find(|d| d.rsp == c.cfa && word == Some(d.rip)))
-                    .and_then(|caller| truth.get(caller.entry));
+                    .and_then(|caller| truth.get(thread.stack.index_of(caller.depth)));
                 let (fill, title) = match returns_into {
                     Some(t) => (
                         "#fff3c4",
@@ -335,8 +335,9 @@ fn frame_boxes(
     let mut entry_row = vec![None; truth.len()];
     for c in &thread.layout.calls {
         let (top, bottom) = (grid.row_of(c.rsp), grid.row_of(c.cfa).max(grid.row_of(c.rsp) + 1));
-        let Some(t) = truth.get(c.entry) else { continue };
-        entry_row[c.entry] = Some((top, bottom));
+        let entry = thread.stack.index_of(c.depth);
+        let Some(t) = truth.get(entry) else { continue };
+        entry_row[entry] = Some((top, bottom));
         let _ = writeln!(
             s,
             r##"<g class="frame"><rect x="{X_FRAMES}" y="{}" width="{BOX}" height="{}" fill="{}" stroke="#666"/><text x="{}" y="{}">{}</text><text x="{}" y="{}" fill="#555">{} ip={}</text></g>"##,
@@ -361,7 +362,7 @@ fn frame_chain(s: &mut String, grid: &Grid, thread: &Thread, entry_row: &mut [Op
     let mut previous: Option<usize> = None;
     for f in &thread.layout.frames {
         let r = grid.row_of(f.address);
-        if let Some(e) = entry_row.get_mut(f.entry) {
+        if let Some(e) = entry_row.get_mut(thread.stack.index_of(f.depth)) {
             *e = Some((r, r + 1));
         }
         let _ = writeln!(

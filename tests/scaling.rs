@@ -4,9 +4,6 @@
 //! comparison above five is made again, up to three times in all, before it fails: noise
 //! from the machine comes and goes, a quadratic path does not. The tests take turns, so that
 //! none measures while another runs; they compare costs within one run, never against a clock.
-//!
-//! Not pinned, because it is not linear yet: a thread program's `call` re-lays the thread's
-//! stack, so calling n frames deep costs O(n²).
 
 use sim_clr::process::{Process, Strategy};
 use sim_clr::scenario::Scenario;
@@ -192,6 +189,16 @@ fn locks() {
 fn events() {
     linear("events", 1_000, |n| {
         declared("events", "E", ["set_event", "wait_event"], n)
+    });
+}
+
+#[test]
+fn nested_calls() {
+    linear("nested calls", 2_000, |n| {
+        let steps: Vec<String> = (0..2 * n)
+            .map(|k| if k < n { "call M" } else { "return" }.to_string())
+            .collect();
+        program("", &steps).replace("kind = \"jit\"\n", "kind = \"jit\"\nframe_size = 16\n")
     });
 }
 

@@ -10,9 +10,9 @@
 //! Scenarios ([`scenario`]) describe a runtime and a sequence of calls in TOML; running one
 //! gives a [`scenario::Report`] that compares every walk with the thread's ground truth.
 //!
-//! The modules stack in layers, each importing only lower ones: [`memory`], [`synth`],
-//! [`platform`], [`runtime_locks`], [`trace`], [`input`] and [`parallel`] at the bottom; then
-//! [`code`]; then [`thread`], [`fiber`] and [`spec`]; then [`runtime`] (with its
+//! The modules stack in layers, each importing only lower ones: [`memory`], [`leaf_first`],
+//! [`synth`], [`platform`], [`runtime_locks`], [`trace`], [`input`] and [`parallel`] at the
+//! bottom; then [`code`]; then [`thread`], [`fiber`] and [`spec`]; then [`runtime`] (with its
 //! `DoStackSnapshot`); then [`scenario`]; and [`process`] on top.
 
 // Only the fibers' counting allocator (`fiber`) needs `unsafe` (`GlobalAlloc`).
@@ -21,6 +21,7 @@
 pub mod code;
 pub mod fiber;
 pub mod input;
+pub mod leaf_first;
 pub mod memory;
 pub mod parallel;
 pub mod platform;

@@ -9,6 +9,7 @@
 //! from the list.
 
 use crate::code::{CodeKind, CodeMap, FunctionIndex};
+use crate::leaf_first::LeafFirst;
 use crate::memory::AddressSpace;
 use corprof::context::{CONTEXT_CONTROL, CONTEXT_INTEGER};
 use corprof::{Context, Register, ThreadId};
@@ -187,8 +188,9 @@ pub(crate) fn call_context_base() -> Context {
 /// A call laid out in memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LaidCall {
-    /// Position in [`Thread::stack`].
-    pub entry: usize,
+    /// Depth in [`Thread::stack`] (position from the root): it stays while the stack above
+    /// the call changes.
+    pub depth: usize,
     /// The function executing.
     pub function: FunctionIndex,
     /// The IP in this frame (current IP for the leaf, return address otherwise).
@@ -199,6 +201,9 @@ pub struct LaidCall {
     pub cfa: u64,
     /// The handler funclet this activation is, if any.
     pub funclet: Option<Funclet>,
+    /// The stack bytes of the calls from the root up to this one: their functions' frame
+    /// sizes ([`Thread::stack_bytes`] at the leaf).
+    pub bytes: u64,
     /// The general-purpose registers while this frame runs (at its call site for non-leaf
     /// frames), by [`Register`] number: what its code left there.
     pub regs: [u64; 16],
@@ -207,13 +212,14 @@ pub struct LaidCall {
 /// An explicit Frame laid out in memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LaidFrame {
-    /// Position in [`Thread::stack`].
-    pub entry: usize,
+    /// Depth in [`Thread::stack`] (position from the root).
+    pub depth: usize,
     /// The Frame's class.
     pub kind: FrameKind,
     /// The Frame's address (inside the call below it).
     pub address: u64,
-    /// Index into [`Layout::calls`] of the call the Frame returns into, if any.
+    /// The call the Frame returns into, if any, by its position from the root in
+    /// [`Layout::calls`] (`calls.root_first()[i]`): it stays while the stack above it changes.
     pub returns_to: Option<usize>,
 }
 
@@ -221,18 +227,23 @@ pub struct LaidFrame {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Layout {
     /// Calls, leaf first.
-    pub calls: Vec<LaidCall>,
-    /// True when a call runs a funclet: only then does a walk look for funclet parents (R28).
-    pub funclets: bool,
+    pub calls: LeafFirst<LaidCall>,
+    /// How many calls run a funclet ([`Layout::funclets`]).
+    funclet_calls: usize,
     /// Explicit Frames, most recent (lowest address) first: the runtime's Frame chain.
-    pub frames: Vec<LaidFrame>,
+    pub frames: LeafFirst<LaidFrame>,
     /// The return-address slot overwritten by a GC hijack, with the original value (R29).
     pub hijacked_slot: Option<(u64, u64)>,
     /// Index into [`Layout::calls`] of the call whose words a buffer overrun overwrote
     /// ([`Thread::overrun`]).
     pub overrun: Option<usize>,
-    /// The stack (leaf first) this layout was made from.
-    pub stack: Vec<StackEntry>,
+}
+
+impl Layout {
+    /// True when a call runs a funclet: only then does a walk look for funclet parents (R28).
+    pub fn funclets(&self) -> bool {
+        self.funclet_calls > 0
+    }
 }
 
 /// A simulated thread.
@@ -249,7 +260,7 @@ pub struct Thread {
     /// GC mode.
     pub mode: Mode,
     /// Ground-truth stack, leaf first.
-    pub stack: Vec<StackEntry>,
+    pub stack: LeafFirst<StackEntry>,
     /// Lifecycle.
     pub lifecycle: Lifecycle,
     /// A GC thread (`Thread::IsGCSpecial`, R6).
@@ -356,7 +367,7 @@ impl Thread {
             },
             os_id: 1000 + index as u32,
             mode: Mode::Preemptive,
-            stack: Vec::new(),
+            stack: LeafFirst::new(),
             lifecycle: Lifecycle::Alive,
             gc_special: false,
             forbid_suspend: 0,
@@ -380,7 +391,8 @@ impl Thread {
         }
     }
 
-    /// Stack bytes the calls' frames take.
+    /// Stack bytes the calls' frames take. (Once laid out, the leaf call's
+    /// [`LaidCall::bytes`] says the same without reading the whole stack.)
     pub fn stack_bytes(&self, code: &CodeMap) -> u64 {
         self.stack
             .iter()
@@ -425,78 +437,90 @@ impl Thread {
     }
 
     /// How many of the laid-out calls, counted from the root, stay as they are: their
-    /// entries are in the part of the stack the edit left alone (compared from the root),
-    /// and neither the old nor the new leaf is among them. None when a GC hijack is or was in
-    /// place (its slot lives in one of those frames).
+    /// entries are in the part of the stack no edit touched since the last layout
+    /// ([`LeafFirst::untouched`]), and neither the old nor the new leaf is among them. None
+    /// when a GC hijack is or was in place (its slot lives in one of those frames). Costs the
+    /// log of the depth, whatever the edit.
     fn unchanged_root_calls(&self) -> usize {
-        let (old, new) = (&self.layout.stack, &self.stack);
         if self.hijacked || self.layout.hijacked_slot.is_some() {
             return 0;
         }
-        let common = old
+        let new_leaf = self
+            .stack
             .iter()
-            .rev()
-            .zip(new.iter().rev())
-            .take_while(|(a, b)| a == b)
-            .count();
-        let is_call = |e: &StackEntry| matches!(e, StackEntry::Call { .. });
-        let (old_leaf, new_leaf) = (old.iter().position(is_call), new.iter().position(is_call));
+            .position(|e| matches!(e, StackEntry::Call { .. }))
+            .map(|i| self.stack.depth_of(i));
+        let old_leaf = self.layout.calls.first().map(|c| c.depth);
+        let below = [Some(self.stack.untouched()), old_leaf, new_leaf]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(0);
+        // Calls are in stack order: those below `below` are a prefix from the root.
         self.layout
             .calls
-            .iter()
-            .rev()
-            .take_while(|c| {
-                let from_root = old.len() - c.entry;
-                let new_entry = new.len().checked_sub(from_root);
-                from_root <= common && Some(c.entry) != old_leaf && new_entry != new_leaf
-            })
-            .count()
+            .root_first()
+            .partition_point(|c| c.depth < below)
     }
 
-    /// Lays the stack out with the `keep` rootmost calls of the current layout kept.
+    /// Lays the stack out with the `keep` rootmost calls of the current layout kept, and the
+    /// Frames rootward of them: everything above the leafmost kept call is laid anew, in what
+    /// it costs.
     fn lay_out(&mut self, code: &CodeMap, memory: &mut AddressSpace, keep: usize) {
-        let mut old = std::mem::take(&mut self.layout);
-        let old_len = old.stack.len();
-        let kept = &old.calls[old.calls.len() - keep..];
-        let mut leafward: Vec<LaidCall> = Vec::with_capacity(self.stack.len());
-        let mut entry = self.nonvolatile;
-        entry[Register::Rbp as usize] = 0;
-        entry[Register::Rsp as usize] = self.stack_base - 0x48;
-        let mut return_address = 0;
-        let mut first_new = self.stack.len();
-        match kept.first() {
-            None => memory.clear(self.stack_limit, self.stack_base),
+        let layout = &mut self.layout;
+        let dropped = layout.calls.len() - keep;
+        layout.funclet_calls -= layout
+            .calls
+            .iter()
+            .take(dropped)
+            .filter(|c| c.funclet.is_some())
+            .count();
+        layout.calls.pop_leaves(dropped);
+        let mut bytes = layout.calls.first().map_or(0, |c| c.bytes);
+        let (mut entry, mut return_address, first_new) = match layout.calls.first() {
+            None => {
+                memory.clear(self.stack_limit, self.stack_base);
+                let mut entry = self.nonvolatile;
+                entry[Register::Rbp as usize] = 0;
+                entry[Register::Rsp as usize] = self.stack_base - 0x48;
+                (entry, 0, 0)
+            }
             Some(lowest) => {
                 // Everything leafward of the lowest kept frame is rewritten.
                 memory.clear(self.stack_limit, lowest.rsp);
-                let shift = |e: usize| self.stack.len() - (old_len - e);
-                leafward.extend(kept.iter().rev().map(|c| LaidCall {
-                    entry: shift(c.entry),
-                    ..*c
-                }));
-                first_new = shift(lowest.entry);
-                entry = lowest.regs;
+                let mut entry = lowest.regs;
                 entry[Register::Rsp as usize] = lowest.rsp - 8;
-                return_address = lowest.rip;
+                (entry, lowest.rip, lowest.depth + 1)
             }
-        }
-        let mut layout = Layout::default();
-        let leaf_entry = self
-            .stack
-            .iter()
-            .position(|e| matches!(e, StackEntry::Call { .. }));
-        for (index, item) in self.stack.iter().enumerate().take(first_new).rev() {
-            let StackEntry::Call {
-                function,
-                offset,
-                funclet,
-            } = *item
-            else {
-                continue;
+        };
+        // Frames rootward of the lowest kept call live in kept calls, at the same addresses.
+        let kept_frames = layout
+            .frames
+            .root_first()
+            .partition_point(|f| f.depth < first_new);
+        layout.frames.truncate_to_depth(kept_frames);
+        layout.hijacked_slot = None;
+        layout.overrun = None;
+        let stack = self.stack.root_first();
+        let leaf_depth = stack.iter().rposition(|e| matches!(e, StackEntry::Call { .. }));
+        // New Frames with the call below them (its position from the root), root first.
+        let mut new_frames: Vec<(usize, FrameKind, Option<usize>)> = Vec::new();
+        let mut below = layout.calls.len().checked_sub(1);
+        for (depth, item) in stack.iter().enumerate().skip(first_new) {
+            let (function, offset, funclet) = match *item {
+                StackEntry::Frame(kind) => {
+                    new_frames.push((depth, kind, below));
+                    continue;
+                }
+                StackEntry::Call {
+                    function,
+                    offset,
+                    funclet,
+                } => (function, offset, funclet),
             };
             let machine = &code.function(function).machine;
             let offset = offset.unwrap_or_else(|| {
-                if Some(index) == leaf_entry {
+                if Some(depth) == leaf_depth {
                     machine.default_leaf()
                 } else {
                     machine.default_return().unwrap_or_else(|| machine.default_leaf())
@@ -513,51 +537,44 @@ impl Thread {
                 }
                 None => entry,
             };
+            bytes += code.function(function).frame_size;
             let call = LaidCall {
-                entry: index,
+                depth,
                 function,
                 rip: code.function(function).start + offset,
                 rsp: regs[Register::Rsp as usize],
                 cfa: entry_rsp + 8,
                 funclet,
+                bytes,
                 regs,
             };
             // The callee is entered with this frame's return address pushed.
             entry = regs;
             entry[Register::Rsp as usize] = call.rsp - 8;
             return_address = call.rip;
-            leafward.push(call);
+            layout.funclet_calls += usize::from(funclet.is_some());
+            layout.calls.push_leaf(call);
+            below = Some(layout.calls.len() - 1);
         }
-        leafward.reverse();
-        layout.funclets = leafward.iter().any(|c| c.funclet.is_some());
-        layout.calls = leafward;
-        // The old layout's stack buffer is reused: no allocation when the stack did not grow.
-        old.stack.clone_from(&self.stack);
-        layout.stack = old.stack;
-        // Explicit Frames live in the next call below them, lower entries at lower addresses.
-        // Calls and entries are both in leaf-to-root order, so the call below each Frame is
-        // found by moving one cursor along the calls.
-        let mut per_call: Vec<u64> = vec![0; layout.calls.len()];
-        let mut below = 0;
-        for (entry, item) in self.stack.iter().enumerate() {
-            if let StackEntry::Frame(kind) = *item {
-                while below < layout.calls.len() && layout.calls[below].entry <= entry {
-                    below += 1;
-                }
-                if below == layout.calls.len() {
-                    continue;
-                }
-                let address = layout.calls[below].rsp + 8 * per_call[below];
-                per_call[below] += 1;
-                let returns_to = kind.returns_into_caller().then_some(below);
-                layout.frames.push(LaidFrame {
-                    entry,
-                    kind,
-                    address,
-                    returns_to,
-                });
+        // Explicit Frames live in the next call below them, lower entries at lower addresses:
+        // counted from the leaf within each call.
+        let mut laid: Vec<LaidFrame> = Vec::with_capacity(new_frames.len());
+        let mut in_call = (None, 0);
+        for &(depth, kind, below) in new_frames.iter().rev() {
+            let Some(call) = below else { continue };
+            if in_call.0 != Some(call) {
+                in_call = (Some(call), 0);
             }
+            laid.push(LaidFrame {
+                depth,
+                kind,
+                address: layout.calls.root_first()[call].rsp + 8 * in_call.1,
+                returns_to: kind.returns_into_caller().then_some(call),
+            });
+            in_call.1 += 1;
         }
+        layout.frames.push_leaves(laid);
+        self.stack.mark_untouched();
         // A GC hijack replaces the first managed frame's return address with the hijack stub.
         if self.hijacked {
             let stub = code.functions().iter().find(|f| f.kind == CodeKind::Stub);
@@ -575,9 +592,11 @@ impl Thread {
         // A buffer overrun overwrote its frame's words: text up to and including the return
         // address, pointers up to it.
         if let Some(overrun) = self.overrun {
-            let entry = self.stack.len().checked_sub(overrun.depth + 1);
-            layout.overrun = layout.calls.iter().position(|c| Some(c.entry) == entry);
-            if let Some(call) = layout.overrun.map(|i| layout.calls[i]) {
+            let calls = layout.calls.root_first();
+            let at = calls.partition_point(|c| c.depth < overrun.depth);
+            let hit = calls.get(at).filter(|c| c.depth == overrun.depth);
+            layout.overrun = hit.map(|_| layout.calls.index_of(at));
+            if let Some(&call) = hit {
                 let (word, end) = match overrun.fill {
                     OverrunFill::Text => (OVERRUN_WORD, call.cfa),
                     OverrunFill::Pointer(address) => (address, call.cfa - 8),
@@ -587,7 +606,6 @@ impl Thread {
                 }
             }
         }
-        self.layout = layout;
     }
 
     /// The registers of laid-out call `index` (what a CONTEXT for that frame holds).
@@ -633,12 +651,12 @@ impl Thread {
     /// (its IP), an explicit Frame's address, 0 for an entry not laid out. One pass.
     pub fn entry_addresses(&self) -> Vec<u64> {
         let mut at = vec![0; self.stack.len()];
-        let calls = self.layout.calls.iter().map(|c| (c.entry, c.rip));
-        let frames = self.layout.frames.iter().map(|f| (f.entry, f.address));
+        let calls = self.layout.calls.iter().map(|c| (c.depth, c.rip));
+        let frames = self.layout.frames.iter().map(|f| (f.depth, f.address));
         // Backwards, so that the first laid out for an entry wins.
-        for (entry, address) in calls.chain(frames).collect::<Vec<_>>().into_iter().rev() {
-            if let Some(slot) = at.get_mut(entry) {
-                *slot = address;
+        for (depth, address) in calls.chain(frames).collect::<Vec<_>>().into_iter().rev() {
+            if depth < at.len() {
+                at[self.stack.index_of(depth)] = address;
             }
         }
         at
@@ -687,9 +705,10 @@ mod tests {
                 offset: None,
                 funclet: None,
             },
-        ];
+        ]
+        .into();
         t.materialize(&code, &mut memory);
-        let calls = &t.layout.calls;
+        let calls = &t.layout.calls.to_vec();
         assert_eq!(calls.len(), 4);
         let machine = |i: usize| &code.function(i).machine;
         assert_eq!(calls[0].rip, code.function(2).start + machine(2).default_leaf());
@@ -715,7 +734,7 @@ mod tests {
         let frames = &t.layout.frames;
         assert_eq!(
             (frames[0].kind, frames[0].returns_to),
-            (FrameKind::InlinedCall, Some(1))
+            (FrameKind::InlinedCall, Some(t.layout.calls.depth_of(1)))
         );
         assert_eq!((frames[1].kind, frames[1].returns_to), (FrameKind::Gc, None));
         assert_eq!(frames[1].address, calls[3].rsp);
@@ -744,7 +763,7 @@ mod tests {
         let mut t = Thread::new("main", ThreadKind::Managed, 0);
         let mut memory = AddressSpace::default();
         memory.map(t.stack_limit, t.stack_base);
-        t.stack = vec![call(0, None), call(4, None)];
+        t.stack = vec![call(0, None), call(4, None)].into();
         t.materialize(&code, &mut memory);
         // A fixed walk of pushes and pops (SplitMix-like steps), each compared with a fresh
         // layout in fresh memory: the calls, the Frames and every word of the frames.
@@ -759,19 +778,31 @@ mod tests {
                 .iter()
                 .filter(|e| matches!(e, StackEntry::Call { .. }))
                 .count();
-            match pick % 5 {
-                0 | 1 => t.stack.insert(0, call(pick / 5 % 4, None)),
+            match pick % 7 {
+                0 | 1 => t.stack.insert(0, call(pick / 7 % 4, None)),
                 2 => t
                     .stack
-                    .splice(0..0, [call(2, None), StackEntry::Frame(FrameKind::InlinedCall)])
-                    .for_each(drop),
+                    .push_leaves([call(2, None), StackEntry::Frame(FrameKind::InlinedCall)]),
                 3 if calls > 2 => {
                     let leaf = t
                         .stack
                         .iter()
                         .position(|e| matches!(e, StackEntry::Call { .. }))
                         .unwrap();
-                    t.stack.drain(..=leaf);
+                    t.stack.pop_leaves(leaf + 1);
+                }
+                4 => t.stack.push_leaf(StackEntry::Call {
+                    function: pick / 7 % 2,
+                    offset: None,
+                    funclet: Some(Funclet::Catch),
+                }),
+                5 => {
+                    // Entered and left, as a callback does: the stack put back is a clone.
+                    let saved = t.stack.clone();
+                    t.stack
+                        .push_leaves([call(3, None), StackEntry::Frame(FrameKind::Gc)]);
+                    t.update_layout(&code, &mut memory);
+                    t.stack = saved;
                 }
                 _ => {
                     if let Some(StackEntry::Call { offset, function, .. }) = t.stack.first_mut() {

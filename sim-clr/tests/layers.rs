@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: [&[&str]; 6] = [
     &[
         "memory",
+        "leaf_first",
         "synth",
         "platform",
         "runtime_locks",

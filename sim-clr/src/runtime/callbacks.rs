@@ -4,6 +4,7 @@
 
 use super::{callers, Caller, Notification, Runtime, RuntimeVersion};
 use crate::code::{CodeMap, FunctionIndex};
+use crate::leaf_first::LeafFirst;
 use crate::thread::{FrameKind, Lifecycle, Mode, StackEntry};
 use crate::trace::Event;
 use corprof::flags::{event, GcReason};
@@ -226,7 +227,7 @@ pub mod builtin {
 pub(crate) struct Entered {
     index: usize,
     context: CallContext,
-    stack: Vec<StackEntry>,
+    stack: LeafFirst<StackEntry>,
     mode: Mode,
     lifecycle: Lifecycle,
 }
@@ -314,7 +315,7 @@ impl Runtime {
             if context == CallContext::Callback(CallbackKind::ThreadDestroyed) {
                 t.lifecycle = Lifecycle::Destroying;
             }
-            t.stack.splice(0..0, pushed);
+            t.stack.push_leaves(pushed);
             st.relayout(index);
             // Called call by call, the callback implies the GC's suspension; a running
             // process has suspended the runtime itself before it raises the callback.

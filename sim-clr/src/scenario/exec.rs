@@ -503,7 +503,7 @@ fn start_entry(thread: &Thread, start: WalkStart) -> Option<usize> {
                 .iter()
                 .find(|c| c.rip == rip && c.rsp == rsp)
                 .or_else(|| calls.iter().find(|c| c.rip == rip))
-                .map(|c| c.entry)
+                .map(|c| thread.stack.index_of(c.depth))
         }
     }
 }

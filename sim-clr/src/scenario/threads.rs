@@ -84,9 +84,11 @@ impl Builder<'_> {
             None => ThreadKind::Managed,
         };
         let mut t = Thread::new(m.name.get_ref(), kind, index);
+        let mut stack = Vec::new();
         for f in &m.frames {
-            self.frame(f, &mut t, code)?;
+            self.frame(f, &mut stack, code)?;
         }
+        t.stack = stack.into();
         if let Some(last) = m.frames.last() {
             if matches!(t.stack.last(), Some(StackEntry::Frame(_))) {
                 let field = if last.get_ref().template.is_some() {
@@ -184,7 +186,7 @@ impl Builder<'_> {
         Ok(t)
     }
 
-    fn frame(&self, f: &Spanned<FrameModel>, t: &mut Thread, code: &CodeMap) -> Res<()> {
+    fn frame(&self, f: &Spanned<FrameModel>, stack: &mut Vec<StackEntry>, code: &CodeMap) -> Res<()> {
         let m = f.get_ref();
         if let Some(name) = &m.template {
             if m.function.is_some()
@@ -201,7 +203,7 @@ impl Builder<'_> {
                 ));
             }
             for entry in self.template(name)?.entries(self.version) {
-                t.stack.push(match entry {
+                stack.push(match entry {
                     Entry::Frame(kind) => StackEntry::Frame(kind),
                     Entry::CoreLib(function) | Entry::Dispatch(function) | Entry::Runtime(function) => {
                         StackEntry::Call {
@@ -296,7 +298,7 @@ impl Builder<'_> {
                 ))
             }
         };
-        t.stack.extend(std::iter::repeat_n(entry, repeat));
+        stack.extend(std::iter::repeat_n(entry, repeat));
         Ok(())
     }
 }

@@ -728,17 +728,14 @@ impl<'p> Run<'p> {
             .code
             .by_name(builtin::WAIT)
             .expect("builtin functions are part of every code map");
-        thread.stack.splice(
-            0..0,
-            [
-                StackEntry::Call {
-                    function: wait,
-                    offset: None,
-                    funclet: None,
-                },
-                StackEntry::Frame(FrameKind::InlinedCall),
-            ],
-        );
+        thread.stack.push_leaves([
+            StackEntry::Call {
+                function: wait,
+                offset: None,
+                funclet: None,
+            },
+            StackEntry::Frame(FrameKind::InlinedCall),
+        ]);
         thread.mode = Mode::Preemptive;
         st.relayout(t);
         self.th[t].in_wait = true;
@@ -1075,7 +1072,7 @@ impl<'p> Run<'p> {
             }
             self.th[t].in_wait = false;
             let mut st = self.rt.lock();
-            st.threads[t].stack.drain(..2);
+            st.threads[t].stack.pop_leaves(2);
             st.threads[t].mode = Mode::Cooperative;
             st.relayout(t);
         }

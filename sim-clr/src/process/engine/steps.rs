@@ -40,15 +40,12 @@ impl Run<'_> {
                 self.push_frames(t, instr, &[call_of(f)], mode)
             }
             Op::Return => self.edit_stack(t, instr, |thread| {
-                let calls = thread
-                    .stack
-                    .iter()
-                    .filter(|e| matches!(e, StackEntry::Call { .. }))
-                    .count();
-                if calls < 2 || !matches!(thread.stack.first(), Some(StackEntry::Call { .. })) {
+                let is_call = |e: &StackEntry| matches!(e, StackEntry::Call { .. });
+                let caller = thread.stack.iter().skip(1).any(is_call);
+                if !caller || !thread.stack.first().is_some_and(is_call) {
                     return Err("returns with no caller to return to");
                 }
-                thread.stack.remove(0);
+                thread.stack.pop_leaf();
                 Ok(())
             }),
             Op::PInvoke(f) => {
@@ -71,7 +68,7 @@ impl Run<'_> {
                     }
                 }
                 self.edit_stack(t, instr, |thread| {
-                    thread.stack.drain(0..2);
+                    thread.stack.pop_leaves(2);
                     thread.mode = Mode::Cooperative;
                     Ok(())
                 })
@@ -81,7 +78,7 @@ impl Run<'_> {
                 if !entered_through(thread, FrameKind::ReversePInvoke) {
                     return Err("leaves a reverse P/Invoke but is not in one");
                 }
-                thread.stack.drain(0..2);
+                thread.stack.pop_leaves(2);
                 thread.mode = Mode::Preemptive;
                 Ok(())
             }),
@@ -144,20 +141,20 @@ impl Run<'_> {
             }
             // Unwinds `n` calls (and the Frames among them); the root call stays.
             Op::Catch(n) => self.edit_stack(t, instr, |thread| {
-                let calls: Vec<usize> = (0..thread.stack.len())
-                    .filter(|&i| matches!(thread.stack[i], StackEntry::Call { .. }))
-                    .collect();
-                let Some(&handler) = calls.get(n as usize) else {
+                let handler = (thread.stack.iter().enumerate())
+                    .filter(|(_, e)| matches!(e, StackEntry::Call { .. }))
+                    .nth(n as usize);
+                let Some((handler, _)) = handler else {
                     return Err("unwinds past its root frame");
                 };
-                thread.stack.drain(..handler);
+                thread.stack.pop_leaves(handler);
                 if let Some(StackEntry::Call { function, .. }) = thread.stack.first().copied() {
                     let funclet = StackEntry::Call {
                         function,
                         offset: None,
                         funclet: Some(Funclet::Catch),
                     };
-                    thread.stack.insert(0, funclet);
+                    thread.stack.push_leaf(funclet);
                 }
                 thread.exception = ExceptionState::UnwindingInManaged;
                 thread.mode = Mode::Cooperative;
@@ -168,7 +165,7 @@ impl Run<'_> {
                     thread.stack.first(),
                     Some(StackEntry::Call { funclet: Some(_), .. })
                 ) {
-                    thread.stack.remove(0);
+                    thread.stack.pop_leaf();
                 }
                 thread.exception = ExceptionState::None;
                 Ok(())
@@ -506,17 +503,26 @@ impl Run<'_> {
         entries: &[StackEntry],
         mode: Option<Mode>,
     ) -> Done {
-        let mut st = self.rt.lock();
+        let mut guard = self.rt.lock();
+        let st = &mut *guard;
         let thread = &mut st.threads[t];
-        thread.stack.splice(0..0, entries.iter().copied());
+        // The stack as laid out, and what the new entries add.
+        let laid = thread.layout.calls.first().map_or(0, |c| c.bytes);
+        let pushed: u64 = (entries.iter())
+            .filter_map(|e| match e {
+                StackEntry::Call { function, .. } => Some(st.code.function(*function).frame_size),
+                StackEntry::Frame(_) => None,
+            })
+            .sum();
+        thread.stack.push_leaves(entries.iter().copied());
         if let Some(mode) = mode.filter(|_| thread.is_managed()) {
             thread.mode = mode;
         }
-        let fits = st.threads[t].stack_bytes(&st.code) <= crate::thread::STACK_SIZE / 2;
+        let fits = laid + pushed <= crate::thread::STACK_SIZE / 2;
         if fits {
             st.relayout(t);
         }
-        drop(st);
+        drop(guard);
         if !fits {
             let message = format!("{} overflows its stack (line {})", self.th[t].name, instr.line);
             self.end(Ending::StackOverflow.as_str(), message, Vec::new());
@@ -724,7 +730,7 @@ impl Run<'_> {
         });
         let keep_from = managed.map_or(0, |i| (i + 1).min(stack.len() - 1));
         if keep_from > 0 {
-            st.threads[t].stack.drain(..keep_from);
+            st.threads[t].stack.pop_leaves(keep_from);
             st.relayout(t);
         }
     }
@@ -742,7 +748,7 @@ fn call_of(function: FunctionIndex) -> StackEntry {
 /// right below it (a P/Invoke's `InlinedCallFrame`, a reverse P/Invoke's `UMThkCallFrame`).
 fn entered_through(thread: &Thread, kind: FrameKind) -> bool {
     matches!(
-        thread.stack.get(..2),
-        Some([StackEntry::Call { .. }, StackEntry::Frame(k)]) if *k == kind
+        (thread.stack.get(0), thread.stack.get(1)),
+        (Some(StackEntry::Call { .. }), Some(StackEntry::Frame(k))) if *k == kind
     )
 }

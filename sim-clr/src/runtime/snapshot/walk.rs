@@ -211,8 +211,10 @@ pub(super) fn start(st: &State, t: usize, walk: &mut Walk, contexts: bool) {
             rsp: c.rsp,
         })
     } else if hop(st, thread, &mut walk.next_frame, 0, &mut walk.at) {
-        let entry = thread.layout.frames[walk.next_frame - 1].entry;
-        Some(WalkStart::Frame { entry })
+        let entry = thread.layout.frames[walk.next_frame - 1].depth;
+        Some(WalkStart::Frame {
+            entry: thread.stack.index_of(entry),
+        })
     } else {
         walk.frames.clear();
         walk.contexts.clear();
@@ -268,7 +270,7 @@ fn walk_into<const GPRS: bool>(st: &State, t: usize, walk: &mut Walk) -> Option<
         contexts,
         next_frame,
     };
-    let funclets = thread.layout.funclets;
+    let funclets = thread.layout.funclets();
     let fast = !GPRS && !funclets;
     // Without contexts the walk reads from the frame pointer up, in the reader's page, from
     // a managed frame on (a native run's marker reads nothing; with contexts the first read
@@ -478,12 +480,12 @@ fn hop(st: &State, thread: &Thread, next_frame: &mut usize, sp: u64, at: &mut Cu
     take_hop(thread, next_frame, next_hop(st, thread, *next_frame, sp), at)
 }
 
-/// Moves `at` to the managed call that `hop` (a Frame's index and the call's, from
+/// Moves `at` to the managed call that `hop` (a Frame's index and the call's position, from
 /// [`next_hop`]) returns into and past that Frame; with none, past every Frame: false.
 fn take_hop(thread: &Thread, next_frame: &mut usize, hop: Option<(usize, usize)>, at: &mut Cursor) -> bool {
     match hop {
         Some((frame, call)) => {
-            let call = &thread.layout.calls[call];
+            let call = &thread.layout.calls.root_first()[call];
             *next_frame = frame + 1;
             at.set(call.rip, call.regs, false);
             true
@@ -495,15 +497,15 @@ fn take_hop(thread: &Thread, next_frame: &mut usize, hop: Option<(usize, usize)>
     }
 }
 
-/// The Frame a hop from `from` at `sp` takes and the managed call it returns to, as indexes
-/// of the thread's laid-out Frames and calls: the first Frame at or above `sp` that returns
-/// into managed code.
+/// The Frame a hop from `from` at `sp` takes and the managed call it returns to: the Frame's
+/// index in the thread's Frame chain and the call's position from the root among its laid-out
+/// calls. The first Frame at or above `sp` that returns into managed code.
 fn next_hop(st: &State, thread: &Thread, from: usize, sp: u64) -> Option<(usize, usize)> {
     let (calls, chain) = (&thread.layout.calls, &thread.layout.frames);
-    chain.get(from..)?.iter().enumerate().find_map(|(i, frame)| {
+    chain.iter().skip(from).enumerate().find_map(|(i, frame)| {
         let call = frame.returns_to.filter(|_| frame.address >= sp)?;
         st.code
-            .function(calls[call].function)
+            .function(calls.root_first()[call].function)
             .kind
             .is_managed()
             .then_some((from + i, call))
@@ -522,7 +524,12 @@ impl<const GPRS: bool> Iter<'_, GPRS> {
         // .NET 10 leaves out the run of a QCall the hidden exception dispatch made (its
         // InlinedCallFrame is marked as the dispatch's).
         let dispatch_qcall = version.hides_exception_dispatch()
-            && next.is_some_and(|(_, call)| self.st.code.function(layout.calls[call].function).hidden);
+            && next.is_some_and(|(_, call)| {
+                self.st
+                    .code
+                    .function(layout.calls.root_first()[call].function)
+                    .hidden
+            });
         if !dispatch_qcall {
             let marker = FrameInfo::for_snapshot(FunctionId::NULL, at.ip);
             record::<GPRS>(self.frames, self.contexts, marker, at);
@@ -536,12 +543,12 @@ impl<const GPRS: bool> Iter<'_, GPRS> {
     fn unwind(&mut self, at: &mut Cursor) -> Result<(), WalkEnd> {
         // R28: a catch/finally funclet is reported under its method; the frames between it and
         // its parent are already unwound, and the parent is not reported again.
-        if self.thread.layout.funclets {
+        if self.thread.layout.funclets() {
             let calls = &self.thread.layout.calls;
-            // Laid-out calls are in stack order, their RSPs increasing: a binary search.
-            let first = calls.partition_point(|c| c.rsp < at.sp);
-            let here = calls[first..]
-                .iter()
+            // Laid-out calls are in stack order, their RSPs increasing from the leaf: a binary
+            // search.
+            let first = calls.len() - calls.root_first().partition_point(|c| c.rsp >= at.sp);
+            let here = (calls.iter().skip(first))
                 .take_while(|c| c.rsp == at.sp)
                 .position(|c| c.rip == at.ip)
                 .map(|i| first + i);
