@@ -5,8 +5,9 @@
 //! the real runtime did: `NAME.jsonl` (one record per call, written by the conformance
 //! profiler) and `NAME.exit` (`ok`, `crash` or `hang`). Each scenario call with a `case` label
 //! is compared with the real record of that label: HRESULT, number of frames, method names,
-//! `funcId == 0` positions, context sizes, which callbacks share a `FunctionID`, and which
-//! callbacks' IPs lie outside their method's `GetCodeInfo2` regions. A call the simulator
+//! `funcId == 0` positions and the module each one's IP lies in, context sizes, which callbacks
+//! share a `FunctionID`, and which callbacks' IPs lie outside their method's `GetCodeInfo2`
+//! regions. A call the simulator
 //! reports as fatal must match a real process that crashed (or hung) before recording it.
 //! The notation is described in `docs/real-runtime.md`.
 
@@ -247,10 +248,10 @@ fn compare_hosted(
     let mut hosted = records(&format!("{name} (hosted)"), hosted_log)?;
     let mut rows = Vec::new();
     for (case, record) in real {
-        let real_text = describe_real(&record);
+        let real_text = describe_real(&record, false);
         let (hosted_text, verdict) = match hosted.remove(&case) {
             Some(h) => {
-                let text = describe_real(&h);
+                let text = describe_real(&h, false);
                 let verdict = if text == real_text {
                     Ok(())
                 } else {
@@ -277,7 +278,7 @@ fn compare_hosted(
             case,
             api: record["api"].as_str().unwrap_or("?").into(),
             real: "no record".into(),
-            simulated: describe_real(&record),
+            simulated: describe_real(&record, false),
             verdict: Err("the real runtime never recorded it".into()),
             known: None,
         });
@@ -353,7 +354,7 @@ fn compare_one(
         let simulated = describe_simulated(call, &faults, &scenario.code);
         let (real_text, verdict) = match (real.remove(&case), faults.first()) {
             (Some(record), None) => {
-                let text = describe_real(&record);
+                let text = describe_real(&record, true);
                 (
                     text.clone(),
                     if text == simulated {
@@ -376,7 +377,7 @@ fn compare_one(
                 };
                 (format!("no record, process {exit}"), verdict)
             }
-            (Some(record), Some(_)) => (describe_real(&record), Err("the real call returned".into())),
+            (Some(record), Some(_)) => (describe_real(&record, true), Err("the real call returned".into())),
             (None, None) => (
                 format!("no record, process {exit}"),
                 Err("the real runtime never made this call".into()),
@@ -400,7 +401,7 @@ fn compare_one(
         rows.push(Row {
             case,
             api: record["api"].as_str().unwrap_or("?").into(),
-            real: describe_real(&record),
+            real: describe_real(&record, true),
             simulated: "-".into(),
             verdict: Err("not in the scenario".into()),
             known: None,
@@ -452,9 +453,24 @@ struct Compared {
     /// (and for records made before the profiler logged it), `Some(None)` when the real
     /// `GetCodeInfo2` failed.
     in_code: Option<Option<bool>>,
+    /// For a native run, the module its IP lies in, by [`module_stem`]; `None` when no module
+    /// holds it.
+    module: Option<String>,
 }
 
-/// `HRESULT [frames]` where frames are method names (`0` for a native run) with `@size`,
+/// What names a module on every platform: its file name without a `lib` prefix or a `.so`,
+/// `.dll` or `.exe` suffix (`libcoreclr.so` and `coreclr.dll` are both `coreclr`).
+fn module_stem(module: &str) -> String {
+    let name = module.strip_prefix("lib").unwrap_or(module);
+    [".so", ".dll", ".exe"]
+        .iter()
+        .find_map(|suffix| name.strip_suffix(suffix))
+        .unwrap_or(name)
+        .to_string()
+}
+
+/// `HRESULT [frames]` where frames are method names (`0` for a native run, `0(module)` when a
+/// module holds its IP) with `@size`,
 /// `=K` when the `FunctionID` is that of callback K (the first earlier one with it), `~` when
 /// the IP lies outside the method's `GetCodeInfo2` regions (code of another tier) and `?`
 /// when `GetCodeInfo2` failed.
@@ -476,13 +492,20 @@ fn describe(hresult: &str, frames: Option<Vec<Compared>>) -> String {
                 Some(None) => "?",
                 _ => "",
             };
-            format!("{}{size}{same_as}{code}", f.name.as_deref().unwrap_or("0"))
+            let name = match (&f.name, &f.module) {
+                (Some(name), _) => name.clone(),
+                (None, Some(module)) => format!("0({module})"),
+                (None, None) => "0".into(),
+            };
+            format!("{name}{size}{same_as}{code}")
         })
         .collect();
     format!("{hresult} [{}]", names.join(", "))
 }
 
-fn describe_real(record: &Value) -> String {
+/// A real record as compared; `modules` keeps the module of each native run's IP (a hosted
+/// library's log has none to compare it with: the simulated process has no such modules).
+fn describe_real(record: &Value, modules: bool) -> String {
     let frames = record["frames"].as_array().map(|frames| {
         frames
             .iter()
@@ -491,6 +514,9 @@ fn describe_real(record: &Value) -> String {
                 context_size: f["context_size"].as_u64().unwrap_or(0),
                 same_as: f["same_as"].as_u64().map(|k| k as usize),
                 in_code: f.get("in_code").map(Value::as_bool),
+                // `module!symbol`, or the module alone where it has no symbol there.
+                module: (f["native"].as_str().filter(|_| modules))
+                    .map(|native| module_stem(native.split('!').next().unwrap_or(native))),
             })
             .collect()
     });
@@ -520,6 +546,10 @@ fn describe_simulated(call: &CallReport, faults: &[&FaultReport], code: &CodeMap
                     context_size: f.context_size as u64,
                     same_as,
                     in_code: base.map(|b| Some(code.function(b).contains(ip))),
+                    module: (f.function.is_none())
+                        .then(|| code.lookup(ip))
+                        .flatten()
+                        .map(|i| module_stem(&code.function(i).module)),
                 }
             })
             .collect()

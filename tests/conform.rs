@@ -46,6 +46,10 @@ fn synthesize(dir: &Path) -> usize {
                 .by_function_id(corprof::FunctionId(hex(&f["func_id"])?))?;
             Some(scenario.code.function(base).contains(hex(&f["ip"])?))
         };
+        let module_of = |f: &Value| {
+            let ip = u64::from_str_radix(f["ip"].as_str()?.trim_start_matches("0x"), 16).ok()?;
+            Some(scenario.code.function(scenario.code.lookup(ip)?).module.clone())
+        };
         let report: Value = serde_json::from_slice(&out.stdout).unwrap();
         let fatal = |index: u64| {
             report["faults"]
@@ -107,6 +111,12 @@ fn synthesize(dir: &Path) -> usize {
                                 }
                                 if let Some(inside) = in_code(f) {
                                     record["in_code"] = json!(inside);
+                                }
+                                // A native run's IP: the module that holds it, as the
+                                // profiler resolves it.
+                                if let Some(module) = f["function"].is_null().then(|| module_of(f)).flatten()
+                                {
+                                    record["native"] = json!(module);
                                 }
                                 record
                             })
@@ -363,6 +373,26 @@ fn a_record_with_other_code_ranges_differs() {
     assert!(
         text.lines()
             .any(|l| l.starts_with("t_tierup") && l.contains("Tiered::Rec~") && l.contains("FAIL: differs")),
+        "{text}"
+    );
+}
+
+/// The module of a native run's IP is compared: a record whose sandwiched run lay in the
+/// runtime rather than in the native caller (as on 3.1) differs from the simulator as 8.0.
+#[test]
+fn a_record_whose_native_run_lies_in_another_module_differs() {
+    let (code, text) = conform_recorded("modules", RECORDED[1], |log| {
+        let caller = "\"native\":\"libconfprof.so!InvokeCallbackFramed\"";
+        assert!(log.contains(caller), "{log}");
+        log.replacen(caller, "\"native\":\"libcoreclr.so\"", 1)
+    });
+    assert_eq!(code, Some(1), "{text}");
+    assert_eq!(text.lines().last().unwrap(), "63 passed, 1 failed", "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("0(coreclr)@3104, Reentries::Outer")
+                && l.contains("0(confprof)@3104, Reentries::Outer")
+                && l.ends_with("FAIL: differs")),
         "{text}"
     );
 }

@@ -573,3 +573,55 @@ fn a_thread_in_an_fcall_parks_only_back_in_managed_code() {
     );
     assert_eq!(run.outcome, "ok");
 }
+
+/// A program's `reverse_pinvoke` lays what the runtime version lays under the method: CoreCLR
+/// 3.1 a `UMThkCallFrame`, .NET 8 no Frame at all (its `ReversePInvokeFrame` is a struct, not
+/// on the Frame chain); `reverse_pinvoke_return` takes off what the step put on, either way.
+#[test]
+fn a_reverse_pinvoke_lays_the_frames_of_its_version() {
+    use sim_clr::thread::{FrameKind, StackEntry};
+    for (version, expected) in [("3.1", vec![FrameKind::ReversePInvoke]), ("8.0", vec![])] {
+        let text = format!(
+            "platform = \"unix\"\n[runtime]\nversion = \"{version}\"\n\
+             [[code]]\nname = \"App::OnData\"\nkind = \"jit\"\n\
+             [[code]]\nname = \"driver!loop\"\nkind = \"native\"\n\
+             [[threads]]\nname = \"u\"\nkind = \"native\"\nframes = [{{ fn = \"driver!loop\" }}]\n\
+             program = [\"reverse_pinvoke App::OnData\", \"spin 40\", \"reverse_pinvoke_return\", \"spin 2\"]\n\
+             [[threads]]\nname = \"watcher\"\nkind = \"native\"\nframes = [{{ fn = \"driver!loop\" }}]\n"
+        );
+        // The watcher notes u's stack at each of its steps.
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let into = seen.clone();
+        let watch = move |rt: &sim_clr::Runtime, os: &sim_clr::process::SimOs| {
+            use corprof::os::Sync;
+            for _ in 0..100 {
+                into.lock().unwrap().push(rt.thread("u").unwrap().stack.to_vec());
+                os.sleep(std::time::Duration::from_micros(10));
+            }
+        };
+        let mut p = Process::new(Scenario::parse("rp.toml", &text).unwrap());
+        p.thread_body("watcher", std::sync::Arc::new(watch)).unwrap();
+        let run = p.run(&mut Random(Rng::new(1))).unwrap();
+        assert_eq!(run.outcome, "ok", "{version}: {:?}", run.fault);
+        let seen = seen.lock().unwrap();
+        // Inside the method: its call, the version's Frames, then the native caller.
+        let inside = (seen.iter().find(|s| s.len() > 1))
+            .unwrap_or_else(|| panic!("{version}: never inside the method"));
+        assert!(
+            matches!(inside[0], StackEntry::Call { .. }),
+            "{version}: {inside:?}"
+        );
+        let frames: Vec<FrameKind> = (inside[1..inside.len() - 1].iter())
+            .map(|e| match e {
+                StackEntry::Frame(kind) => *kind,
+                StackEntry::Call { .. } => panic!("{version}: a call under the method: {inside:?}"),
+            })
+            .collect();
+        assert_eq!(frames, expected, "{version}");
+        assert_eq!(
+            seen.last().unwrap().len(),
+            1,
+            "{version}: back to the caller alone"
+        );
+    }
+}

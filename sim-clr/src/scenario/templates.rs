@@ -118,7 +118,19 @@ const THROW_INTO_MANAGED_DISPATCH: &[Entry] = &[
 ];
 
 /// Every template, by name.
-pub const TEMPLATES: [Template; 15] = [
+pub const TEMPLATES: [Template; 16] = [
+    Template {
+        name: "main",
+        doc: "the bottom of the main thread, between `Main` and the host that started the runtime",
+        // The runtime calls `Main` through `RunMain` (`src/vm/assembly.cpp`) and
+        // `MethodDescCallSite`, whose `CallDescrWorkerInternal` (`src/vm/amd64/
+        // calldescrworkeramd64.S`, CoreCLR v3.1.23) makes the call: the trailing
+        // `funcId == 0` below `Main` has its IP in libcoreclr.so (coreclr.dll on Windows) on
+        // both runtimes (observed: every walk of the lane's main thread).
+        core31: &[&[Runtime("libcoreclr.so!CallDescrWorkerInternal")]],
+        net8: None,
+        net9: None,
+    },
     Template {
         name: "thread_start",
         doc: "the bottom of a thread started with `new Thread(…)`, below its start method",
@@ -359,6 +371,14 @@ impl Template {
             RuntimeVersion::Net9 | RuntimeVersion::Net10 => self.net9.unwrap_or(net8),
         };
         parts.iter().flat_map(|part| part.iter().copied())
+    }
+
+    /// The explicit Frames among its entries on `version`, leaf first.
+    pub fn frames(&self, version: RuntimeVersion) -> impl Iterator<Item = FrameKind> + '_ {
+        self.entries(version).filter_map(|e| match e {
+            Frame(kind) => Some(kind),
+            _ => None,
+        })
     }
 }
 

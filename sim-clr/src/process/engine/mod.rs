@@ -131,6 +131,10 @@ struct Sim {
     /// In a managed wait from managed code (`join`, `wait_event`, `sleep`): the runtime's
     /// wait function and its Frame are on the stack until it ends.
     in_wait: bool,
+    /// The reverse P/Invokes it is in, innermost last: where each one's entries start on the
+    /// stack (their depth) and how many there are (the method's call, and the Frames the
+    /// runtime version lays under it).
+    reverse_calls: Vec<(usize, usize)>,
     /// Spawned, not yet started in the runtime: its next step is `Thread::HasStarted`
     /// ([`Run::start`]).
     starting: bool,
@@ -299,6 +303,7 @@ impl<'p> Run<'p> {
                     last_progress: 0,
                     last_step: 0,
                     in_wait: false,
+                    reverse_calls: Vec::new(),
                     starting: false,
                     takes_over_ids: spec.reuses.get(i).is_some_and(|r| r.after().next().is_some()),
                     returning: None,

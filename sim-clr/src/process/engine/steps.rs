@@ -6,6 +6,7 @@ use crate::code::{CodeKind, FunctionIndex};
 use crate::process::program::{Instr, LockId, Op};
 use crate::process::Ending;
 use crate::runtime::{snapshot, CallContext, CallbackKind, Notification};
+use crate::scenario::Template;
 use crate::thread::{
     ExceptionState, FrameKind, Funclet, Lifecycle, Mode, Overrun, OverrunFill, StackEntry, Thread,
 };
@@ -74,14 +75,23 @@ impl Run<'_> {
                 })
             }
             Op::ReversePInvoke(f) => self.reverse_pinvoke(t, instr, f, phase),
-            Op::ReversePInvokeReturn => self.edit_stack(t, instr, |thread| {
-                if !entered_through(thread, FrameKind::ReversePInvoke) {
-                    return Err("leaves a reverse P/Invoke but is not in one");
+            Op::ReversePInvokeReturn => {
+                let len = self.rt.lock().threads[t].stack.len();
+                let calls = &mut self.th[t].reverse_calls;
+                // A reverse P/Invoke an exception unwound is over.
+                while calls.last().is_some_and(|&(depth, n)| depth + n > len) {
+                    calls.pop();
                 }
-                thread.stack.pop_leaves(2);
-                thread.mode = Mode::Preemptive;
-                Ok(())
-            }),
+                let entered = calls.pop().filter(|&(depth, n)| depth + n == len);
+                self.edit_stack(t, instr, |thread| {
+                    let Some((_, n)) = entered else {
+                        return Err("leaves a reverse P/Invoke but is not in one");
+                    };
+                    thread.stack.pop_leaves(n);
+                    thread.mode = Mode::Preemptive;
+                    Ok(())
+                })
+            }
             Op::Alloc => {
                 if phase == 0 {
                     self.check_lock_rules(t, "allocates", line);
@@ -677,7 +687,19 @@ impl Run<'_> {
         {
             return wait;
         }
-        let entries = [call_of(f), StackEntry::Frame(FrameKind::ReversePInvoke)];
+        // The method's call above the Frames the runtime lays for a reverse P/Invoke: CoreCLR
+        // 3.1's `UMThkCallFrame`; none from .NET 8 on, whose `ReversePInvokeFrame` is a plain
+        // struct on the stack, not a Frame of the thread's chain (dotnet/runtime,
+        // `src/coreclr/vm/frames.h`), and whose walks show nothing of it (lane: `t_uco`,
+        // `t_sandwich_framed`). The `reverse_pinvoke` template says which.
+        let (version, depth) = {
+            let st = self.rt.lock();
+            (st.config.version, st.threads[t].stack.len())
+        };
+        let template = Template::named("reverse_pinvoke").expect("a built-in template");
+        let frames = template.frames(version).map(StackEntry::Frame);
+        let entries: Vec<StackEntry> = std::iter::once(call_of(f)).chain(frames).collect();
+        self.th[t].reverse_calls.push((depth, entries.len()));
         self.push_frames(t, instr, &entries, Some(Mode::Cooperative))
     }
 
