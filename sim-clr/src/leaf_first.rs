@@ -67,13 +67,6 @@ impl<T> LeafFirst<T> {
         self.root_first.get(depth)
     }
 
-    /// The entry at leaf-first `index`, to change.
-    pub fn get_mut(&mut self, index: usize) -> Option<&mut T> {
-        let depth = self.len().checked_sub(index + 1)?;
-        self.touch(depth);
-        self.root_first.get_mut(depth)
-    }
-
     /// The leaf (most recent) entry.
     pub fn first(&self) -> Option<&T> {
         self.root_first.last()
@@ -81,7 +74,9 @@ impl<T> LeafFirst<T> {
 
     /// The leaf entry, to change.
     pub fn first_mut(&mut self) -> Option<&mut T> {
-        self.get_mut(0)
+        let depth = self.len().checked_sub(1)?;
+        self.touch(depth);
+        self.root_first.last_mut()
     }
 
     /// The root (oldest) entry.
@@ -112,12 +107,6 @@ impl<T> LeafFirst<T> {
         self.root_first[from..].reverse();
     }
 
-    /// Pushes `entry` below the current root: it becomes the root.
-    pub fn push_root(&mut self, entry: T) {
-        self.untouched = 0;
-        self.root_first.insert(0, entry);
-    }
-
     /// Removes the leaf.
     pub fn pop_leaf(&mut self) -> Option<T> {
         let entry = self.root_first.pop();
@@ -136,26 +125,6 @@ impl<T> LeafFirst<T> {
     pub fn truncate_to_depth(&mut self, depth: usize) {
         self.root_first.truncate(depth);
         self.touch(depth.min(self.len()));
-    }
-
-    /// Inserts `entry` at leaf-first `index` (0: as the new leaf); costs `index`.
-    pub fn insert(&mut self, index: usize, entry: T) {
-        let depth = self.len() - index;
-        self.touch(depth);
-        self.root_first.insert(depth, entry);
-    }
-
-    /// Removes the entry at leaf-first `index`; costs `index`.
-    pub fn remove(&mut self, index: usize) -> T {
-        let depth = self.depth_of(index);
-        self.touch(depth);
-        self.root_first.remove(depth)
-    }
-
-    /// Removes every entry.
-    pub fn clear(&mut self) {
-        self.root_first.clear();
-        self.untouched = 0;
     }
 
     /// How many entries from the root are untouched since the last
@@ -279,12 +248,12 @@ mod tests {
         s.push_leaves([6, 5]);
         assert_eq!(s.to_vec(), [6, 5, 4, 3, 2, 1]);
         assert_eq!((s.depth_of(0), s.index_of(0)), (5, 5));
-        s.insert(1, 9);
-        assert_eq!(s.remove(2), 5);
+        assert_eq!(s.pop_leaf(), Some(6));
+        *s.first_mut().unwrap() = 9;
+        assert_eq!(s.to_vec(), [9, 4, 3, 2, 1]);
         s.pop_leaves(2);
-        assert_eq!(s.to_vec(), [4, 3, 2, 1]);
-        assert_eq!(format!("{s:?}"), "[4, 3, 2, 1]");
-        assert_eq!(s.get(4), None);
+        assert_eq!(format!("{s:?}"), "[3, 2, 1]");
+        assert_eq!(s.get(3), None);
     }
 
     #[test]
@@ -298,10 +267,17 @@ mod tests {
         assert_eq!(s.untouched(), 6);
         s[1] = 7; // depth 4
         assert_eq!(s.untouched(), 4);
-        s.insert(4, 1); // at depth 2
+        s.first_mut(); // depth 5
+        assert_eq!(s.untouched(), 4);
+        s.truncate_to_depth(2);
         assert_eq!(s.untouched(), 2);
+        s.push_leaf(1);
         s.mark_untouched();
-        assert_eq!((s.clone().untouched(), s.untouched()), (0, 7));
+        assert_eq!(
+            (s.clone().untouched(), s.untouched()),
+            (0, 3),
+            "a clone is all touched"
+        );
         s.iter_mut().for_each(|_| {});
         assert_eq!(s.untouched(), 0);
     }

@@ -779,7 +779,7 @@ mod tests {
                 .filter(|e| matches!(e, StackEntry::Call { .. }))
                 .count();
             match pick % 7 {
-                0 | 1 => t.stack.insert(0, call(pick / 7 % 4, None)),
+                0 | 1 => t.stack.push_leaf(call(pick / 7 % 4, None)),
                 2 => t
                     .stack
                     .push_leaves([call(2, None), StackEntry::Frame(FrameKind::InlinedCall)]),

@@ -88,7 +88,7 @@ impl State {
         });
         let t = &mut self.threads[i];
         if previous == Mode::Cooperative && leaf_managed == Some(true) {
-            t.stack.insert(0, StackEntry::Frame(FrameKind::Redirected));
+            t.stack.push_leaf(StackEntry::Frame(FrameKind::Redirected));
         }
         t.mode = Mode::Preemptive;
         t.parked = Some(previous);
@@ -125,7 +125,7 @@ impl State {
             };
             let t = &mut self.threads[i];
             if t.stack.first() == Some(&StackEntry::Frame(FrameKind::Redirected)) {
-                t.stack.remove(0);
+                t.stack.pop_leaf();
             }
             t.mode = previous;
             self.relayout(i);
