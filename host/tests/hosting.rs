@@ -1307,7 +1307,9 @@ mod production_cxx {
     #[test]
     fn a_static_libstdcxx_sampler_runs_1000_schedules_names_its_frames_and_threads() {
         let library = library();
-        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cxx_sampler.out");
+        // One file per test process: two runs of these tests at once must not share it.
+        let out =
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cxx_sampler.{}.out", std::process::id()));
         let _ = std::fs::remove_file(&out);
         // Read by the library at Shutdown, in each run's worker.
         std::env::set_var("CXX_SAMPLER_OUT", &out);
@@ -1324,6 +1326,7 @@ mod production_cxx {
         let report = p.explore(Strategy::Pct(3), schedules, 1, |_, _| {});
         assert_eq!(report.outcomes.keys().collect::<Vec<_>>(), ["ok"], "{report:?}");
         let seen = std::fs::read_to_string(&out).unwrap();
+        let _ = std::fs::remove_file(&out);
         let runs = seen.lines().filter(|l| l.starts_with("samples ")).count() as u64;
         assert_eq!(runs, schedules, "every run shut the profiler down and reported");
         let sampled = seen
