@@ -105,6 +105,17 @@ pub enum StackEntry {
     Frame(FrameKind),
 }
 
+impl StackEntry {
+    /// The stack bytes the entry's frame takes: its function's frame size for a call; none
+    /// for an explicit Frame, which lives in the call below it.
+    pub fn bytes(&self, code: &CodeMap) -> u64 {
+        match self {
+            StackEntry::Call { function, .. } => code.function(*function).frame_size,
+            StackEntry::Frame(_) => 0,
+        }
+    }
+}
+
 /// Whether a thread has a runtime `Thread` object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ThreadKind {
@@ -394,13 +405,7 @@ impl Thread {
     /// Stack bytes the calls' frames take. (Once laid out, the leaf call's
     /// [`LaidCall::bytes`] says the same without reading the whole stack.)
     pub fn stack_bytes(&self, code: &CodeMap) -> u64 {
-        self.stack
-            .iter()
-            .filter_map(|e| match e {
-                StackEntry::Call { function, .. } => Some(code.function(*function).frame_size),
-                StackEntry::Frame(_) => None,
-            })
-            .sum()
+        self.stack.iter().map(|e| e.bytes(code)).sum()
     }
 
     /// The runtime adopts the native thread at index `index` (as happens once it calls into
@@ -537,7 +542,7 @@ impl Thread {
                 }
                 None => entry,
             };
-            bytes += code.function(function).frame_size;
+            bytes += item.bytes(code);
             let call = LaidCall {
                 depth,
                 function,

@@ -518,12 +518,7 @@ impl Run<'_> {
         let thread = &mut st.threads[t];
         // The stack as laid out, and what the new entries add.
         let laid = thread.layout.calls.first().map_or(0, |c| c.bytes);
-        let pushed: u64 = (entries.iter())
-            .filter_map(|e| match e {
-                StackEntry::Call { function, .. } => Some(st.code.function(*function).frame_size),
-                StackEntry::Frame(_) => None,
-            })
-            .sum();
+        let pushed: u64 = entries.iter().map(|e| e.bytes(&st.code)).sum();
         thread.stack.push_leaves(entries.iter().copied());
         if let Some(mode) = mode.filter(|_| thread.is_managed()) {
             thread.mode = mode;
