@@ -13,8 +13,8 @@
 //!   processes generated, built and explored under 25 schedules each (half random, half PCT)
 //!   with the reference sampler; the peer explores the same 4 processes' applications with no
 //!   profiler under as many schedules.
-//! - `sampler_jobs`: the `sampler_explore` exploration with two schedules at once
-//!   (`Process::jobs(2)`) against one at a time.
+//! - `sampler_jobs`: every pitfall scenario of the catalog explored under 100 PCT schedules,
+//!   two schedules at once (`Process::jobs(2)`) against one at a time.
 //! - `random_process`: building one random process of the fuzzer (its scenario text parsed,
 //!   its code synthesized, the sampler attached), against parsing the same text alone.
 
@@ -97,25 +97,67 @@ fn explore(c: &mut Criterion) {
 }
 
 fn jobs(c: &mut Criterion) {
-    let (file, text) = fixtures::pitfall_catalog()
+    const SCHEDULES: u64 = 100;
+    let mut catalog: Vec<Process> = fixtures::pitfall_catalog()
         .iter()
-        .find(|(f, _)| f.starts_with("s03"))
-        .expect("the heap-lock pitfall");
-    let mut p = fixtures::behaviours::process(Scenario::parse(file, text).expect("valid")).expect("attached");
+        .map(|(file, text)| {
+            fixtures::behaviours::process(Scenario::parse(file, text).expect("valid")).expect("attached")
+        })
+        .collect();
     let mut g = c.benchmark_group("sampler_jobs");
     g.sample_size(10);
-    g.throughput(Throughput::Elements(100));
+    g.throughput(Throughput::Elements(SCHEDULES * catalog.len() as u64));
     for jobs in [2, 1] {
-        p.jobs(jobs);
         let name = if jobs == 1 {
             "peer: one at a time".to_string()
         } else {
             format!("{jobs} at once")
         };
-        g.bench_function(format!("s03-heap-lock, 100 PCT schedules, {name}"), |b| {
-            b.iter(|| p.explore(Strategy::Pct(3), 100, 1, |_, _| {}).schedules_run)
-        });
+        g.bench_function(
+            format!("the pitfall catalog, {SCHEDULES} PCT schedules each, {name}"),
+            |b| {
+                b.iter(|| {
+                    catalog
+                        .iter_mut()
+                        .map(|p| {
+                            p.jobs(jobs)
+                                .explore(Strategy::Pct(3), SCHEDULES, 1, |_, _| {})
+                                .schedules_run
+                        })
+                        .sum::<u64>()
+                })
+            },
+        );
     }
+    // What two cores give when nothing is shared between the runs but the process: the
+    // same scenarios, each explored one schedule at a time, two scenarios at once.
+    let catalog: Vec<std::sync::Mutex<Process>> = catalog
+        .into_iter()
+        .map(|mut p| {
+            p.jobs(1);
+            std::sync::Mutex::new(p)
+        })
+        .collect();
+    g.bench_function(
+        format!("the pitfall catalog, {SCHEDULES} PCT schedules each, peer: two scenarios at once"),
+        |b| {
+            b.iter(|| {
+                let next = std::sync::atomic::AtomicUsize::new(0);
+                std::thread::scope(|s| {
+                    for _ in 0..2 {
+                        s.spawn(|| {
+                            while let Some(p) =
+                                catalog.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+                            {
+                                let p = p.lock().expect("not poisoned");
+                                p.explore(Strategy::Pct(3), SCHEDULES, 1, |_, _| {});
+                            }
+                        });
+                    }
+                })
+            })
+        },
+    );
     g.finish();
 }
 

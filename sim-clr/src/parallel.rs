@@ -3,38 +3,142 @@
 //! machine and still print the same bytes.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// `f(0)`, `f(1)`, …, `f(count - 1)`, computed on up to `jobs` OS threads (each taking the
 /// next index when it is free), returned in index order. With one job, or one piece, on the
 /// calling thread. A panic in `f` is resumed on the calling thread.
 pub fn in_order<R: Send>(jobs: usize, count: u64, f: impl Fn(u64) -> R + Sync) -> Vec<R> {
-    if jobs <= 1 || count <= 1 {
-        return (0..count).map(f).collect();
+    batches(jobs.min(count as usize), |k, ()| f(k), |b| b.run(0, count, ()))
+}
+
+/// Runs `work` with `jobs` OS threads kept for all of it, which compute the batches it asks
+/// for ([`Batches::run`]): `f(k, with)` for each `k` of a batch, `with` being the batch's
+/// parameter. Threads are started once, not per batch: a thread's start and its cold caches
+/// (the allocator's among them) cost as much as a short run. With one job, every batch runs
+/// on the calling thread.
+pub fn batches<P: Copy + Send, R: Send, T>(
+    jobs: usize,
+    f: impl Fn(u64, P) -> R + Sync,
+    work: impl FnOnce(&mut Batches<'_, P, R>) -> T,
+) -> T {
+    if jobs <= 1 {
+        return work(&mut Batches::Here(&f));
     }
-    let taken = AtomicU64::new(0);
-    let mut done: Vec<(u64, R)> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..jobs.min(count as usize))
-            .map(|_| {
-                s.spawn(|| {
-                    let mut mine = Vec::new();
-                    loop {
-                        let k = taken.fetch_add(1, Ordering::Relaxed);
-                        if k >= count {
-                            return mine;
-                        }
-                        mine.push((k, f(k)));
+    let queue = Queue {
+        batch: Mutex::new(Batch {
+            next: 0,
+            end: 0,
+            with: None,
+            stop: false,
+        }),
+        ready: Condvar::new(),
+    };
+    let (tx, rx) = mpsc::channel();
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            let (tx, queue, f) = (tx.clone(), &queue, &f);
+            s.spawn(move || {
+                while let Some((k, with)) = queue.take() {
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(k, with)));
+                    if tx.send((k, r)).is_err() {
+                        return;
                     }
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| w.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-            .collect()
-    });
-    done.sort_unstable_by_key(|(k, _)| *k);
-    done.into_iter().map(|(_, r)| r).collect()
+                }
+            });
+        }
+        // However `work` ends (a panic it resumes included), the threads stop.
+        let _stop = Stop(&queue);
+        work(&mut Batches::Threads {
+            queue: &queue,
+            results: rx,
+        })
+    })
+}
+
+/// Where a batch of [`batches`] runs.
+pub enum Batches<'a, P, R> {
+    /// On the calling thread.
+    Here(&'a (dyn Fn(u64, P) -> R + Sync)),
+    /// On the kept threads, which send back each result with its index.
+    Threads {
+        /// The batch the threads take indices from.
+        queue: &'a Queue<P>,
+        /// Results as they are done, with their index.
+        results: Receiver<(u64, std::thread::Result<R>)>,
+    },
+}
+
+impl<P: Copy + Send, R: Send> Batches<'_, P, R> {
+    /// `f(first, with)`, …, `f(first + count - 1, with)`, in index order; a panic in `f` is
+    /// resumed here.
+    pub fn run(&mut self, first: u64, count: u64, with: P) -> Vec<R> {
+        match self {
+            Batches::Here(f) => (first..first + count).map(|k| f(k, with)).collect(),
+            Batches::Threads { queue, results } => {
+                {
+                    let mut b = queue.lock();
+                    (b.next, b.end, b.with) = (first, first + count, Some(with));
+                }
+                queue.ready.notify_all();
+                let mut done: Vec<(u64, std::thread::Result<R>)> = (0..count)
+                    .map(|_| results.recv().expect("the threads live as long as the batches"))
+                    .collect();
+                done.sort_unstable_by_key(|(k, _)| *k);
+                done.into_iter()
+                    .map(|(_, r)| r.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+                    .collect()
+            }
+        }
+    }
+}
+
+/// The batch the kept threads of [`batches`] take their indices from.
+pub struct Queue<P> {
+    batch: Mutex<Batch<P>>,
+    /// Signalled when a batch is set or the threads are to stop.
+    ready: Condvar,
+}
+
+/// The indices of a batch not yet taken, and its parameter.
+struct Batch<P> {
+    next: u64,
+    end: u64,
+    with: Option<P>,
+    stop: bool,
+}
+
+impl<P: Copy> Queue<P> {
+    fn lock(&self) -> MutexGuard<'_, Batch<P>> {
+        self.batch.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The next index to compute and its parameter, waiting for a batch; `None` when the
+    /// threads are to stop.
+    fn take(&self) -> Option<(u64, P)> {
+        let mut b = self.lock();
+        loop {
+            if b.stop {
+                return None;
+            }
+            if b.next < b.end {
+                b.next += 1;
+                return Some((b.next - 1, b.with.expect("a batch has its parameter")));
+            }
+            b = self.ready.wait(b).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// Stops the kept threads of [`batches`] when dropped.
+struct Stop<'a, P>(&'a Queue<P>);
+
+impl<P> Drop for Stop<'_, P> {
+    fn drop(&mut self) {
+        self.0.batch.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
+        self.0.ready.notify_all();
+    }
 }
 
 /// One share of a piece of work split across machines: of the items `0, 1, 2, …`, shard `I/N`
@@ -116,6 +220,26 @@ mod tests {
             assert_eq!(in_order(jobs, 100, |k| k * k), squares, "{jobs} jobs");
         }
         assert!(in_order(4, 0, |k| k).is_empty());
+    }
+
+    #[test]
+    fn kept_threads_run_batch_after_batch_and_pass_on_a_panic() {
+        let sums = batches(
+            3,
+            |k, add: u64| k + add,
+            |b| {
+                (0..50)
+                    .map(|i| b.run(i * 10, 10, i).into_iter().sum::<u64>())
+                    .collect::<Vec<_>>()
+            },
+        );
+        let expected: Vec<u64> = (0..50)
+            .map(|i| (i * 10..i * 10 + 10).map(|k| k + i).sum())
+            .collect();
+        assert_eq!(sums, expected);
+        let panicked =
+            std::panic::catch_unwind(|| batches(2, |k, ()| assert_ne!(k, 7, "seven"), |b| b.run(0, 20, ())));
+        assert!(panicked.is_err());
     }
 
     #[test]

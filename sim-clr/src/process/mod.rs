@@ -611,29 +611,41 @@ impl Process {
             result.expect("generated schedules always fit")
         };
         let jobs = if self.isolation.is_some() { 1 } else { self.jobs };
-        // PCT learns how many choice points a run has: each run uses the most any run before
-        // it had (at least 64).
-        let mut pct_steps = 64;
-        let mut next = 0;
         let mine = self.shard.count_of(schedules);
-        while next < mine {
-            let batch = (mine - next).min(if jobs == 1 { 1 } else { 8 * jobs as u64 });
-            let runs =
-                crate::parallel::in_order(jobs, batch, |k| one(self.shard.index_of(next + k), pct_steps));
-            for run in runs {
-                let index = self.shard.index_of(next);
-                next += 1;
-                let learned = pct_steps.max(run.choice_points as usize);
-                if !each(index, run) {
-                    return false;
-                }
-                if learned != pct_steps && matches!(strategy, Strategy::Pct(_)) {
-                    // The rest of the batch ran with fewer: run them again.
-                    pct_steps = learned;
-                    break;
+        let one = |k: u64, pct_steps: usize| one(self.shard.index_of(k), pct_steps);
+        crate::parallel::batches(jobs.min(mine as usize), one, |batches| {
+            // PCT learns how many choice points a run has: each run uses the most any run
+            // before it had (at least 64).
+            let mut pct_steps = 64;
+            let mut next = 0;
+            // A batch starts small and doubles while none of its runs teaches PCT a longer
+            // run (which makes the rest of the batch run again), up to a size whose end, where
+            // one thread may wait for the other's last run, costs little beside it.
+            // One job runs one schedule at a time: nothing ever runs again.
+            let (smallest, largest) = match jobs {
+                1 => (1, 1),
+                _ => (8 * jobs as u64, 128 * jobs as u64),
+            };
+            let mut size = smallest;
+            while next < mine {
+                let runs = batches.run(next, (mine - next).min(size), pct_steps);
+                size = (2 * size).min(largest);
+                for run in runs {
+                    let index = self.shard.index_of(next);
+                    next += 1;
+                    let learned = pct_steps.max(run.choice_points as usize);
+                    if !each(index, run) {
+                        return false;
+                    }
+                    if learned != pct_steps && matches!(strategy, Strategy::Pct(_)) {
+                        // The rest of the batch ran with fewer: run them again.
+                        pct_steps = learned;
+                        size = smallest;
+                        break;
+                    }
                 }
             }
-        }
-        false
+            false
+        })
     }
 }

@@ -111,7 +111,8 @@ pub const MAX_EVENTS: usize = 4096;
 #[derive(Clone, Debug)]
 pub(crate) struct State {
     pub config: RuntimeConfig,
-    pub code: CodeMap,
+    /// The code, shared by every fork of the runtime until one unloads some (copy on write).
+    pub code: Arc<CodeMap>,
     pub memory: AddressSpace,
     pub threads: Vec<Thread>,
     /// Each thread's index in `threads`, by name (threads are never added or removed).
@@ -337,7 +338,7 @@ impl Runtime {
         Runtime {
             state: Mutex::new(State {
                 config,
-                code,
+                code: Arc::new(code),
                 memory,
                 threads,
                 thread_names,

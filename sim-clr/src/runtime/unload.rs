@@ -102,7 +102,7 @@ impl Runtime {
             let release = |functions: &[FunctionIndex]| {
                 let mut st = rt.lock();
                 for &f in functions {
-                    st.code.unload(f);
+                    std::sync::Arc::make_mut(&mut st.code).unload(f);
                 }
             };
             match unload {

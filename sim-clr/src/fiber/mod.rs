@@ -1,10 +1,11 @@
 //! Fibers: profiler code (ordinary blocking Rust) run as a simulated thread.
 //!
-//! Each fiber is an OS thread that runs only while the engine waits for it: the engine hands
-//! it a [`Reply`] and blocks until the fiber asks for something ([`Request`]) or ends. So
-//! exactly one of them runs at a time, and every request is a scheduling point. This is the
-//! simple implementation of a coroutine (a few microseconds per switch); the engine sees only
-//! [`Fiber::resume`], so a stackful-coroutine implementation could replace it.
+//! A fiber runs only while the engine waits for it: the engine hands it a [`Reply`]
+//! ([`Fiber::resume`]) and waits until the fiber asks for something ([`Request`]) or ends. So
+//! exactly one of them runs at a time, and every request is a scheduling point. How control
+//! passes is the carrier's business: on x86-64 Linux each fiber is a stack of its own switched
+//! in user space, on the engine's OS thread, with the thread-local storage of its simulated
+//! thread (`user_space`); elsewhere each fiber is an OS thread of its own (`os_threads`).
 //!
 //! Code running on a fiber reaches the engine through [`request`]; outside a fiber,
 //! [`request`] returns `None` and [`point`] does nothing, so the runtime's API works unchanged
@@ -20,9 +21,25 @@ use corprof::Context;
 use std::alloc::{GlobalAlloc, Layout};
 use std::cell::{Cell, RefCell};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+mod os_threads;
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod user_space;
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+use os_threads as carrier;
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+use user_space as carrier;
+
+pub use carrier::Home;
+pub(crate) use carrier::PoolHeld;
+
+/// A fiber's stack size, whatever carries it (reserved: pages are committed as the stack
+/// grows into them).
+const STACK_BYTES: usize = 8 << 20;
 
 /// What code on a fiber asks the engine for.
 #[derive(Clone, Debug)]
@@ -171,6 +188,7 @@ pub enum Yielded {
     Panicked(String),
 }
 
+/// A message between the engine and a fiber.
 enum Baton {
     /// The fiber may run with this reply.
     ToFiber(Reply),
@@ -180,82 +198,22 @@ enum Baton {
     Empty,
 }
 
+/// What the engine and one fiber share.
 struct Shared {
-    baton: Mutex<Baton>,
-    turn: Condvar,
-    /// Who may take the baton now: `EMPTY`, `FIBER` or `ENGINE` (a hint read while
-    /// spinning; the mutex decides).
-    holder: AtomicU8,
-    /// Threads blocked on `turn`.
-    sleepers: AtomicUsize,
+    /// How control passes between them.
+    handoff: carrier::Handoff,
     /// The run keeps a trace: the fiber's code leaves [`note`]s for it.
     tracing: AtomicBool,
     /// Trace lines the fiber's code left since the engine last took them.
     notes: Mutex<Vec<String>>,
 }
 
-const EMPTY: u8 = 0;
-const FIBER: u8 = 1;
-const ENGINE: u8 = 2;
-
-/// How many times a hand-off is polled, then polled after yielding the CPU, before the
-/// waiting side sleeps: the other side usually answers within a microsecond, and a sleep and
-/// a wake-up cost far more. Yielding keeps the wait cheap when threads outnumber cores.
-const SPINS: u32 = 64;
-const YIELDS: u32 = 16;
-
 impl Shared {
     fn new() -> Shared {
         Shared {
-            baton: Mutex::new(Baton::Empty),
-            turn: Condvar::new(),
-            holder: AtomicU8::new(EMPTY),
-            sleepers: AtomicUsize::new(0),
+            handoff: carrier::Handoff::new(),
             tracing: AtomicBool::new(false),
             notes: Mutex::new(Vec::new()),
-        }
-    }
-
-    fn give(&self, baton: Baton) {
-        let to = match baton {
-            Baton::ToFiber(_) => FIBER,
-            Baton::ToEngine(_) => ENGINE,
-            Baton::Empty => EMPTY,
-        };
-        *self.baton.lock().unwrap_or_else(|e| e.into_inner()) = baton;
-        self.holder.store(to, Ordering::Release);
-        if self.sleepers.load(Ordering::Acquire) > 0 {
-            let _guard = self.baton.lock().unwrap_or_else(|e| e.into_inner());
-            self.turn.notify_all();
-        }
-    }
-
-    fn take(&self, want_fiber: bool) -> Baton {
-        let want = if want_fiber { FIBER } else { ENGINE };
-        for i in 0..SPINS + YIELDS {
-            if self.holder.load(Ordering::Acquire) == want {
-                break;
-            }
-            if i < SPINS {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-        }
-        let mut b = self.baton.lock().unwrap_or_else(|e| e.into_inner());
-        loop {
-            let ready = match &*b {
-                Baton::ToFiber(_) => want_fiber,
-                Baton::ToEngine(_) => !want_fiber,
-                Baton::Empty => false,
-            };
-            if ready {
-                self.holder.store(EMPTY, Ordering::Release);
-                return std::mem::replace(&mut *b, Baton::Empty);
-            }
-            self.sleepers.fetch_add(1, Ordering::AcqRel);
-            b = self.turn.wait(b).unwrap_or_else(|e| e.into_inner());
-            self.sleepers.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }
@@ -443,51 +401,16 @@ unsafe impl<A: GlobalAlloc> GlobalAlloc for HeapLockAllocator<A> {
 /// A profiler thread's code, waiting for the engine.
 pub struct Fiber {
     shared: Arc<Shared>,
+    /// What the carrier keeps while the fiber lives.
+    running: carrier::Running,
     done: bool,
 }
 
-/// Code for a pooled OS thread: a fiber's body and its baton, and whether the thread stays
-/// with a [`Home`] afterwards instead of going back to the pool.
-struct Job {
-    shared: Arc<Shared>,
-    body: Code,
-    homed: bool,
-}
-
-/// The OS thread one simulated thread's fibers run on during a run, so that what native or
-/// Rust code keeps in thread-local storage, and `pthread_self`, follow the simulated thread
-/// from one activation (a callback, its code) to the next. Empty until its first fiber; the
-/// thread goes back to the pool when the home is dropped (at the end of the run).
-#[derive(Default)]
-pub struct Home(Option<std::sync::mpsc::Sender<Job>>);
-
-impl Drop for Home {
-    fn drop(&mut self) {
-        if let Some(worker) = self.0.take() {
-            IDLE.lock().unwrap_or_else(|e| e.into_inner()).push(worker);
-        }
-    }
-}
-
-/// Idle OS threads, each waiting on its channel for a fiber to run. Runs start and end
-/// fibers by the thousand; reusing threads keeps that cheap.
-static IDLE: Mutex<Vec<std::sync::mpsc::Sender<Job>>> = Mutex::new(Vec::new());
-
-/// A pooled OS thread: runs one fiber after another, returning to the pool between them.
-fn worker(jobs: std::sync::mpsc::Receiver<Job>, me: std::sync::mpsc::Sender<Job>) {
-    while let Ok(Job { shared, body, homed }) = jobs.recv() {
-        run_fiber(&shared, body);
-        if !homed {
-            IDLE.lock().unwrap_or_else(|e| e.into_inner()).push(me.clone());
-        }
-    }
-}
-
-/// Runs one fiber's body on this OS thread, from its first resume to its last message.
-fn run_fiber(shared: &Arc<Shared>, body: Code) {
-    if let Baton::ToFiber(Reply::Abort) = shared.take(true) {
-        shared.give(Baton::ToEngine(Yielded::Finished));
-        return;
+/// Runs one fiber's body on the fiber, from the engine's first reply to the end of its code;
+/// returns the last message for the engine.
+fn run_fiber(shared: &Arc<Shared>, body: Code, first: Reply) -> Yielded {
+    if let Reply::Abort = first {
+        return Yielded::Finished;
     }
     CURRENT.with(|c| *c.borrow_mut() = Some(shared.clone()));
     ON_FIBER.with(|f| f.set(true));
@@ -496,22 +419,21 @@ fn run_fiber(shared: &Arc<Shared>, body: Code) {
     let outcome = catch_unwind(AssertUnwindSafe(body));
     ON_FIBER.with(|f| f.set(false));
     CURRENT.with(|c| *c.borrow_mut() = None);
-    let last = match outcome {
+    match outcome {
         Ok(()) => Yielded::Finished,
         Err(payload) if payload.is::<Stop>() => Yielded::Finished,
         Err(payload) => Yielded::Panicked(panic_message(&payload)),
-    };
-    shared.give(Baton::ToEngine(last));
+    }
 }
 
 impl Fiber {
-    /// Starts `body` on an OS thread of the pool (a new one if none is idle), parked until
-    /// the first [`Fiber::resume`].
+    /// Starts `body` as a fiber of its own (on a thread-local context not used by another
+    /// live fiber), waiting for the first [`Fiber::resume`].
     pub fn spawn(body: Code) -> Fiber {
         Fiber::start(body, None)
     }
 
-    /// Starts `body` on `home`'s OS thread (taken from the pool the first time), which must
+    /// Starts `body` with `home`'s thread-local context (set up the first time), which must
     /// have no other fiber alive; it stays with `home` afterwards.
     pub fn spawn_at(body: Code, home: &mut Home) -> Fiber {
         Fiber::start(body, Some(home))
@@ -519,36 +441,12 @@ impl Fiber {
 
     fn start(body: Code, home: Option<&mut Home>) -> Fiber {
         let shared = Arc::new(Shared::new());
-        let mut job = Job {
-            shared: shared.clone(),
-            body,
-            homed: home.is_some(),
-        };
-        let fiber = Fiber { shared, done: false };
-        let at_home = home.as_ref().and_then(|h| h.0.clone());
-        let idle = || IDLE.lock().unwrap_or_else(|e| e.into_inner()).pop();
-        for worker in at_home.into_iter().chain(std::iter::from_fn(idle)) {
-            match worker.send(job) {
-                Ok(()) => {
-                    if let Some(home) = home {
-                        home.0 = Some(worker);
-                    }
-                    return fiber;
-                }
-                // That thread is gone (its process is exiting): try the next one.
-                Err(std::sync::mpsc::SendError(back)) => job = back,
-            }
+        let running = carrier::Running::start(shared.clone(), body, home);
+        Fiber {
+            shared,
+            running,
+            done: false,
         }
-        let (tx, rx) = std::sync::mpsc::channel();
-        tx.send(job).expect("the receiver is alive");
-        if let Some(home) = home {
-            home.0 = Some(tx.clone());
-        }
-        std::thread::Builder::new()
-            .name("simclr-fiber".into())
-            .spawn(move || worker(rx, tx))
-            .expect("spawning a fiber thread");
-        fiber
     }
 
     /// Has the fiber's code leave trace lines ([`note`]) for a run that keeps a trace.
@@ -563,25 +461,19 @@ impl Fiber {
 
     /// Runs the fiber with `reply` until it yields again.
     pub fn resume(&mut self, reply: Reply) -> Yielded {
-        self.shared.give(Baton::ToFiber(reply));
-        match self.shared.take(false) {
-            Baton::ToEngine(y) => {
-                self.done = !matches!(y, Yielded::Request(_));
-                y
-            }
-            _ => unreachable!("the engine only wakes for the fiber's message"),
-        }
+        let yielded = self.running.resume(&self.shared, reply);
+        self.done = !matches!(yielded, Yielded::Request(_));
+        yielded
     }
 }
 
 impl Drop for Fiber {
     /// Stops a fiber that has not finished (its run ended in a deadlock, a hang or a fault):
-    /// its code unwinds from the request it is blocked in, and its OS thread returns to the
-    /// pool.
+    /// its code unwinds from the request it is blocked in, and what it ran on goes back to
+    /// the pool.
     fn drop(&mut self) {
         if !self.done {
-            self.shared.give(Baton::ToFiber(Reply::Abort));
-            let _ = self.shared.take(false);
+            let _ = self.running.resume(&self.shared, Reply::Abort);
         }
     }
 }
@@ -613,25 +505,6 @@ pub fn request(request: Request) -> Option<Reply> {
     Some(exchange(&shared, request))
 }
 
-/// The pool of idle OS threads, locked so that no other thread changes it while this one
-/// forks ([`crate::process::fork`]).
-pub(crate) struct PoolHeld(std::sync::MutexGuard<'static, Vec<std::sync::mpsc::Sender<Job>>>);
-
-impl PoolHeld {
-    /// Locks the pool.
-    pub(crate) fn take() -> PoolHeld {
-        PoolHeld(IDLE.lock().unwrap_or_else(|e| e.into_inner()))
-    }
-
-    /// In the child of the fork: the pool's OS threads did not follow, so the pool is
-    /// emptied (a fiber sent to one of them would never run), then unlocked.
-    pub(crate) fn in_child(mut self) {
-        std::mem::take(&mut *self.0)
-            .into_iter()
-            .for_each(std::mem::forget);
-    }
-}
-
 /// Set by [`abandon_at_end`].
 static ABANDON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -644,15 +517,9 @@ pub fn abandon_at_end() {
 }
 
 fn exchange(shared: &Shared, request: Request) -> Reply {
-    shared.give(Baton::ToEngine(Yielded::Request(request)));
-    match shared.take(true) {
-        Baton::ToFiber(Reply::Abort) if ABANDON.load(std::sync::atomic::Ordering::Relaxed) => {
-            shared.give(Baton::ToEngine(Yielded::Finished));
-            loop {
-                std::thread::park();
-            }
-        }
-        Baton::ToFiber(Reply::Abort) => {
+    match shared.handoff.to_engine(Yielded::Request(request)) {
+        Reply::Abort if ABANDON.load(std::sync::atomic::Ordering::Relaxed) => shared.handoff.abandon(),
+        Reply::Abort => {
             // The run is over. What runs from here on (the cleanups of the frames unwound, a
             // C++ destructor unlocking a mutex, say) is plain code of this OS thread, not a
             // simulated thread's: it must not ask the engine, which no longer answers.
@@ -660,8 +527,7 @@ fn exchange(shared: &Shared, request: Request) -> Reply {
             CURRENT.with(|c| *c.borrow_mut() = None);
             resume_unwind(Box::new(Stop))
         }
-        Baton::ToFiber(reply) => reply,
-        _ => unreachable!("a fiber only wakes for the engine's message"),
+        reply => reply,
     }
 }
 
@@ -815,6 +681,66 @@ mod tests {
         assert_eq!(*log.lock().unwrap(), ["start", "after now"]);
         assert!(!on_fiber());
         assert!(request(Request::Point).is_none());
+    }
+
+    thread_local! {
+        static MARK: Cell<u32> = const { Cell::new(0) };
+    }
+
+    /// Runs `body` as a fiber at `home` (or on its own) to its end.
+    fn run_to_end(body: impl FnOnce() + Send + 'static, home: Option<&mut Home>) {
+        let mut f = match home {
+            Some(home) => Fiber::spawn_at(Box::new(body), home),
+            None => Fiber::spawn(Box::new(body)),
+        };
+        assert!(matches!(f.resume(Reply::Start), Yielded::Finished));
+    }
+
+    #[test]
+    fn thread_local_storage_follows_the_home_not_the_engine() {
+        MARK.with(|m| m.set(1));
+        let (mut home, mut other) = (Home::default(), Home::default());
+        run_to_end(|| MARK.with(|m| m.set(7)), Some(&mut home));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        run_to_end(
+            move || s.lock().unwrap().push(MARK.with(Cell::get)),
+            Some(&mut home),
+        );
+        let s = seen.clone();
+        run_to_end(
+            move || s.lock().unwrap().push(MARK.with(Cell::get)),
+            Some(&mut other),
+        );
+        // The engine's own value is untouched by the fibers'; the home's second fiber reads
+        // what its first one left; another home starts from its own.
+        assert_eq!(MARK.with(Cell::get), 1);
+        assert_eq!(seen.lock().unwrap()[0], 7);
+        assert_ne!(seen.lock().unwrap()[1], 7);
+    }
+
+    #[test]
+    fn a_fiber_has_a_deep_stack_and_backtraces_end_in_it() {
+        fn depth(n: u32) -> u32 {
+            let pad = std::hint::black_box([n as u8; 1024]);
+            if n == 0 {
+                pad[0] as u32
+            } else {
+                depth(n - 1) + pad[1] as u32
+            }
+        }
+        let frames = Arc::new(Mutex::new(false));
+        let f = frames.clone();
+        run_to_end(
+            move || {
+                // About 2 MiB of frames, then a backtrace that must stop at the fiber's start.
+                assert_eq!(depth(2_000), (1..=2_000).map(|n| n as u8 as u32).sum::<u32>());
+                let trace = std::backtrace::Backtrace::force_capture().to_string();
+                *f.lock().unwrap() = trace.contains("run_fiber");
+            },
+            None,
+        );
+        assert!(*frames.lock().unwrap(), "the backtrace shows the fiber's frames");
     }
 
     #[test]
