@@ -25,13 +25,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+// Fuzzing builds (`cargo fuzz`, `--cfg fuzzing`) keep fibers on OS threads: the sanitizers
+// they run under keep each thread's stack bounds in its thread-local storage, and a fiber
+// switched in user space runs on a stack its donor's bounds do not hold.
+#[cfg(any(not(all(target_arch = "x86_64", target_os = "linux")), fuzzing))]
 mod os_threads;
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[cfg(all(target_arch = "x86_64", target_os = "linux", not(fuzzing)))]
 mod user_space;
-#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+#[cfg(any(not(all(target_arch = "x86_64", target_os = "linux")), fuzzing))]
 use os_threads as carrier;
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+#[cfg(all(target_arch = "x86_64", target_os = "linux", not(fuzzing)))]
 use user_space as carrier;
 
 pub use carrier::Home;
