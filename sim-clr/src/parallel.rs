@@ -109,11 +109,13 @@ struct Batch<P> {
     stop: bool,
 }
 
-impl<P: Copy> Queue<P> {
+impl<P> Queue<P> {
     fn lock(&self) -> MutexGuard<'_, Batch<P>> {
         self.batch.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
 
+impl<P: Copy> Queue<P> {
     /// The next index to compute and its parameter, waiting for a batch; `None` when the
     /// threads are to stop.
     fn take(&self) -> Option<(u64, P)> {
@@ -136,7 +138,7 @@ struct Stop<'a, P>(&'a Queue<P>);
 
 impl<P> Drop for Stop<'_, P> {
     fn drop(&mut self) {
-        self.0.batch.lock().unwrap_or_else(|e| e.into_inner()).stop = true;
+        self.0.lock().stop = true;
         self.0.ready.notify_all();
     }
 }

@@ -63,14 +63,24 @@ impl Handoff {
         unsafe { std::mem::replace(&mut *self.baton.get(), Baton::Empty) }
     }
 
+    /// On the fiber: saves its context and switches to the engine's.
+    ///
+    /// # Safety
+    ///
+    /// The fiber runs, inside `Running::resume`, whose engine context is saved in
+    /// `self.engine` and waits for this switch; `self` outlives the switch (the `Fiber`
+    /// owning this hand-off is alive while it is resumed).
+    unsafe fn to_engine_context(&self) {
+        // SAFETY: the caller's.
+        unsafe { switch(self.fiber.as_ptr(), self.engine.load(Ordering::Relaxed)) };
+    }
+
     /// On the fiber: leaves `yielded` for the engine, switches to it, and returns its reply
     /// when the engine resumes the fiber.
     pub(super) fn to_engine(&self, yielded: Yielded) -> Reply {
         self.put(Baton::ToEngine(yielded));
-        // SAFETY: the fiber runs only inside `Running::resume`, whose engine context is saved
-        // in `self.engine` and waits for exactly this switch; `self.fiber` outlives the
-        // switch (the `Fiber` owning this hand-off is alive while it is resumed).
-        unsafe { switch(self.fiber.as_ptr(), self.engine.load(Ordering::Relaxed)) };
+        // SAFETY: on the fiber, resumed by `Running::resume`.
+        unsafe { self.to_engine_context() };
         match self.take() {
             Baton::ToFiber(reply) => reply,
             _ => unreachable!("a fiber only resumes with the engine's message"),
@@ -84,7 +94,7 @@ impl Handoff {
         loop {
             // SAFETY: as in `to_engine`. Nothing resumes a fiber that did not end
             // (`Running`'s drop keeps its stack), so this switch does not return.
-            unsafe { switch(self.fiber.as_ptr(), self.engine.load(Ordering::Relaxed)) };
+            unsafe { self.to_engine_context() };
         }
     }
 }
@@ -431,9 +441,6 @@ extern "C" fn fiber_main(start: usize) -> ! {
     loop {
         // SAFETY: `handoff` lives in the shared state the resuming `Fiber` still holds; the
         // engine's context is saved in it. Nothing resumes an ended fiber.
-        unsafe {
-            let handoff = &*handoff;
-            switch(handoff.fiber.as_ptr(), handoff.engine.load(Ordering::Relaxed));
-        }
+        unsafe { (*handoff).to_engine_context() };
     }
 }
