@@ -42,8 +42,8 @@ pub struct Boundary {
     pub ip: u64,
     /// General-purpose registers, by [`Register`] number.
     pub regs: [u64; 16],
-    /// XMM registers.
-    pub xmm: [u128; 16],
+    /// XMM registers, shared with the boundaries before it until an instruction writes one.
+    pub xmm: Arc<[u128; 16]>,
     /// Stack memory written so far (8-byte words by address), the entry return address
     /// included. Shared with the boundaries before it until an instruction writes the stack.
     pub stack: Arc<BTreeMap<u64, u64>>,
@@ -73,7 +73,8 @@ impl std::error::Error for EmulationError {}
 #[derive(Clone)]
 struct State {
     regs: [u64; 16],
-    xmm: [u128; 16],
+    /// Copied on write, like the stack: few instructions touch an XMM register.
+    xmm: Arc<[u128; 16]>,
     /// Copied on write: most instructions leave the stack alone, so their boundaries share it.
     stack: Arc<BTreeMap<u64, u64>>,
 }
@@ -146,7 +147,7 @@ impl EntryState {
         stack.insert(regs[Register::Rsp as usize], site.ip);
         EntryState {
             regs,
-            xmm: site.xmm,
+            xmm: *site.xmm,
             stack,
         }
     }
@@ -173,7 +174,7 @@ pub fn emulate_from(code: &Assembled, entry: EntryState) -> Result<Vec<Boundary>
         code.base,
         State {
             regs,
-            xmm,
+            xmm: Arc::new(xmm),
             stack: Arc::new(stack),
         },
         false,
@@ -190,16 +191,29 @@ pub fn emulate_from(code: &Assembled, entry: EntryState) -> Result<Vec<Boundary>
             continue;
         }
         seen[offset] = found.len() as u32;
-        found.push(Boundary {
+        let boundary = |ip| Boundary {
             ip,
             regs: state.regs,
-            xmm: state.xmm,
+            xmm: Arc::clone(&state.xmm),
             stack: Arc::clone(&state.stack),
             return_site,
-        });
+        };
+        found.push(boundary(ip));
         if text[offset] == NOP {
-            // The padding: a one-byte `nop` changes nothing but the IP.
-            work.push((ip + 1, state, false));
+            // The padding: a run of one-byte `nop`s changes nothing but the IP. Its boundaries
+            // are recorded here, up to the next instruction or one reached before.
+            let run = text[offset + 1..].iter().take_while(|&&b| b == NOP).count();
+            let reached = (1..=run)
+                .find(|k| seen[offset + k] != u32::MAX)
+                .unwrap_or(run + 1);
+            for k in 1..reached {
+                seen[offset + k] = found.len() as u32;
+                found.push(Boundary {
+                    return_site: false,
+                    ..boundary(ip + k as u64)
+                });
+            }
+            work.push((ip + reached as u64, state, false));
             continue;
         }
         decoder
@@ -325,7 +339,8 @@ fn step(i: &Instruction, s: &mut State, external: u64) -> Result<Flow, Emulation
                 let (Some(x), address) = (xmm_index(i.op0_register()), mem_address(i, s)?) else {
                     return unsupported();
                 };
-                s.xmm[x] = u128::from(load(s, address)?) | u128::from(load(s, address + 8)?) << 64;
+                Arc::make_mut(&mut s.xmm)[x] =
+                    u128::from(load(s, address)?) | u128::from(load(s, address + 8)?) << 64;
             }
             _ => return unsupported(),
         },
@@ -333,7 +348,7 @@ fn step(i: &Instruction, s: &mut State, external: u64) -> Result<Flow, Emulation
             let Some(x) = xmm_index(i.op0_register()) else {
                 return unsupported();
             };
-            s.xmm[x] = 0;
+            Arc::make_mut(&mut s.xmm)[x] = 0;
         }
         Mnemonic::Dec | Mnemonic::Cmp | Mnemonic::Nop => {}
         Mnemonic::Call => {
