@@ -594,7 +594,7 @@ impl Process {
         }
         let profiler_threads = self.profiler_threads();
         // Schedule `i`, its PCT change points spread over `pct_steps` choice points.
-        let one = |i: u64, pct_steps: usize| {
+        let schedule = |i: u64, pct_steps: usize| {
             let run_seed = seed.wrapping_add(i);
             let result = match strategy {
                 Strategy::Pct(depth) => {
@@ -612,7 +612,8 @@ impl Process {
         };
         let jobs = if self.isolation.is_some() { 1 } else { self.jobs };
         let mine = self.shard.count_of(schedules);
-        let one = |k: u64, pct_steps: usize| one(self.shard.index_of(k), pct_steps);
+        // This shard's `k`th schedule.
+        let one = |k: u64, pct_steps: usize| schedule(self.shard.index_of(k), pct_steps);
         crate::parallel::batches(jobs.min(mine as usize), one, |batches| {
             // PCT learns how many choice points a run has: each run uses the most any run
             // before it had (at least 64).
