@@ -25,18 +25,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-// Builds under a sanitizer that keeps each OS thread's stack bounds (`cfg(stack_sanitizer)`, set
-// by the build script: `cargo fuzz` with the address sanitizer, its default) keep fibers on OS
-// threads: a fiber switched in user space runs on a stack its donor's bounds do not hold, and
-// the sanitizer reports its frames as overflows. Fuzzing builds without one switch in user
-// space like any other.
-#[cfg(any(not(all(target_arch = "x86_64", target_os = "linux")), stack_sanitizer))]
+// Builds under a sanitizer (`cfg(sanitized)`, set by the build script; `cargo fuzz` builds with
+// the address sanitizer by default) keep fibers on OS threads: sanitizers keep per-thread state
+// that a fiber switched in user space, on a stack of its own with a donor's thread pointer,
+// does not match (the address sanitizer's stack bounds: it reported the fibers' frames as
+// overflows). Fuzzing builds without one switch in user space like any other.
+#[cfg(any(not(all(target_arch = "x86_64", target_os = "linux")), sanitized))]
 mod os_threads;
-#[cfg(all(target_arch = "x86_64", target_os = "linux", not(stack_sanitizer)))]
+#[cfg(all(target_arch = "x86_64", target_os = "linux", not(sanitized)))]
 mod user_space;
-#[cfg(any(not(all(target_arch = "x86_64", target_os = "linux")), stack_sanitizer))]
+#[cfg(any(not(all(target_arch = "x86_64", target_os = "linux")), sanitized))]
 use os_threads as carrier;
-#[cfg(all(target_arch = "x86_64", target_os = "linux", not(stack_sanitizer)))]
+#[cfg(all(target_arch = "x86_64", target_os = "linux", not(sanitized)))]
 use user_space as carrier;
 
 pub use carrier::Home;
