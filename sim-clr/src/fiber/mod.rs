@@ -25,18 +25,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-// Builds under a sanitizer (`cfg(sanitized)`, set by the build script; `cargo fuzz` builds with
-// the address sanitizer by default) keep fibers on OS threads: sanitizers keep per-thread state
-// that a fiber switched in user space, on a stack of its own with a donor's thread pointer,
-// does not match (the address sanitizer's stack bounds: it reported the fibers' frames as
-// overflows). Fuzzing builds without one switch in user space like any other.
-#[cfg(any(not(all(target_arch = "x86_64", target_os = "linux")), sanitized))]
+// The build script sets `cfg(user_space_fibers)` on x86-64 Linux without a sanitizer: sanitizers
+// keep per-thread state that a fiber switched in user space, on a stack of its own with a
+// donor's thread pointer, does not match (the address sanitizer's stack bounds: it reported
+// the fibers' frames as overflows). Fuzzing builds without one switch in user space too.
+#[cfg(not(user_space_fibers))]
 mod os_threads;
-#[cfg(all(target_arch = "x86_64", target_os = "linux", not(sanitized)))]
+#[cfg(user_space_fibers)]
 mod user_space;
-#[cfg(any(not(all(target_arch = "x86_64", target_os = "linux")), sanitized))]
+#[cfg(not(user_space_fibers))]
 use os_threads as carrier;
-#[cfg(all(target_arch = "x86_64", target_os = "linux", not(sanitized)))]
+#[cfg(user_space_fibers)]
 use user_space as carrier;
 
 pub use carrier::Home;

@@ -202,18 +202,16 @@ pub fn emulate_from(code: &Assembled, entry: EntryState) -> Result<Vec<Boundary>
         if text[offset] == NOP {
             // The padding: a run of one-byte `nop`s changes nothing but the IP. Its boundaries
             // are recorded here, up to the next instruction or one reached before.
-            let run = text[offset + 1..].iter().take_while(|&&b| b == NOP).count();
-            let reached = (1..=run)
-                .find(|k| seen[offset + k] != u32::MAX)
-                .unwrap_or(run + 1);
-            for k in 1..reached {
-                seen[offset + k] = found.len() as u32;
+            let mut next = offset + 1;
+            while text.get(next) == Some(&NOP) && seen[next] == u32::MAX {
+                seen[next] = found.len() as u32;
                 found.push(Boundary {
                     return_site: false,
-                    ..boundary(ip + k as u64)
+                    ..boundary(code.base + next as u64)
                 });
+                next += 1;
             }
-            work.push((ip + reached as u64, state, false));
+            work.push((code.base + next as u64, state, false));
             continue;
         }
         decoder
