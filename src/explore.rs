@@ -197,13 +197,38 @@ fn hosted_loader(_: &mut Process, _: &Path, _: &str, _: Option<std::time::Durati
     Err(ExitCode::from(2))
 }
 
-/// Explores `file`; exit 1 when the outcomes differ from the file's `expect` (or, without one,
-/// when any schedule failed).
-pub fn explore(file: &Path, options: &Options) -> ExitCode {
-    let scenario = match load(file, options.changes.runtime) {
-        Ok(s) => s,
-        Err(code) => return code,
+/// One file made ready to explore: its process with the profiler code attached, and what the
+/// file and the command line say to run.
+struct Exploration {
+    file: PathBuf,
+    process: Process,
+    strategy: Strategy,
+    schedules: u64,
+    seed: u64,
+    expect: Option<Vec<String>>,
+}
+
+impl Exploration {
+    /// Whether `report` found other outcomes than the file expects (without an `expect`, any
+    /// failing schedule). A shard sees some of the schedules: an outcome outside the expected
+    /// ones is a mismatch, an expected one it did not meet may be another shard's.
+    fn mismatch(&self, report: &ExploreReport, shard: Option<Shard>) -> bool {
+        match (&self.expect, shard) {
+            (Some(expect), None) => !report.outcomes.keys().eq(expect.iter()),
+            (Some(expect), Some(_)) => report.outcomes.keys().any(|o| !expect.contains(o)),
+            (None, _) => report.first_failure.is_some(),
+        }
+    }
+}
+
+/// Reads `file` and attaches the profiler code; exit 2 for a file or an option that cannot be
+/// explored.
+fn prepare(file: &Path, options: &Options) -> Result<Exploration, ExitCode> {
+    let fail = |message: String| {
+        eprintln!("error: {message}");
+        ExitCode::from(2)
     };
+    let scenario = load(file, options.changes.runtime)?;
     let spec = scenario.process.explore.clone();
     let depth = options.depth;
     let strategy = match options.strategy.as_deref() {
@@ -215,87 +240,142 @@ pub fn explore(file: &Path, options: &Options) -> ExitCode {
         Some("random") => Strategy::Random,
         Some("pct") => Strategy::Pct(depth.unwrap_or(3).max(1)),
         Some("dfs") => Strategy::Dfs(depth.unwrap_or(2)),
-        Some(other) => {
-            eprintln!("error: unknown strategy `{other}` (random, pct or dfs)");
-            return ExitCode::from(2);
-        }
+        Some(other) => return Err(fail(format!("unknown strategy `{other}` (random, pct or dfs)"))),
     };
     if options.schedules == Some(0) {
-        eprintln!("error: --schedules must be at least 1");
-        return ExitCode::from(2);
+        return Err(fail("--schedules must be at least 1".into()));
     }
     if !scenario.process.moves() {
-        eprintln!(
-            "error: {}: no thread has a program step or a `body`: nothing moves, so there is nothing to schedule (use `simclr run`)",
+        return Err(fail(format!(
+            "{}: no thread has a program step or a `body`: nothing moves, so there is nothing to schedule (use `simclr run`)",
             file.display()
-        );
-        return ExitCode::from(2);
+        )));
     }
-    let schedules = options.schedules.unwrap_or(spec.schedules);
-    let seed = options.seed.unwrap_or(spec.seed);
-    let mut process = match attach(file, scenario, &options.profiler) {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
+    let mut process = attach(file, scenario, &options.profiler)?;
     if let Profiler::Builtin(_) = options.profiler {
         process.jobs(options.jobs);
     }
     process.inject(options.changes.inject);
     if let Some(shard) = options.shard {
         if strategy != Strategy::Random {
-            eprintln!(
-                "error: --shard splits random schedules only (`--strategy random`): each PCT schedule learns its length from the ones before it, and each DFS schedule follows from the one before"
-            );
-            return ExitCode::from(2);
+            return Err(fail(
+                "--shard splits random schedules only (`--strategy random`): each PCT schedule learns its length from the ones before it, and each DFS schedule follows from the one before".into(),
+            ));
         }
         if options.trace_first > 0 {
-            eprintln!(
-                "error: --trace-first and --shard cannot be combined: a shard's first runs are not the run's"
-            );
-            return ExitCode::from(2);
+            return Err(fail(
+                "--trace-first and --shard cannot be combined: a shard's first runs are not the run's".into(),
+            ));
         }
         process.shard(shard);
     }
     process.trace_first(options.trace_first);
-    let bar = Progress::new(schedules, options.json, "schedules");
-    let report = process.explore(strategy, schedules, seed, |done, faults| {
-        if done % 64 == 0 {
-            bar.set_position(done);
-            bar.set_message(format!("{faults} faults"));
+    Ok(Exploration {
+        file: file.to_path_buf(),
+        process,
+        strategy,
+        schedules: options.schedules.unwrap_or(spec.schedules),
+        seed: options.seed.unwrap_or(spec.seed),
+        expect: spec.expect,
+    })
+}
+
+/// Explores each of `files` in turn, as its file says and the options override; exit 1 when
+/// the outcomes of any differ from its file's `expect` (or, without one, when any of its
+/// schedules failed). Several files are explored side by side on the `--jobs` threads, each
+/// driven by one thread and helped by the idle ones once no file is left to start
+/// ([`sim_clr::parallel::tasks`]), and reported in the order given: the output is the bytes
+/// that exploring them one after another prints.
+pub fn explore(files: &[PathBuf], options: &Options) -> ExitCode {
+    if files.len() > 1 && options.shard.is_some() {
+        eprintln!(
+            "error: --shard splits one file's schedules: give one file (a command per file, each with its shard)"
+        );
+        return ExitCode::from(2);
+    }
+    let mut explorations = Vec::with_capacity(files.len());
+    for file in files {
+        match prepare(file, options) {
+            Ok(e) => explorations.push(e),
+            Err(code) => return code,
         }
-    });
-    bar.finish();
-    let mismatch = match (&spec.expect, options.shard) {
-        (Some(expect), None) => report.outcomes.keys().cloned().collect::<Vec<_>>() != *expect,
-        // A shard sees some of the schedules: an outcome outside the expected ones is a
-        // mismatch, an expected one it did not meet may be another shard's.
-        (Some(expect), Some(_)) => report.outcomes.keys().any(|o| !expect.contains(o)),
-        (None, _) => report.first_failure.is_some(),
+    }
+    let (reports, mismatches) = match explorations.as_slice() {
+        [one] => {
+            let bar = Progress::new(one.schedules, options.json, "schedules");
+            let report = one
+                .process
+                .explore(one.strategy, one.schedules, one.seed, |done, faults| {
+                    if done % 64 == 0 {
+                        bar.set_position(done);
+                        bar.set_message(format!("{faults} faults"));
+                    }
+                });
+            bar.finish();
+            let mismatch = one.mismatch(&report, options.shard);
+            (vec![report], usize::from(mismatch))
+        }
+        all => explore_side_by_side(all, options),
     };
     if options.json {
-        if let Err(code) = crate::merge::print_shard(&report, options.shard) {
+        let printed = match reports.as_slice() {
+            [report] => crate::merge::print_shard(report, options.shard),
+            all => print_json(&all),
+        };
+        if let Err(code) = printed {
             return code;
         }
     } else {
-        out!(
-            "{}",
-            render(
-                &report,
-                file,
-                spec.expect.as_deref(),
-                &options.profiler,
-                options.changes
-            )
-        );
+        for (e, report) in explorations.iter().zip(&reports) {
+            let expect = e.expect.as_deref();
+            out!(
+                "{}",
+                render(report, &e.file, expect, &options.profiler, options.changes)
+            );
+        }
         if let Some(shard) = options.shard {
             outln!("shard {shard}: `--json` reports of every shard combine with `simclr merge`");
         }
+        if reports.len() > 1 {
+            outln!(
+                "{} scenarios explored, {mismatches} with unexpected outcomes",
+                reports.len()
+            );
+        }
     }
-    if mismatch {
+    if mismatches > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// Every exploration's report, in order, and how many found unexpected outcomes: explored on
+/// the `--jobs` threads (a hosted library's one at a time), a bar counting the files.
+fn explore_side_by_side(all: &[Exploration], options: &Options) -> (Vec<ExploreReport>, usize) {
+    let jobs = match options.profiler {
+        Profiler::Builtin(_) => options.jobs,
+        Profiler::Hosted { .. } => 1,
+    };
+    let bar = Progress::new(all.len() as u64, options.json, "scenarios");
+    let mut reports = Vec::with_capacity(all.len());
+    let mut mismatches = 0;
+    sim_clr::parallel::tasks(
+        jobs,
+        all.len() as u64,
+        |k, pool| {
+            let e = &all[k as usize];
+            e.process
+                .explore_in(pool, e.strategy, e.schedules, e.seed, |_, _| {})
+        },
+        |k, report| {
+            mismatches += usize::from(all[k as usize].mismatch(&report, options.shard));
+            reports.push(report);
+            bar.inc(1);
+        },
+    );
+    bar.finish();
+    (reports, mismatches)
 }
 
 /// The text form of an exploration.
@@ -474,11 +554,10 @@ pub fn render_run(report: &RunReport) -> String {
     out
 }
 
-/// Explores every bundled process scenario as its file says, one line each; true when every
-/// one found exactly its expected outcomes.
+/// Explores every bundled process scenario as its file says, one line each, side by side on
+/// every core (the lines in file order); true when every one found exactly its expected
+/// outcomes.
 pub fn catalog() -> Result<bool, ExitCode> {
-    let mut mismatches = 0;
-    let mut total = 0;
     let processes = fixtures::process_catalog().iter().map(|f| ("processes", f));
     let pitfalls = fixtures::pitfall_catalog().iter().map(|f| ("pitfalls", f));
     let mut catalog = Vec::new();
@@ -488,34 +567,44 @@ pub fn catalog() -> Result<bool, ExitCode> {
             eprintln!("error: {e}");
             ExitCode::from(2)
         })?;
-        catalog.push((path, scenario));
-    }
-    let width = catalog.iter().map(|(_, s)| s.name.len()).max().unwrap_or(0);
-    let bar = Progress::new(catalog.len() as u64, false, "process scenarios");
-    for (path, scenario) in catalog {
         let spec = scenario.process.explore.clone();
-        let report = attach(Path::new(&path), scenario, &Profiler::Builtin("reference".into()))?.explore(
-            spec.strategy,
-            spec.schedules,
-            spec.seed,
-            |_, _| {},
-        );
-        let found: Vec<String> = report.outcomes.keys().cloned().collect();
-        let ok = spec.expect.as_ref().is_none_or(|e| *e == found);
-        total += 1;
-        mismatches += usize::from(!ok);
-        let counts: Vec<String> = report.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        bar.println(&format!(
-            "{} {:<width$} {:>6} schedules ({}): {}",
-            if ok { "ok  " } else { "FAIL" },
-            report.scenario,
-            report.schedules_run,
-            report.strategy,
-            counts.join(", ")
-        ));
-        bar.inc(1);
+        let process = attach(Path::new(&path), scenario, &Profiler::Builtin("reference".into()))?;
+        catalog.push((process, spec));
     }
+    let width = catalog
+        .iter()
+        .map(|(p, _)| p.scenario().name.len())
+        .max()
+        .unwrap_or(0);
+    let bar = Progress::new(catalog.len() as u64, false, "process scenarios");
+    let mut mismatches = 0;
+    sim_clr::parallel::tasks(
+        cores(),
+        catalog.len() as u64,
+        |k, pool| {
+            let (process, spec) = &catalog[k as usize];
+            process.explore_in(pool, spec.strategy, spec.schedules, spec.seed, |_, _| {})
+        },
+        |k, report| {
+            let expect = catalog[k as usize].1.expect.as_ref();
+            let ok = expect.is_none_or(|e| report.outcomes.keys().eq(e.iter()));
+            mismatches += usize::from(!ok);
+            let counts: Vec<String> = report.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            bar.println(&format!(
+                "{} {:<width$} {:>6} schedules ({}): {}",
+                if ok { "ok  " } else { "FAIL" },
+                report.scenario,
+                report.schedules_run,
+                report.strategy,
+                counts.join(", ")
+            ));
+            bar.inc(1);
+        },
+    );
     bar.finish();
-    outln!("{total} process and pitfall scenarios explored, {mismatches} with unexpected outcomes");
+    outln!(
+        "{} process and pitfall scenarios explored, {mismatches} with unexpected outcomes",
+        catalog.len()
+    );
     Ok(mismatches == 0)
 }

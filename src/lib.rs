@@ -162,11 +162,13 @@ enum Command {
         #[command(flatten)]
         shard: ShardArg,
     },
-    /// Run a process scenario (threads with programs) under many schedules and count how
-    /// each run ended; show the first failing schedule and how to replay it.
+    /// Run process scenarios (threads with programs) under many schedules and count how
+    /// each run ended; show the first failing schedule and how to replay it. Several files
+    /// are explored side by side on the `--jobs` threads and reported in the order given.
     Explore {
-        /// The scenario (TOML).
-        file: PathBuf,
+        /// The scenarios (TOML): files, or folders (every `*.toml` in them).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
         /// How many schedules at most (default: the file's `[explore]`, else 1000).
         #[arg(long)]
         schedules: Option<u64>,
@@ -365,17 +367,18 @@ struct HostingArgs {
 /// How many schedules run at once.
 #[derive(clap::Args)]
 struct Jobs {
-    /// Schedules run at once (default 1). The output is the same whatever the number; DFS
-    /// schedules and a hosted library's run one at a time. A run keeps two OS threads busy:
-    /// on 2 cores, 2 at once are slower than 1.
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
-    jobs: u16,
+    /// Threads that run schedules (default: one per core). The output is the same whatever
+    /// the number; DFS schedules and a hosted library's run one at a time. `explore` with
+    /// several files gives each thread a file of its own, and lets the threads with no file
+    /// left to start share the schedules of the files still running.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    jobs: Option<u16>,
 }
 
 impl Jobs {
-    /// The number given.
+    /// The number given, or the cores this process may use.
     fn get(&self) -> usize {
-        usize::from(self.jobs)
+        self.jobs.map_or_else(explore::cores, usize::from)
     }
 }
 
@@ -500,7 +503,7 @@ fn command() -> ExitCode {
         Command::List => list(),
         Command::Show { name } => show(&name),
         Command::Explore {
-            file,
+            files,
             schedules,
             strategy,
             depth,
@@ -510,21 +513,24 @@ fn command() -> ExitCode {
             jobs,
             shard,
             code,
-        } => explore::explore(
-            &file,
-            &explore::Options {
-                strategy,
-                depth,
-                schedules,
-                seed,
-                json,
-                trace_first,
-                jobs: jobs.get(),
-                shard: shard.shard,
-                changes: code.changes(),
-                profiler: code.profiler(),
-            },
-        ),
+        } => match scenario_files(&files) {
+            Ok(files) => explore::explore(
+                &files,
+                &explore::Options {
+                    strategy,
+                    depth,
+                    schedules,
+                    seed,
+                    json,
+                    trace_first,
+                    jobs: jobs.get(),
+                    shard: shard.shard,
+                    changes: code.changes(),
+                    profiler: code.profiler(),
+                },
+            ),
+            Err(code) => code,
+        },
         Command::Replay {
             file,
             schedule,
@@ -709,20 +715,7 @@ fn scenarios_named(
     runtime: Option<RuntimeVersion>,
 ) -> Result<Vec<Scenario>, ExitCode> {
     if arg.is_dir() {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(arg)
-            .map_err(|e| {
-                eprintln!("error: {}: {e}", arg.display());
-                ExitCode::from(2)
-            })?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "toml"))
-            .collect();
-        files.sort();
-        if files.is_empty() {
-            eprintln!("error: {}: no scenario (*.toml) files", arg.display());
-            return Err(ExitCode::from(2));
-        }
-        return files.iter().map(|f| load(f, runtime)).collect();
+        return folder_files(arg)?.iter().map(|f| load(f, runtime)).collect();
     }
     if arg.exists() {
         return load(arg, runtime).map(|s| vec![s]);
@@ -740,6 +733,37 @@ fn scenarios_named(
             eprintln!("error: {e}");
             ExitCode::from(2)
         })
+}
+
+/// Every `*.toml` file in `folder`, sorted; exit 2 when it cannot be read or has none.
+fn folder_files(folder: &std::path::Path) -> Result<Vec<PathBuf>, ExitCode> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(folder)
+        .map_err(|e| {
+            eprintln!("error: {}: {e}", folder.display());
+            ExitCode::from(2)
+        })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        eprintln!("error: {}: no scenario (*.toml) files", folder.display());
+        return Err(ExitCode::from(2));
+    }
+    Ok(files)
+}
+
+/// The scenario files `args` name: each file, and every `*.toml` file of each folder.
+fn scenario_files(args: &[PathBuf]) -> Result<Vec<PathBuf>, ExitCode> {
+    let mut files = Vec::new();
+    for arg in args {
+        if arg.is_dir() {
+            files.extend(folder_files(arg)?);
+        } else {
+            files.push(arg.clone());
+        }
+    }
+    Ok(files)
 }
 
 fn list() -> ExitCode {

@@ -21,7 +21,7 @@ pub struct Budget {
     pub fuzz_processes: u64,
     /// Schedules per random process (half random, half PCT).
     pub fuzz_schedules: u64,
-    /// Schedules run at once.
+    /// Mutants hunted at once, each on a thread of its own.
     pub jobs: usize,
 }
 
@@ -58,27 +58,31 @@ pub fn run(budget: &Budget, out: &Path, json: bool) -> ExitCode {
         eprintln!("error: --schedules, --fuzz-processes and --fuzz-schedules must be at least 1");
         return ExitCode::from(2);
     }
-    let mut hunts: Vec<Hunted> = Vec::new();
     let all = mutants();
     let bar = Progress::new(all.len() as u64, json, "mutants");
-    for mutant in all {
-        let catalog = match hunt(&mutant, budget.schedules, budget.seed, budget.jobs) {
-            Ok(h) => h,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(2);
+    let mut hunts: Vec<Hunted> = Vec::new();
+    let mut failed = None;
+    // Mutants side by side, each hunted on a thread of its own, reported in order.
+    sim_clr::parallel::tasks(
+        budget.jobs,
+        all.len() as u64,
+        |k, _| hunted(&all[k as usize], budget, out),
+        |_, h| match h {
+            Ok(h) if failed.is_none() => {
+                if !json {
+                    bar.println(&lines(&h));
+                }
+                bar.inc(1);
+                hunts.push(h);
             }
-        };
-        let fuzz = match fuzzed(&mutant, budget, out) {
-            Ok(f) => f,
-            Err(code) => return code,
-        };
-        let h = Hunted { catalog, fuzz };
-        if !json {
-            bar.println(&lines(&h));
-        }
-        bar.inc(1);
-        hunts.push(h);
+            Ok(_) => {}
+            Err(code) => {
+                failed.get_or_insert(code);
+            }
+        },
+    );
+    if let Some(code) = failed {
+        return code;
     }
     bar.finish();
     let by_catalog = hunts.iter().filter(|h| h.catalog.caught).count();
@@ -94,6 +98,16 @@ pub fn run(budget: &Budget, out: &Path, json: bool) -> ExitCode {
     conclude(json, &hunts, &summary, escaped > 0)
 }
 
+/// Both hunts of `mutant`, one schedule at a time.
+fn hunted(mutant: &Mutant, budget: &Budget, out: &Path) -> Result<Hunted, ExitCode> {
+    let catalog = hunt(mutant, budget.schedules, budget.seed, 1).map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::from(2)
+    })?;
+    let fuzz = fuzzed(mutant, budget, out)?;
+    Ok(Hunted { catalog, fuzz })
+}
+
 /// The fuzzer alone on `mutant`: random processes until the first failure, shrunk and
 /// written out.
 fn fuzzed(mutant: &Mutant, budget: &Budget, out: &Path) -> Result<Fuzzed, ExitCode> {
@@ -102,7 +116,7 @@ fn fuzzed(mutant: &Mutant, budget: &Budget, out: &Path) -> Result<Fuzzed, ExitCo
         schedules: budget.fuzz_schedules,
         seed: budget.seed,
         shrinks: fixtures::fuzz::SHRINKS,
-        jobs: budget.jobs,
+        jobs: 1,
         shard: sim_clr::process::Shard::WHOLE,
         max_failures: Some(1),
         platform: None,

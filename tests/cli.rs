@@ -768,6 +768,89 @@ fn explore_reports_the_same_whatever_the_jobs() {
     }
 }
 
+/// `explore FILES…` explores several files side by side and prints, in the order given,
+/// exactly what exploring each alone prints, whatever the jobs; a folder stands for its files.
+#[test]
+fn explore_of_several_files_prints_what_each_alone_prints() {
+    let pitfalls = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/pitfalls");
+    // Among them a process that deadlocks (its replay line included), a file given twice, and
+    // one whose outcomes are not the expected ones.
+    let processes = pitfalls.with_file_name("processes");
+    let mismatch = tempdir().join("several-mismatch.toml");
+    let text = std::fs::read_to_string(pitfalls.join("s22-thread-churn.toml")).unwrap();
+    std::fs::write(
+        &mismatch,
+        text.replace("expect = [\"ok\"]", "expect = [\"deadlock\"]"),
+    )
+    .unwrap();
+    let files: Vec<String> = [
+        pitfalls.join("s20-crash.toml"),
+        processes.join("mutual-suspension-gc.toml"),
+        pitfalls.join("s01-loader-lock.toml"),
+        pitfalls.join("s21-deep-recursion.toml"),
+        pitfalls.join("s01-loader-lock.toml"),
+        mismatch,
+    ]
+    .iter()
+    .map(|f| f.to_str().unwrap().to_string())
+    .collect();
+    let options = ["--schedules", "200", "--strategy", "pct"];
+    let mut alone = Vec::new();
+    let mut alone_json = Vec::new();
+    let mut mismatches = 0;
+    for f in &files {
+        let out = simclr(&[&["explore", f.as_str()][..], &options, &["--jobs", "1"]].concat());
+        mismatches += usize::from(out.status.code() == Some(1));
+        alone.extend_from_slice(&out.stdout);
+        let json = simclr(&[&["explore", f.as_str()][..], &options, &["--json"]].concat());
+        alone_json.push(serde_json::from_slice::<serde_json::Value>(&json.stdout).unwrap());
+    }
+    assert!(mismatches > 0);
+    alone.extend_from_slice(
+        format!("6 scenarios explored, {mismatches} with unexpected outcomes\n").as_bytes(),
+    );
+    assert!(String::from_utf8_lossy(&alone).contains("replay: "));
+    let names: Vec<&str> = files.iter().map(String::as_str).collect();
+    for jobs in ["1", "2", "3"] {
+        let out = simclr(&[&["explore"][..], &names, &options, &["--jobs", jobs]].concat());
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert!(
+            out.stdout == alone,
+            "--jobs {jobs}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let json = simclr(&[&["explore"][..], &names, &options, &["--jobs", jobs, "--json"]].concat());
+        let json: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+        assert_eq!(
+            json,
+            serde_json::Value::Array(alone_json.clone()),
+            "--jobs {jobs} --json"
+        );
+    }
+    let folder = simclr(&[
+        "explore",
+        pitfalls.to_str().unwrap(),
+        "--schedules",
+        "20",
+        "--json",
+    ]);
+    assert_eq!(folder.status.code(), Some(0), "{folder:?}");
+    let reports: serde_json::Value = serde_json::from_slice(&folder.stdout).unwrap();
+    let count = std::fs::read_dir(&pitfalls).unwrap().count();
+    assert_eq!(reports.as_array().map(Vec::len), Some(count));
+    let sharded = simclr(
+        &[
+            &["explore"][..],
+            &names[..2],
+            &["--strategy", "random", "--shard", "1/2"],
+        ]
+        .concat(),
+    );
+    let stderr = String::from_utf8_lossy(&sharded.stderr);
+    assert_eq!(sharded.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--shard splits one file's schedules"), "{stderr}");
+}
+
 /// `run` refuses a file it would check nothing in, and says what would check it.
 #[test]
 fn run_refuses_a_file_without_calls_and_says_what_checks_it() {

@@ -1,145 +1,280 @@
 //! Independent pieces of work spread over OS threads, their results in order, and split into
 //! shards for several machines: what lets explorations and fuzzers use every core and every
 //! machine and still print the same bytes.
+//!
+//! The threads form a [`Pool`]. Each piece of work ([`tasks`]) is done from start to end by
+//! the thread that took it, its *driver*; a thread that finds no piece left to take helps the
+//! drivers still at work, which hand it [batches](Pool::run) of theirs while it waits. So a
+//! catalog of explorations keeps every core on a whole exploration of its own, and only its
+//! last ones, with nothing else left to start, split into batches.
 
+use std::collections::VecDeque;
 use std::fmt;
-use std::sync::mpsc::{self, Receiver};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// `f(0)`, `f(1)`, …, `f(count - 1)`, computed on up to `jobs` OS threads (each taking the
 /// next index when it is free), returned in index order. With one job, or one piece, on the
 /// calling thread. A panic in `f` is resumed on the calling thread.
 pub fn in_order<R: Send>(jobs: usize, count: u64, f: impl Fn(u64) -> R + Sync) -> Vec<R> {
-    batches(jobs.min(count as usize), |k, ()| f(k), |b| b.run(0, count, ()))
+    let mut done = Vec::with_capacity(count as usize);
+    tasks(jobs, count, |k, _| f(k), |_, r| done.push(r));
+    done
 }
 
-/// Runs `work` with `jobs` OS threads kept for all of it, which compute the batches it asks
-/// for ([`Batches::run`]): `f(k, with)` for each `k` of a batch, `with` being the batch's
-/// parameter. Threads are started once, not per batch: a thread's start and its cold caches
-/// (the allocator's among them) cost as much as a short run. With one job, every batch runs
-/// on the calling thread.
-pub fn batches<P: Copy + Send, R: Send, T>(
+/// Does the pieces of work `0..count` on up to `jobs` OS threads of one [`Pool`] and gives
+/// each result to `emit` on the calling thread, in index order, as soon as those before it are
+/// given. A thread takes the next piece when it is free and drives it to its end
+/// (`task(k, pool)`); once no piece is left to take, it helps the others' batches
+/// ([`Pool::run`]) until every piece is done. With one job, every piece is done on the calling
+/// thread. A panic in `task` is resumed on the calling thread.
+pub fn tasks<'env, R: Send>(
     jobs: usize,
-    f: impl Fn(u64, P) -> R + Sync,
-    work: impl FnOnce(&mut Batches<'_, P, R>) -> T,
-) -> T {
+    count: u64,
+    task: impl Fn(u64, &Pool<'env>) -> R + Sync,
+    mut emit: impl FnMut(u64, R),
+) {
+    let jobs = jobs.min(usize::try_from(count).unwrap_or(usize::MAX));
+    let pool = Pool::new(jobs);
     if jobs <= 1 {
-        return work(&mut Batches::Here(&f));
+        (0..count).for_each(|k| emit(k, task(k, &pool)));
+        return;
     }
-    let queue = Queue {
-        batch: Mutex::new(Batch {
-            next: 0,
-            end: 0,
-            with: None,
-            stop: false,
-        }),
-        ready: Condvar::new(),
-    };
+    let next = AtomicU64::new(0);
+    let finished = AtomicU64::new(0);
     let (tx, rx) = mpsc::channel();
     std::thread::scope(|s| {
         for _ in 0..jobs {
-            let (tx, queue, f) = (tx.clone(), &queue, &f);
+            let (tx, pool, task, next, finished) = (tx.clone(), &pool, &task, &next, &finished);
             s.spawn(move || {
-                while let Some((k, with)) = queue.take() {
-                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(k, with)));
+                loop {
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    if k >= count {
+                        break;
+                    }
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task(k, pool)));
+                    // The last piece's end stops the helpers, however it ended.
+                    if finished.fetch_add(1, Ordering::AcqRel) + 1 == count {
+                        pool.stop();
+                    }
                     if tx.send((k, r)).is_err() {
+                        pool.stop();
                         return;
                     }
                 }
+                pool.help();
             });
         }
-        // However `work` ends (a panic it resumes included), the threads stop.
-        let _stop = Stop(&queue);
-        work(&mut Batches::Threads {
-            queue: &queue,
-            results: rx,
-        })
-    })
-}
-
-/// Where a batch of [`batches`] runs.
-pub enum Batches<'a, P, R> {
-    /// On the calling thread.
-    Here(&'a (dyn Fn(u64, P) -> R + Sync)),
-    /// On the kept threads, which send back each result with its index.
-    Threads {
-        /// The batch the threads take indices from.
-        queue: &'a Queue<P>,
-        /// Results as they are done, with their index.
-        results: Receiver<(u64, std::thread::Result<R>)>,
-    },
-}
-
-impl<P: Copy + Send, R: Send> Batches<'_, P, R> {
-    /// `f(first, with)`, …, `f(first + count - 1, with)`, in index order; a panic in `f` is
-    /// resumed here.
-    pub fn run(&mut self, first: u64, count: u64, with: P) -> Vec<R> {
-        match self {
-            Batches::Here(f) => (first..first + count).map(|k| f(k, with)).collect(),
-            Batches::Threads { queue, results } => {
-                {
-                    let mut b = queue.lock();
-                    (b.next, b.end, b.with) = (first, first + count, Some(with));
-                }
-                queue.ready.notify_all();
-                let mut done: Vec<(u64, std::thread::Result<R>)> = (0..count)
-                    .map(|_| results.recv().expect("the threads live as long as the batches"))
-                    .collect();
-                done.sort_unstable_by_key(|(k, _)| *k);
-                done.into_iter()
-                    .map(|(_, r)| r.unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-                    .collect()
+        drop(tx);
+        // However the emitting ends (a panic resumed included), the helpers stop.
+        let _stop = StopOnDrop(&pool);
+        let mut waiting = std::collections::BTreeMap::new();
+        let mut due = 0;
+        for (k, r) in rx {
+            waiting.insert(k, r);
+            while let Some(r) = waiting.remove(&due) {
+                emit(due, r.unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
+                due += 1;
             }
         }
-    }
+    });
 }
 
-/// The batch the kept threads of [`batches`] take their indices from.
-pub struct Queue<P> {
-    batch: Mutex<Batch<P>>,
-    /// Signalled when a batch is set or the threads are to stop.
+/// OS threads shared by the drivers of several pieces of work: a driver computes its items
+/// itself, one after another, and while some of the pool's threads wait with nothing to do it
+/// can hand them a batch ([`Pool::run`]). `'env` is what the batches' functions borrow.
+pub struct Pool<'env> {
+    /// How many threads the pool has, drivers included.
+    threads: usize,
+    /// Threads waiting for a batch (also counted in `open`'s lock, read here without it).
+    idle: AtomicUsize,
+    open: Mutex<Open<'env>>,
+    /// Signalled when a batch is opened or the pool stops.
     ready: Condvar,
 }
 
-/// The indices of a batch not yet taken, and its parameter.
-struct Batch<P> {
-    next: u64,
-    end: u64,
-    with: Option<P>,
+/// The batches with items left to take, oldest first, and whether the pool is stopping.
+struct Open<'env> {
+    batches: VecDeque<Arc<dyn Items + 'env>>,
     stop: bool,
 }
 
-impl<P> Queue<P> {
-    fn lock(&self) -> MutexGuard<'_, Batch<P>> {
-        self.batch.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl<P: Copy> Queue<P> {
-    /// The next index to compute and its parameter, waiting for a batch; `None` when the
-    /// threads are to stop.
-    fn take(&self) -> Option<(u64, P)> {
-        let mut b = self.lock();
-        loop {
-            if b.stop {
-                return None;
-            }
-            if b.next < b.end {
-                b.next += 1;
-                return Some((b.next - 1, b.with.expect("a batch has its parameter")));
-            }
-            b = self.ready.wait(b).unwrap_or_else(|e| e.into_inner());
+impl<'env> Pool<'env> {
+    /// A pool of `threads` threads (at least one); its helpers are the caller's to start
+    /// ([`Pool::help`]).
+    fn new(threads: usize) -> Pool<'env> {
+        Pool {
+            threads: threads.max(1),
+            idle: AtomicUsize::new(0),
+            open: Mutex::new(Open {
+                batches: VecDeque::new(),
+                stop: false,
+            }),
+            ready: Condvar::new(),
         }
     }
+
+    /// Runs `work` as the one driver of a pool of `threads` threads (the calling one and
+    /// `threads - 1` helpers, started for all of `work` and stopped after it).
+    pub fn with<T>(threads: usize, work: impl FnOnce(&Pool<'env>) -> T) -> T {
+        let pool = Pool::new(threads);
+        if pool.threads == 1 {
+            return work(&pool);
+        }
+        std::thread::scope(|s| {
+            for _ in 1..pool.threads {
+                s.spawn(|| pool.help());
+            }
+            let _stop = StopOnDrop(&pool);
+            work(&pool)
+        })
+    }
+
+    /// How many threads the pool has, drivers included.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Whether a thread is waiting for a batch now (a hint: it may have taken one since).
+    pub fn has_idle(&self) -> bool {
+        self.idle.load(Ordering::Relaxed) > 0
+    }
+
+    /// `f(first, with)`, …, `f(first + count - 1, with)`, in index order: computed by the
+    /// calling driver and by any of the pool's threads that are free meanwhile. A panic in
+    /// `f` is resumed here once the batch is done.
+    pub fn run<P, R, F>(&self, f: &Arc<F>, first: u64, count: u64, with: P) -> Vec<R>
+    where
+        P: Copy + Send + Sync + 'env,
+        R: Send + 'env,
+        F: Fn(u64, P) -> R + Send + Sync + 'env,
+    {
+        let batch = Arc::new(Batch {
+            f: Arc::clone(f),
+            with,
+            first,
+            end: first + count,
+            next: AtomicU64::new(first),
+            done: Mutex::new(Done {
+                results: (0..count).map(|_| None).collect(),
+                missing: count,
+            }),
+            all_done: Condvar::new(),
+        });
+        let shared: Arc<dyn Items + 'env> = batch.clone();
+        if count > 1 && self.threads > 1 {
+            self.lock().batches.push_back(Arc::clone(&shared));
+            self.ready.notify_all();
+        }
+        while batch.compute_next() {}
+        self.lock().batches.retain(|b| !Arc::ptr_eq(b, &shared));
+        batch.results()
+    }
+
+    /// Computes items of the open batches, oldest first, until the pool stops.
+    fn help(&self) {
+        let mut open = self.lock();
+        loop {
+            if open.stop {
+                return;
+            }
+            match open.batches.front().cloned() {
+                Some(batch) => {
+                    drop(open);
+                    while batch.compute_next() {}
+                    open = self.lock();
+                    open.batches.retain(|b| !Arc::ptr_eq(b, &batch));
+                }
+                None => {
+                    self.idle.fetch_add(1, Ordering::Relaxed);
+                    open = self.ready.wait(open).unwrap_or_else(|e| e.into_inner());
+                    self.idle.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Makes the helpers return once they are done with the item they compute.
+    fn stop(&self) {
+        self.lock().stop = true;
+        self.ready.notify_all();
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Open<'env>> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
-/// Stops the kept threads of [`batches`] when dropped.
-struct Stop<'a, P>(&'a Queue<P>);
+/// Stops a pool's helpers when dropped.
+struct StopOnDrop<'p, 'env>(&'p Pool<'env>);
 
-impl<P> Drop for Stop<'_, P> {
+impl Drop for StopOnDrop<'_, '_> {
     fn drop(&mut self) {
-        self.0.lock().stop = true;
-        self.0.ready.notify_all();
+        self.0.stop();
+    }
+}
+
+/// A batch as its helpers see it, whatever it computes.
+trait Items: Send + Sync {
+    /// Takes the next item and computes it; false when every item was taken.
+    fn compute_next(&self) -> bool;
+}
+
+/// One batch of [`Pool::run`]: its items `first..end`, the next one to take, and the results.
+struct Batch<F, P, R> {
+    f: Arc<F>,
+    with: P,
+    first: u64,
+    end: u64,
+    next: AtomicU64,
+    done: Mutex<Done<R>>,
+    /// Signalled when the last result is in.
+    all_done: Condvar,
+}
+
+/// A batch's results so far, by item, and how many are still being computed or not taken.
+struct Done<R> {
+    results: Vec<Option<std::thread::Result<R>>>,
+    missing: u64,
+}
+
+impl<F, P, R> Items for Batch<F, P, R>
+where
+    F: Fn(u64, P) -> R + Send + Sync,
+    P: Copy + Send + Sync,
+    R: Send,
+{
+    fn compute_next(&self) -> bool {
+        let k = self.next.fetch_add(1, Ordering::Relaxed);
+        if k >= self.end {
+            return false;
+        }
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.f)(k, self.with)));
+        let mut done = self.done.lock().unwrap_or_else(|e| e.into_inner());
+        done.results[(k - self.first) as usize] = Some(r);
+        done.missing -= 1;
+        if done.missing == 0 {
+            self.all_done.notify_all();
+        }
+        true
+    }
+}
+
+impl<F, P, R> Batch<F, P, R> {
+    /// Every result, in order, once the last is in; a panic of an item resumed.
+    fn results(&self) -> Vec<R> {
+        let mut done = self.done.lock().unwrap_or_else(|e| e.into_inner());
+        while done.missing > 0 {
+            done = self.all_done.wait(done).unwrap_or_else(|e| e.into_inner());
+        }
+        std::mem::take(&mut done.results)
+            .into_iter()
+            .map(|r| match r.expect("every item computed") {
+                Ok(r) => r,
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
     }
 }
 
@@ -225,23 +360,61 @@ mod tests {
     }
 
     #[test]
-    fn kept_threads_run_batch_after_batch_and_pass_on_a_panic() {
-        let sums = batches(
-            3,
-            |k, add: u64| k + add,
-            |b| {
-                (0..50)
-                    .map(|i| b.run(i * 10, 10, i).into_iter().sum::<u64>())
-                    .collect::<Vec<_>>()
-            },
-        );
-        let expected: Vec<u64> = (0..50)
-            .map(|i| (i * 10..i * 10 + 10).map(|k| k + i).sum())
-            .collect();
-        assert_eq!(sums, expected);
-        let panicked =
-            std::panic::catch_unwind(|| batches(2, |k, ()| assert_ne!(k, 7, "seven"), |b| b.run(0, 20, ())));
-        assert!(panicked.is_err());
+    fn tasks_come_back_in_order_with_their_batches_helped() {
+        // Task k sums its items 0..10k + k, batch by batch of 10 while a thread is idle.
+        let sum = |k: u64, pool: &Pool<'_>| {
+            let f = Arc::new(move |i: u64, add: u64| i + add);
+            (0..k)
+                .map(|b| {
+                    if pool.has_idle() {
+                        pool.run(&f, b * 10, 10, k).into_iter().sum::<u64>()
+                    } else {
+                        (b * 10..b * 10 + 10).map(|i| i + k).sum()
+                    }
+                })
+                .sum::<u64>()
+        };
+        let expected: Vec<(u64, u64)> = (0..40).map(|k| (k, (0..10 * k).map(|i| i + k).sum())).collect();
+        for jobs in [1, 2, 3, 16] {
+            let mut seen = Vec::new();
+            tasks(jobs, 40, sum, |k, r| seen.push((k, r)));
+            assert_eq!(seen, expected, "{jobs} jobs");
+        }
+    }
+
+    #[test]
+    fn an_idle_thread_computes_items_of_a_drivers_batch() {
+        use std::collections::HashSet;
+        let threads = Mutex::new(HashSet::new());
+        let both = Condvar::new();
+        // Each item waits (10 s at most) until two threads have computed items: only a
+        // helper taking items of the one batch lets that happen.
+        let item = |_, ()| {
+            let mut seen = threads.lock().unwrap();
+            seen.insert(std::thread::current().id());
+            let (seen, _) = both
+                .wait_timeout_while(seen, std::time::Duration::from_secs(10), |s| s.len() < 2)
+                .unwrap();
+            both.notify_all();
+            seen.len()
+        };
+        let f = Arc::new(item);
+        let counts = Pool::with(2, |pool| {
+            while !pool.has_idle() {
+                std::thread::yield_now();
+            }
+            pool.run(&f, 0, 8, ())
+        });
+        assert!(counts.iter().all(|&n| n == 2), "{counts:?}");
+    }
+
+    #[test]
+    fn panics_are_resumed_by_the_driver_and_the_caller() {
+        let f = Arc::new(|k: u64, ()| assert_ne!(k, 7, "seven"));
+        let in_batch = std::panic::catch_unwind(|| Pool::with(2, |pool| pool.run(&f, 0, 20, ())));
+        assert!(in_batch.is_err());
+        let in_task = std::panic::catch_unwind(|| in_order(2, 20, |k| assert_ne!(k, 7, "seven")));
+        assert!(in_task.is_err());
     }
 
     #[test]

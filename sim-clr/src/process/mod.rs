@@ -26,6 +26,7 @@ pub mod shrink;
 pub mod timeline;
 pub mod waitfor;
 
+use crate::parallel::Pool;
 pub use crate::parallel::Shard;
 pub use crate::spec::{
     program, Ending, ExploreSpec, Handlers, Limits, NamedBody, ProcessSpec, Program, SamplerSettings,
@@ -313,10 +314,11 @@ impl Process {
     }
 
     /// Lets explorations under random and PCT schedules run up to `n` schedules at once, each
-    /// on an OS thread of its own (DFS, whose every schedule follows from the one before, and
-    /// isolated runs go one at a time). Reports are the same whatever `n` is: runs are seen
-    /// in schedule order, and a PCT run that started before an earlier run taught PCT a
-    /// longer run is run again. The attached code must keep no state across runs that its
+    /// on an OS thread of its own, the calling one included (DFS, whose every schedule
+    /// follows from the one before, and isolated runs go one at a time). Reports are the same
+    /// whatever `n` is: runs are seen in schedule order, and a PCT run that started before an
+    /// earlier run taught PCT a longer run is run again. To explore several processes side
+    /// by side on one set of threads, see [`Process::explore_in`]. The attached code must keep no state across runs that its
     /// outcome depends on (a [`Loader`] makes each run's afresh).
     pub fn jobs(&mut self, n: usize) -> &mut Process {
         self.jobs = n.max(1);
@@ -474,6 +476,23 @@ impl Process {
         strategy: Strategy,
         schedules: u64,
         seed: u64,
+        progress: impl FnMut(u64, u64),
+    ) -> ExploreReport {
+        Pool::with(self.run_jobs(), |pool| {
+            self.explore_in(pool, strategy, schedules, seed, progress)
+        })
+    }
+
+    /// [`Process::explore`] driven on the calling thread of `pool`, whose threads run batches
+    /// of its schedules while they have nothing else to do ([`crate::parallel::tasks`]
+    /// explores several processes so), whatever [`Process::jobs`] says. The report is the
+    /// same bytes [`Process::explore`] gives.
+    pub fn explore_in<'a>(
+        &'a self,
+        pool: &Pool<'a>,
+        strategy: Strategy,
+        schedules: u64,
+        seed: u64,
         mut progress: impl FnMut(u64, u64),
     ) -> ExploreReport {
         let mut report = ExploreReport {
@@ -490,7 +509,7 @@ impl Process {
         };
         let mut faults = 0;
         let mut kept: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
-        report.exhaustive = self.each_run(strategy, schedules, seed, |index, run| {
+        report.exhaustive = self.each_run(pool, strategy, schedules, seed, |index, run| {
             report.schedules_run += 1;
             *report.outcomes.entry(run.outcome.clone()).or_default() += 1;
             report.stops += run.stops;
@@ -550,23 +569,36 @@ impl Process {
     ) -> (u64, Option<RunReport>) {
         let mut ran = 0;
         let mut failed = None;
-        self.each_run(strategy, schedules, seed, |_, run| {
-            ran += 1;
-            seen(&run);
-            if run.outcome == "ok" {
-                return true;
-            }
-            failed = Some(run);
-            false
+        Pool::with(self.run_jobs(), |pool| {
+            self.each_run(pool, strategy, schedules, seed, |_, run| {
+                ran += 1;
+                seen(&run);
+                if run.outcome == "ok" {
+                    return true;
+                }
+                failed = Some(run);
+                false
+            })
         });
         (ran, failed)
     }
 
+    /// How many threads this process's explorations use: [`Process::jobs`], or one for
+    /// isolated runs.
+    fn run_jobs(&self) -> usize {
+        if self.isolation.is_some() {
+            1
+        } else {
+            self.jobs
+        }
+    }
+
     /// Runs up to `schedules` schedules under `strategy` from `seed` (those of this process's
-    /// shard), each given to `each` with its index until it returns false. True when DFS ran
-    /// every schedule within its bound.
-    fn each_run(
-        &self,
+    /// shard), each given to `each` with its index until it returns false, on the calling
+    /// thread and on `pool`'s idle threads. True when DFS ran every schedule within its bound.
+    fn each_run<'a>(
+        &'a self,
+        pool: &Pool<'a>,
         strategy: Strategy,
         schedules: u64,
         seed: u64,
@@ -593,60 +625,59 @@ impl Process {
             return !dfs.next_run();
         }
         let profiler_threads = self.profiler_threads();
-        // Schedule `i`, its PCT change points spread over `pct_steps` choice points.
-        let schedule = |i: u64, pct_steps: usize| {
-            let run_seed = seed.wrapping_add(i);
+        let threads = self.scenario.threads.len();
+        let shard = self.shard;
+        // This shard's `k`th schedule, its PCT change points spread over `pct_steps` choice
+        // points.
+        let one = Arc::new(move |k: u64, pct_steps: usize| {
+            let run_seed = seed.wrapping_add(shard.index_of(k));
             let result = match strategy {
                 Strategy::Pct(depth) => {
                     let mut rng = Rng::new(run_seed);
-                    self.run_untraced(&mut Pct::new(
-                        &mut rng,
-                        self.scenario.threads.len(),
-                        depth,
-                        pct_steps,
-                    ))
+                    self.run_untraced(&mut Pct::new(&mut rng, threads, depth, pct_steps))
                 }
                 _ => self.run_untraced(&mut Biased::new(Rng::new(run_seed), profiler_threads.clone())),
             };
             result.expect("generated schedules always fit")
-        };
-        let jobs = if self.isolation.is_some() { 1 } else { self.jobs };
+        });
+        // Isolated runs go one at a time, each in its worker process.
+        let may_share = self.isolation.is_none() && pool.threads() > 1;
         let mine = self.shard.count_of(schedules);
-        // This shard's `k`th schedule.
-        let one = |k: u64, pct_steps: usize| schedule(self.shard.index_of(k), pct_steps);
-        crate::parallel::batches(jobs.min(mine as usize), one, |batches| {
-            // PCT learns how many choice points a run has: each run uses the most any run
-            // before it had (at least 64).
-            let mut pct_steps = 64;
-            let mut next = 0;
-            // A batch starts small and doubles while none of its runs teaches PCT a longer
-            // run (which makes the rest of the batch run again), up to a size whose end, where
-            // one thread may wait for the other's last run, costs little beside it.
-            // One job runs one schedule at a time: nothing ever runs again.
-            let (smallest, largest) = match jobs {
-                1 => (1, 1),
-                _ => (8 * jobs as u64, 128 * jobs as u64),
-            };
-            let mut size = smallest;
-            while next < mine {
-                let runs = batches.run(next, (mine - next).min(size), pct_steps);
+        // PCT learns how many choice points a run has: each run uses the most any run before
+        // it had (at least 64).
+        let mut pct_steps = 64;
+        let mut next = 0;
+        // While a thread of the pool is idle, schedules run in batches shared with it. A batch
+        // starts small and doubles while none of its runs teaches PCT a longer run (which
+        // makes the rest of the batch run again), up to a size whose end, where one thread may
+        // wait for the other's last run, costs little beside it. Otherwise the next schedule
+        // runs here, and nothing ever runs again.
+        let smallest = 8 * pool.threads() as u64;
+        let largest = 128 * pool.threads() as u64;
+        let mut size = smallest;
+        while next < mine {
+            let runs = if may_share && mine - next > 1 && pool.has_idle() {
+                let runs = pool.run(&one, next, (mine - next).min(size), pct_steps);
                 size = (2 * size).min(largest);
-                for run in runs {
-                    let index = self.shard.index_of(next);
-                    next += 1;
-                    let learned = pct_steps.max(run.choice_points as usize);
-                    if !each(index, run) {
-                        return false;
-                    }
-                    if learned != pct_steps && matches!(strategy, Strategy::Pct(_)) {
-                        // The rest of the batch ran with fewer: run them again.
-                        pct_steps = learned;
-                        size = smallest;
-                        break;
-                    }
+                runs
+            } else {
+                vec![one(next, pct_steps)]
+            };
+            for run in runs {
+                let index = self.shard.index_of(next);
+                next += 1;
+                let learned = pct_steps.max(run.choice_points as usize);
+                if !each(index, run) {
+                    return false;
+                }
+                if learned != pct_steps && matches!(strategy, Strategy::Pct(_)) {
+                    // The rest of the batch ran with fewer: run them again.
+                    pct_steps = learned;
+                    size = smallest;
+                    break;
                 }
             }
-            false
-        })
+        }
+        false
     }
 }
