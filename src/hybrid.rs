@@ -41,6 +41,39 @@ struct Summary {
     mismatches: Vec<Mismatch>,
 }
 
+/// One random process walked in every mode of its platform.
+struct Walked {
+    /// Its scenario text.
+    text: String,
+    /// How many walks.
+    walks: usize,
+    /// The walks that disagreed with the ground truth: the mode, the first disagreement, and
+    /// the walk beside the ground truth.
+    disagreed: Vec<(&'static str, String, String)>,
+}
+
+/// `stack`'s process, built and walked; an error if it cannot be built.
+fn walked(stack: &fixtures::random_stack::RandomStack) -> Result<Walked, String> {
+    let (text, scenario) = scenario(stack)?;
+    let runtime = scenario.runtime();
+    let modes = Mode::for_platform(runtime.platform());
+    let disagreed = modes
+        .iter()
+        .filter_map(|&mode| {
+            let (problem, listing) = match walk(&runtime, "main", "sampler", mode) {
+                Ok(judged) => (judged.mismatch.clone()?, describe(&runtime, &judged)),
+                Err(e) => (e, String::new()),
+            };
+            Some((mode.as_str(), problem, listing))
+        })
+        .collect();
+    Ok(Walked {
+        text,
+        walks: modes.len(),
+        disagreed,
+    })
+}
+
 /// Walks thread `target` of `file` from native thread `sampler`; exit code 1 on a mismatch.
 pub fn walk_file(file: &Path, target: &str, sampler: &str) -> ExitCode {
     let scenario = match sim_clr::scenario::Scenario::load(file) {
@@ -78,13 +111,15 @@ pub fn walk_file(file: &Path, target: &str, sampler: &str) -> ExitCode {
     }
 }
 
-/// Runs `processes` random processes from `seed` on `platforms` (alternating), writing
-/// reproducers into `out`; exit code 1 on any mismatch, 2 if a process cannot be built. With
-/// a `shard`, every process is generated but only the shard's are walked.
+/// Runs `processes` random processes from `seed` on `platforms` (alternating), `jobs` at
+/// once (the output is the same whatever the number), writing reproducers into `out`; exit
+/// code 1 on any mismatch, 2 if a process cannot be built. With a `shard`, every process is
+/// generated but only the shard's are walked.
 pub fn run(
     processes: usize,
     seed: u64,
     platforms: &[&'static str],
+    jobs: usize,
     json: bool,
     out: &Path,
     shard: Option<Shard>,
@@ -106,54 +141,60 @@ pub fn run(
         walks: 0,
         mismatches: Vec::new(),
     };
-    for n in 0..processes {
-        bar.inc(1);
-        let mut stack = match strategy.new_tree(&mut runner) {
-            Ok(tree) => tree.current(),
-            Err(e) => {
-                eprintln!("error: cannot generate a process: {e}");
-                return ExitCode::from(2);
-            }
-        };
-        if !shard.unwrap_or(Shard::WHOLE).holds(n as u64) {
-            continue;
-        }
-        summary.processes += 1;
-        stack.platform = platforms[n % platforms.len()];
-        let (text, scenario) = match scenario(&stack) {
-            Ok(built) => built,
-            Err(e) => {
-                eprintln!("error: process {n} cannot be built: {e}\n{}", stack.text(None));
-                return ExitCode::from(2);
-            }
-        };
-        let runtime = scenario.runtime();
-        for &mode in Mode::for_platform(runtime.platform()) {
-            summary.walks += 1;
-            let (problem, listing) = match walk(&runtime, "main", "sampler", mode) {
-                Ok(judged) => match &judged.mismatch {
-                    Some(m) => (m.clone(), describe(&runtime, &judged)),
-                    None => continue,
-                },
-                Err(e) => (e, String::new()),
+    let mut n = 0;
+    while n < processes {
+        // The processes are drawn in order, then walked at once.
+        let chunk = (processes - n).min(256);
+        let mut stacks = Vec::with_capacity(chunk);
+        for k in n..n + chunk {
+            let mut stack = match strategy.new_tree(&mut runner) {
+                Ok(tree) => tree.current(),
+                Err(e) => {
+                    eprintln!("error: cannot generate a process: {e}");
+                    return ExitCode::from(2);
+                }
             };
-            let name = mode.as_str();
-            let file = out.join(format!("walk-fuzz-{seed}-{n}-{name}.toml"));
-            let body = format!(
-                "# walk-fuzz --seed {seed}, process {n}, {name} walk: {problem}\n# got | expected\n{}\n{text}",
-                listing.lines().map(|l| format!("# {l}\n")).collect::<String>()
-            );
-            let written = std::fs::create_dir_all(out)
-                .and_then(|()| std::fs::write(&file, body))
-                .is_ok();
-            bar.set_message(format!("{} mismatches", summary.mismatches.len() + 1));
-            summary.mismatches.push(Mismatch {
-                process: n,
-                mode: name,
-                problem,
-                file: written.then(|| file.display().to_string()),
-            });
+            if shard.unwrap_or(Shard::WHOLE).holds(k as u64) {
+                stack.platform = platforms[k % platforms.len()];
+                stacks.push((k, stack));
+            }
         }
+        let walked =
+            sim_clr::parallel::in_order(jobs, stacks.len() as u64, |i| walked(&stacks[i as usize].1));
+        for ((k, stack), walked) in stacks.iter().zip(walked) {
+            let Walked {
+                text,
+                walks,
+                disagreed,
+            } = match walked {
+                Ok(walked) => walked,
+                Err(e) => {
+                    eprintln!("error: process {k} cannot be built: {e}\n{}", stack.text(None));
+                    return ExitCode::from(2);
+                }
+            };
+            summary.processes += 1;
+            summary.walks += walks;
+            for (name, problem, listing) in disagreed {
+                let file = out.join(format!("walk-fuzz-{seed}-{k}-{name}.toml"));
+                let body = format!(
+                    "# walk-fuzz --seed {seed}, process {k}, {name} walk: {problem}\n# got | expected\n{}\n{text}",
+                    listing.lines().map(|l| format!("# {l}\n")).collect::<String>()
+                );
+                let written = std::fs::create_dir_all(out)
+                    .and_then(|()| std::fs::write(&file, body))
+                    .is_ok();
+                bar.set_message(format!("{} mismatches", summary.mismatches.len() + 1));
+                summary.mismatches.push(Mismatch {
+                    process: *k,
+                    mode: name,
+                    problem,
+                    file: written.then(|| file.display().to_string()),
+                });
+            }
+        }
+        bar.inc(chunk as u64);
+        n += chunk;
     }
     bar.finish();
     if json {

@@ -119,7 +119,7 @@ enum Command {
         #[arg(long, default_value = "all")]
         format: String,
         #[command(flatten)]
-        jobs: FunctionJobs,
+        jobs: CheckJobs,
     },
     /// Check the DWARF unwinder against gimli's own rows at every instruction boundary of
     /// every FDE of each ELF file; prints `N boundaries, R refusals, D disagreements`.
@@ -159,6 +159,8 @@ enum Command {
         /// Where reproducer scenarios of mismatches are written.
         #[arg(long, default_value = "walk-fuzz-failures")]
         out: PathBuf,
+        #[command(flatten)]
+        jobs: CheckJobs,
         #[command(flatten)]
         shard: ShardArg,
     },
@@ -392,13 +394,20 @@ struct ShardArg {
     shard: Option<Shard>,
 }
 
-/// How many functions `unwind-fuzz` checks at once.
+/// How many functions (`unwind-fuzz`) or processes (`walk-fuzz`) are checked at once.
 #[derive(clap::Args)]
-struct FunctionJobs {
-    /// Functions checked at once (default: one per core). The output is the same whatever
-    /// the number.
+struct CheckJobs {
+    /// Functions or processes checked at once (default: one per core). The output is the
+    /// same whatever the number.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     jobs: Option<u16>,
+}
+
+impl CheckJobs {
+    /// The number given, or the cores this process may use.
+    fn get(&self) -> usize {
+        self.jobs.map_or_else(explore::cores, usize::from)
+    }
 }
 
 /// The profiler code `explore` and `replay` run in every run.
@@ -622,8 +631,17 @@ fn command() -> ExitCode {
             platform,
             json,
             out,
+            jobs,
             shard,
-        } => hybrid::run(processes, seed, platform.list(), json, &out, shard.shard),
+        } => hybrid::run(
+            processes,
+            seed,
+            platform.list(),
+            jobs.get(),
+            json,
+            &out,
+            shard.shard,
+        ),
         Command::Merge { reports } => merge::run(&reports),
         Command::UnwindFuzz {
             functions,
@@ -641,12 +659,7 @@ fn command() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            unwind_fuzz::run(
-                functions,
-                seed,
-                &formats,
-                jobs.jobs.map_or_else(explore::cores, usize::from),
-            )
+            unwind_fuzz::run(functions, seed, &formats, jobs.get())
         }
     }
 }

@@ -712,9 +712,10 @@ fn inputs_that_are_not_regular_files_are_refused_without_blocking() {
     }
 }
 
-/// `explore --jobs N` runs schedules at once and reports exactly what one at a time does.
+/// `--jobs N` runs schedules (`explore`, `fuzz`), functions (`unwind-fuzz`) and processes
+/// (`walk-fuzz`) at once and reports exactly what one at a time does.
 #[test]
-fn explore_reports_the_same_whatever_the_jobs() {
+fn reports_are_the_same_whatever_the_jobs() {
     let pitfalls = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/pitfalls");
     for (file, strategy) in [
         ("s01-loader-lock.toml", "pct"),
@@ -760,7 +761,16 @@ fn explore_reports_the_same_whatever_the_jobs() {
         out,
     ];
     let unwind = ["unwind-fuzz", "--functions", "60"];
-    for command in [&fuzz[..], &unwind] {
+    let walks = tempdir().join("jobs-walk-fuzz");
+    let walk = [
+        "walk-fuzz",
+        "--processes",
+        "300",
+        "--json",
+        "--out",
+        walks.to_str().unwrap(),
+    ];
+    for command in [&fuzz[..], &unwind, &walk] {
         let one = simclr(&[command, &["--jobs", "1"]].concat());
         assert!(!one.stdout.is_empty(), "{one:?}");
         let three = simclr(&[command, &["--jobs", "3"]].concat());

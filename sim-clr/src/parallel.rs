@@ -87,7 +87,7 @@ pub fn tasks<'env, R: Send>(
 pub struct Pool<'env> {
     /// How many threads the pool has, drivers included.
     threads: usize,
-    /// Threads waiting for a batch (also counted in `open`'s lock, read here without it).
+    /// Threads waiting for a batch: changed under `open`'s lock, read without it.
     idle: AtomicUsize,
     open: Mutex<Open<'env>>,
     /// Signalled when a batch is opened or the pool stops.

@@ -317,9 +317,10 @@ impl Process {
     /// on an OS thread of its own, the calling one included (DFS, whose every schedule
     /// follows from the one before, and isolated runs go one at a time). Reports are the same
     /// whatever `n` is: runs are seen in schedule order, and a PCT run that started before an
-    /// earlier run taught PCT a longer run is run again. To explore several processes side
-    /// by side on one set of threads, see [`Process::explore_in`]. The attached code must keep no state across runs that its
-    /// outcome depends on (a [`Loader`] makes each run's afresh).
+    /// earlier run taught PCT a longer run is run again. The attached code must keep no
+    /// state across runs that its outcome depends on (a [`Loader`] makes each run's afresh).
+    /// To explore several processes side by side on one set of threads, see
+    /// [`Process::explore_in`].
     pub fn jobs(&mut self, n: usize) -> &mut Process {
         self.jobs = n.max(1);
         self
