@@ -280,12 +280,13 @@ fn prepare(file: &Path, options: &Options) -> Result<Exploration, ExitCode> {
     })
 }
 
-/// Explores each of `files` in turn, as its file says and the options override; exit 1 when
-/// the outcomes of any differ from its file's `expect` (or, without one, when any of its
-/// schedules failed). Several files are explored side by side on the `--jobs` threads, each
-/// driven by one thread and helped by the idle ones once no file is left to start
-/// ([`sim_clr::parallel::tasks`]), and reported in the order given: the output is the bytes
-/// that exploring them one after another prints.
+/// Explores each of `files` as it says and the options override; exit 1 when the outcomes of
+/// any differ from its file's `expect` (or, without one, when any of its schedules failed).
+/// Several files are explored side by side on the `--jobs` threads, each driven by one thread
+/// and helped by the idle ones once no file is left to start ([`sim_clr::parallel::tasks`]),
+/// and reported in the order given: each file's report is the bytes that exploring it alone
+/// prints, and a line of totals follows. Every file is read and its process built before the
+/// first run, so a bad file is an error before any exploration.
 pub fn explore(files: &[PathBuf], options: &Options) -> ExitCode {
     if files.len() > 1 && options.shard.is_some() {
         eprintln!(
