@@ -361,6 +361,18 @@ fn explore_side_by_side(all: &[Exploration], options: &Options) -> (Vec<ExploreR
     let bar = Progress::new(all.len() as u64, options.json, "scenarios");
     let mut reports = Vec::with_capacity(all.len());
     let mut mismatches = 0;
+    side_by_side(all, jobs, |e, report| {
+        mismatches += usize::from(e.mismatch(&report, options.shard));
+        reports.push(report);
+        bar.inc(1);
+    });
+    bar.finish();
+    (reports, mismatches)
+}
+
+/// Explores `all` side by side on `jobs` threads ([`sim_clr::parallel::tasks`]) and gives
+/// each exploration's report to `emit`, in order.
+fn side_by_side(all: &[Exploration], jobs: usize, mut emit: impl FnMut(&Exploration, ExploreReport)) {
     sim_clr::parallel::tasks(
         jobs,
         all.len() as u64,
@@ -369,14 +381,8 @@ fn explore_side_by_side(all: &[Exploration], options: &Options) -> (Vec<ExploreR
             e.process
                 .explore_in(pool, e.strategy, e.schedules, e.seed, |_, _| {})
         },
-        |k, report| {
-            mismatches += usize::from(all[k as usize].mismatch(&report, options.shard));
-            reports.push(report);
-            bar.inc(1);
-        },
+        |k, report| emit(&all[k as usize], report),
     );
-    bar.finish();
-    (reports, mismatches)
 }
 
 /// The text form of an exploration.
@@ -569,39 +575,39 @@ pub fn catalog() -> Result<bool, ExitCode> {
             ExitCode::from(2)
         })?;
         let spec = scenario.process.explore.clone();
-        let process = attach(Path::new(&path), scenario, &Profiler::Builtin("reference".into()))?;
-        catalog.push((process, spec));
+        catalog.push(Exploration {
+            process: attach(Path::new(&path), scenario, &Profiler::Builtin("reference".into()))?,
+            file: path.into(),
+            strategy: spec.strategy,
+            schedules: spec.schedules,
+            seed: spec.seed,
+            expect: spec.expect,
+        });
     }
     let width = catalog
         .iter()
-        .map(|(p, _)| p.scenario().name.len())
+        .map(|e| e.process.scenario().name.len())
         .max()
         .unwrap_or(0);
     let bar = Progress::new(catalog.len() as u64, false, "process scenarios");
     let mut mismatches = 0;
-    sim_clr::parallel::tasks(
-        cores(),
-        catalog.len() as u64,
-        |k, pool| {
-            let (process, spec) = &catalog[k as usize];
-            process.explore_in(pool, spec.strategy, spec.schedules, spec.seed, |_, _| {})
-        },
-        |k, report| {
-            let expect = catalog[k as usize].1.expect.as_ref();
-            let ok = expect.is_none_or(|e| report.outcomes.keys().eq(e.iter()));
-            mismatches += usize::from(!ok);
-            let counts: Vec<String> = report.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
-            bar.println(&format!(
-                "{} {:<width$} {:>6} schedules ({}): {}",
-                if ok { "ok  " } else { "FAIL" },
-                report.scenario,
-                report.schedules_run,
-                report.strategy,
-                counts.join(", ")
-            ));
-            bar.inc(1);
-        },
-    );
+    side_by_side(&catalog, cores(), |e, report| {
+        let ok = e
+            .expect
+            .as_ref()
+            .is_none_or(|x| report.outcomes.keys().eq(x.iter()));
+        mismatches += usize::from(!ok);
+        let counts: Vec<String> = report.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        bar.println(&format!(
+            "{} {:<width$} {:>6} schedules ({}): {}",
+            if ok { "ok  " } else { "FAIL" },
+            report.scenario,
+            report.schedules_run,
+            report.strategy,
+            counts.join(", ")
+        ));
+        bar.inc(1);
+    });
     bar.finish();
     outln!(
         "{} process and pitfall scenarios explored, {mismatches} with unexpected outcomes",

@@ -119,7 +119,7 @@ enum Command {
         #[arg(long, default_value = "all")]
         format: String,
         #[command(flatten)]
-        jobs: CheckJobs,
+        jobs: Jobs,
     },
     /// Check the DWARF unwinder against gimli's own rows at every instruction boundary of
     /// every FDE of each ELF file; prints `N boundaries, R refusals, D disagreements`.
@@ -160,7 +160,7 @@ enum Command {
         #[arg(long, default_value = "walk-fuzz-failures")]
         out: PathBuf,
         #[command(flatten)]
-        jobs: CheckJobs,
+        jobs: Jobs,
         #[command(flatten)]
         shard: ShardArg,
     },
@@ -366,13 +366,14 @@ struct HostingArgs {
     run_timeout: f64,
 }
 
-/// How many schedules run at once.
+/// How many threads do the work.
 #[derive(clap::Args)]
 struct Jobs {
-    /// Threads that run schedules (default: one per core). The output is the same whatever
-    /// the number; DFS schedules and a hosted library's run one at a time. `explore` with
-    /// several files gives each thread a file of its own, and lets the threads with no file
-    /// left to start share the schedules of the files still running.
+    /// Threads that do the work (default: one per core); the output is the same whatever
+    /// the number. `explore`, `fuzz` and `mutants` run schedules on them (DFS schedules and
+    /// a hosted library's one at a time; `explore` with several files gives each thread a
+    /// file of its own, the threads with no file left to start sharing the schedules of the
+    /// files still running); `unwind-fuzz` and `walk-fuzz` check functions or processes.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     jobs: Option<u16>,
 }
@@ -392,22 +393,6 @@ struct ShardArg {
     /// shards' `--json` reports into the whole run's.
     #[arg(long, value_name = "I/N", value_parser = str::parse::<Shard>)]
     shard: Option<Shard>,
-}
-
-/// How many functions (`unwind-fuzz`) or processes (`walk-fuzz`) are checked at once.
-#[derive(clap::Args)]
-struct CheckJobs {
-    /// Functions or processes checked at once (default: one per core). The output is the
-    /// same whatever the number.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
-    jobs: Option<u16>,
-}
-
-impl CheckJobs {
-    /// The number given, or the cores this process may use.
-    fn get(&self) -> usize {
-        self.jobs.map_or_else(explore::cores, usize::from)
-    }
 }
 
 /// The profiler code `explore` and `replay` run in every run.

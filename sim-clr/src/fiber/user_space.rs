@@ -204,7 +204,7 @@ struct Donor(usize);
 impl Donor {
     /// A donor from the pool, or a new one.
     fn take() -> Donor {
-        if let Some(donor) = idle(|pool| pool.donors.pop()).or_else(|| pool().donors.pop()) {
+        if let Some(donor) = reuse(|pool| pool.donors.pop()) {
             return donor;
         }
         let (tx, rx) = std::sync::mpsc::channel();
@@ -277,6 +277,11 @@ fn idle<T>(f: impl FnOnce(&mut Pool) -> T) -> T {
     }
 }
 
+/// What `take` takes from this OS thread's idle donors and stacks, else from [`POOL`].
+fn reuse<T>(take: impl Fn(&mut Pool) -> Option<T>) -> Option<T> {
+    idle(&take).or_else(|| take(&mut pool()))
+}
+
 /// The pool of donors and stacks, locked so that no other thread changes it while this one
 /// forks ([`crate::process::fork`]).
 pub(crate) struct PoolHeld(MutexGuard<'static, Pool>);
@@ -330,9 +335,7 @@ extern "C" {
 impl Stack {
     /// A stack from the pool, or a new one.
     fn take() -> Stack {
-        idle(|pool| pool.stacks.pop())
-            .or_else(|| pool().stacks.pop())
-            .unwrap_or_else(Stack::map)
+        reuse(|pool| pool.stacks.pop()).unwrap_or_else(Stack::map)
     }
 
     fn map() -> Stack {
