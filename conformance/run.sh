@@ -57,10 +57,10 @@ done
 # The probes: small profilers that each find out one thing and write it, one line, to the
 # file $PROBE_OUT names; each runs with its own program (Probe.exe does nothing).
 mcs -optimize+ -out:"$bin/Probe.exe" "$root/conformance/programs/Probe.cs" >/dev/null
-for program in AdoptionProbe EventsProbe OsrProbe; do
+for program in AdoptionProbe EventsProbe OsrProbe DestroyedProbe; do
   mcs -optimize+ -out:"$bin/$program.exe" "$root/conformance/programs/$program.cs" >/dev/null
 done
-for probe in runtime_information shutdown interfaces metadata adoption events osr; do
+for probe in runtime_information shutdown interfaces metadata adoption events osr destroyed; do
   cc -shared -fPIC -O1 -Wall -Werror -pthread -o "$bin/libprobe_$probe.so" "$root/conformance/probes/$probe.c"
 done
 
@@ -95,7 +95,7 @@ for version in "${runtimes[@]}"; do
   mkdir -p "$dir" "$results"
   cp "$bin"/* "$dir/"
   case "$version" in 3.*) tfm="netcoreapp${version%.*}" ;; *) tfm="net${version%.*}" ;; esac
-  for program in Sync Cross Crash Runtime Probe AdoptionProbe EventsProbe OsrProbe; do
+  for program in Sync Cross Crash Runtime Probe AdoptionProbe EventsProbe OsrProbe DestroyedProbe; do
     printf '{ "runtimeOptions": { "tfm": "%s", "framework": { "name": "Microsoft.NETCore.App", "version": "%s" } } }\n' \
       "$tfm" "$version" > "$dir/$program.runtimeconfig.json"
   done
@@ -145,6 +145,15 @@ for version in "${runtimes[@]}"; do
   same_line events "$root/conformance/probes/events.expected"
   real_probe osr '{2c0f6a1e-7b3d-4e21-8f5a-11223344bb07}' OsrProbe.exe
   same_line osr "$root/conformance/probes/osr-$version.expected"
+  # `destroyed` (a thread whose ThreadDestroyed returns while the probe's own thread holds a
+  # runtime suspension: listed, GetThreadInfo, walked?) runs with its program on the real
+  # runtime and, hosted, in the process `destroyed.toml` describes (`simclr explore
+  # --profiler`, one schedule): the two lines must be the same.
+  real_probe destroyed '{2c0f6a1e-7b3d-4e21-8f5a-11223344bb08}' DestroyedProbe.exe
+  PROBE_OUT="$results/probe-destroyed.sim" "$target/release/simclr" explore "$root/conformance/probes/destroyed.toml" \
+    --profiler "$dir/libprobe_destroyed.so" --clsid '{2c0f6a1e-7b3d-4e21-8f5a-11223344bb08}' \
+    --runtime "${version%.*}" --schedules 1 >/dev/null || true
+  same_line destroyed "$results/probe-destroyed.sim"
 
   # 5. Recording: each log turned into a scenario by `simclr record`, which must reproduce
   #    every recorded answer ("recorded: N passed, M failed").

@@ -80,10 +80,17 @@ static HRESULT factory_qi(Object *self, const GUID *iid, void **out) {
 static void *factory_slots[5] = {(void *)factory_qi, (void *)add_ref, (void *)release_static, (void *)create_instance, (void *)ignore};
 static Object factory = {factory_slots};
 
+/* C linkage for the exports, in C and in C++. */
+#ifdef __cplusplus
+#define SIMCLR_EXPORT extern "C"
+#else
+#define SIMCLR_EXPORT
+#endif
+
 /* Defines DllGetClassObject for a library of one class, `clsid` (a GUID variable): it hands
  * out `factory` for it and refuses any other CLSID. */
 #define SIMCLR_ONE_CLASS(clsid)                                                            \
-    HRESULT DllGetClassObject(const GUID *requested, const GUID *iid, void **out) {         \
+    SIMCLR_EXPORT HRESULT DllGetClassObject(const GUID *requested, const GUID *iid, void **out) {         \
         if (!same(requested, &(clsid))) {                                                  \
             *out = NULL;                                                                   \
             return CLASS_E_CLASSNOTAVAILABLE;                                              \

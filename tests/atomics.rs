@@ -272,3 +272,47 @@ fn a_spin_nothing_will_end_is_a_livelock() {
         "{message}"
     );
 }
+
+#[test]
+fn two_threads_spinning_on_each_others_flags_are_a_livelock_within_the_idle_budget() {
+    // Each waits for the other to set its flag first: a real livelock. Walks no longer count
+    // as idle steps, polls still do, so it is found after the idle budget as before.
+    let mut p = Process::new(Scenario::parse("poll.toml", POLLERS).unwrap());
+    p.load(Arc::new(|_| {
+        let flags = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
+        let waits_for = |mine: usize| -> ThreadBody {
+            let flags = flags.clone();
+            Arc::new(move |_: &Runtime, _: &SimOs| {
+                // Polled as instrumented native code reports a load ([`Request::Poll`]), a
+                // spin loop without a spin hint.
+                let theirs = &flags[1 - mine];
+                loop {
+                    let seen = theirs.load(SeqCst);
+                    fiber::request(Request::Poll(theirs as *const _ as usize, seen.into()));
+                    if seen {
+                        break;
+                    }
+                }
+                flags[mine].store(true, SeqCst);
+                fiber::request(Request::Atomic(true));
+            })
+        };
+        Loaded {
+            bodies: vec![("spinner".into(), waits_for(0)), ("setter".into(), waits_for(1))],
+            ..Loaded::default()
+        }
+    }));
+    // The steps each strategy's first schedule took before walks stopped counting as idle.
+    for (strategy, before) in [
+        (Strategy::Random, 5_004),
+        (Strategy::Pct(3), 5_049),
+        (Strategy::Dfs(2), 5_002),
+    ] {
+        let (_, failure) = p.first_failure(strategy, 1, 1);
+        let failure = failure.expect("neither flag is ever set");
+        assert_eq!(failure.outcome, "livelock", "{strategy:?}: {failure:?}");
+        let message = failure.fault.unwrap().message;
+        assert!(message.contains("in 5000 steps (`idle_steps`)"), "{message}");
+        assert!(failure.steps <= before, "{strategy:?}: {} steps", failure.steps);
+    }
+}

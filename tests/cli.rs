@@ -113,9 +113,18 @@ fn explore_shows_outcomes_and_how_to_replay_the_first_failure() {
 fn explore_with_inject_fails_calls_as_choices_and_its_replay_line_fails_them_again() {
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/pitfalls/s01-loader-lock.toml");
     let file = file.to_str().unwrap();
-    // Without --inject the reference sampler passes; with it, some call fails somewhere.
-    assert!(simclr(&["explore", file, "--schedules", "100"]).status.success());
-    let out = simclr(&["explore", file, "--schedules", "100", "--inject"]);
+    // The reference sampler survives every failure injection gives; a mutant that leaves a
+    // thread suspended when a call fails passes without --inject, and fails with it.
+    assert!(simclr(&["explore", file, "--schedules", "100", "--inject"])
+        .status
+        .success());
+    let leaky = ["--sampler", "leak-suspend-on-failure"];
+    assert!(
+        simclr(&[&["explore", file, "--schedules", "100"][..], &leaky].concat())
+            .status
+            .success()
+    );
+    let out = simclr(&[&["explore", file, "--schedules", "100", "--inject"][..], &leaky].concat());
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8(out.stdout).unwrap();
     let (kind, _) = text

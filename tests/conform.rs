@@ -651,3 +651,41 @@ fn a_bad_list_of_known_differences_is_an_error() {
         assert!(stderr.contains(message), "{name}: {stderr}");
     }
 }
+
+/// The destroyed probe (`conformance/probes/destroyed.c`), hosted in the process its lane run
+/// is described by, writes the line both real runtimes wrote (`destroyed.expected`): a thread
+/// whose `ThreadDestroyed` has begun is no longer listed by `EnumThreads`, its walk finds no
+/// frame (`E_FAIL`), and `GetThreadInfo` still answers after the callback returned while the
+/// runtime stays suspended. The probe's walk after the callback returned is its own bug:
+/// `walk_of_destroyed_thread`, which the file expects.
+#[test]
+fn the_destroyed_probe_writes_what_both_real_runtimes_wrote() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join("destroyed-probe");
+    let library = fixtures::c_library::build(&root.join("conformance/probes/destroyed.c"), &tmp);
+    let expected = std::fs::read_to_string(root.join("conformance/probes/destroyed.expected")).unwrap();
+    for version in ["3.1", "8.0"] {
+        let out = tmp.join(format!("probe-{version}.sim"));
+        let _ = std::fs::remove_file(&out);
+        let run = Command::new(env!("CARGO_BIN_EXE_simclr"))
+            .args(["explore", "conformance/probes/destroyed.toml", "--profiler"])
+            .arg(&library)
+            .args([
+                "--clsid",
+                "{2c0f6a1e-7b3d-4e21-8f5a-11223344bb08}",
+                "--runtime",
+                version,
+            ])
+            .current_dir(root)
+            .env("PROBE_OUT", &out)
+            .output()
+            .unwrap();
+        let report = String::from_utf8_lossy(&run.stdout);
+        assert!(run.status.success(), "{version}: {report}");
+        assert!(
+            report.contains("walk_of_destroyed_thread   1"),
+            "{version}: {report}"
+        );
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), expected, "{version}");
+    }
+}

@@ -153,7 +153,8 @@ fn os_thread_calls_fail_on_demand_too() {
     let careless = outcomes(&windows_process(rule, false));
     assert!(careless.iter().any(|o| o != "ok"), "{careless:?}");
     assert_eq!(outcomes(&windows_process(rule, true)), ["ok"]);
-    // With injection, SuspendThread, GetThreadContext and ResumeThread are choices too.
+    // With injection, SuspendThread and GetThreadContext are choices too: a failed
+    // GetThreadContext leaves the careless sampler's target suspended for good.
     let mut injected = windows_process("", false);
     injected.inject(true);
     injected.trace_first(100);
@@ -211,4 +212,66 @@ expect = "S_OK"
         "{:#?}",
         report.expectations.failed
     );
+}
+
+#[test]
+fn injection_fails_only_calls_a_real_runtime_can_fail_and_as_it_would() {
+    // Every call a sampler makes, each answer a failure was noted as (API, answer).
+    let seen = Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+    let file = FILE.replace("platform = \"unix\"", "platform = \"windows\"");
+    let mut p = Process::new(Scenario::parse("inject.toml", &file).unwrap());
+    let noted = seen.clone();
+    p.thread_body(
+        "sampler",
+        Arc::new(move |rt: &sim_clr::Runtime, os: &SimOs| {
+            let note = |api: &str, hr: HResult| {
+                if !hr.is_success() {
+                    noted.lock().unwrap().insert((api.to_string(), hr));
+                }
+            };
+            let main = OsThread(rt.thread("main").unwrap().os_id);
+            let id = rt.thread("main").unwrap().id;
+            let managed = rt.thread("main").unwrap().layout.calls.first().unwrap().rip;
+            note("InitializeCurrentThread", rt.initialize_current_thread());
+            if let Err(e) = os.suspend_thread(main) {
+                note("SuspendThread", HResult::E_FAIL);
+                assert_eq!(e, corprof::os::OsError::Injected);
+            } else {
+                if os.get_thread_context(main).is_err() {
+                    note("GetThreadContext", HResult::E_FAIL);
+                }
+                if os.resume_thread(main).is_err() {
+                    note("ResumeThread", HResult::E_FAIL);
+                }
+            }
+            if let Err(hr) = rt.get_function_from_ip(managed) {
+                note("GetFunctionFromIP", hr);
+            }
+            let suspended = rt.suspend_runtime();
+            note("SuspendRuntime", suspended);
+            if let Err(hr) = rt.enum_threads() {
+                note("EnumThreads", hr);
+            }
+            if suspended.is_success() {
+                note("ResumeRuntime", rt.resume_runtime());
+            }
+            let mut ok = |_: &corprof::SnapshotFrame<'_>| HResult::S_OK;
+            note(
+                "DoStackSnapshot",
+                rt.do_stack_snapshot(id, Some(&mut ok), 0, None, 0),
+            );
+        }),
+    )
+    .unwrap();
+    p.inject(true);
+    let report = p.explore(Strategy::Dfs(2), 1_000, 0, |_, _| {});
+    assert!(report.outcomes.contains_key("ok"), "{report:?}");
+    let failed: Vec<(String, HResult)> = seen.lock().unwrap().iter().cloned().collect();
+    let expected: Vec<(String, HResult)> = sim_clr::runtime::INJECTED
+        .iter()
+        .map(|i| (i.api.to_string(), i.hresult))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    assert_eq!(failed, expected);
 }

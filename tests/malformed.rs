@@ -474,3 +474,111 @@ fn several_nested_calls_each_run_at_their_own_callbacks() {
     );
     assert_eq!(failed[0].expected, "a walk reaching frame 1, 9");
 }
+
+/// Words of Rust's and serde's vocabulary, which no message about a file may use: a field is
+/// described in the file's terms (a whole number from 0 to 4294967295, an array, a table).
+const RUST_WORDS: [&str; 21] = [
+    "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize", "f32", "f64",
+    "struct", "enum", "Option", "Vec", "sequence", "newtype", "variant",
+];
+
+/// Whether `message` uses one of [`RUST_WORDS`] as a word.
+fn rust_word_in(message: &str) -> Option<&'static str> {
+    let words: Vec<&str> = message
+        .split(|c: char| !c.is_alphanumeric() && c != '_')
+        .collect();
+    RUST_WORDS.iter().copied().find(|w| words.contains(w))
+}
+
+/// The byte ranges of the values of `line`'s `key = value` pairs: the line's own (`key = …`
+/// up to its end) and, inside inline tables, each up to the next `,` or `}` outside quotes
+/// and brackets.
+fn values_in(line: &str) -> Vec<(usize, usize)> {
+    let bytes = line.as_bytes();
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(at) = line[from..].find(" = ") {
+        let start = from + at + 3;
+        let key_ok = line[..from + at]
+            .chars()
+            .last()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_');
+        let (mut depth, mut quoted, mut end) = (0i32, false, start);
+        while end < bytes.len() {
+            match bytes[end] {
+                b'"' => quoted = !quoted,
+                b'[' | b'{' if !quoted => depth += 1,
+                b']' | b'}' if !quoted && depth == 0 => break,
+                b']' | b'}' if !quoted => depth -= 1,
+                b',' if !quoted && depth == 0 => break,
+                _ => {}
+            }
+            end += 1;
+        }
+        if key_ok && end > start {
+            out.push((start, line[..end].trim_end().len().max(start)));
+        }
+        from = start;
+    }
+    out
+}
+
+#[test]
+fn no_message_names_a_rust_type_whatever_value_a_field_is_given() {
+    // Every `key = value` line of every bundled file, its value replaced by each kind of
+    // value TOML has (and numbers out of every range): each error is in the file's words.
+    let values = [
+        "\"text\"",
+        "-1",
+        "4294967296",
+        "18446744073709551615",
+        "9223372036854775807",
+        "1.5",
+        "true",
+        "[1, 2]",
+        "[\"a\", 3]",
+        "{ x = 1 }",
+        "1979-05-27",
+    ];
+    let files = fixtures::catalog()
+        .iter()
+        .chain(fixtures::process_catalog())
+        .chain(fixtures::pitfall_catalog())
+        .chain(fixtures::walk_catalog());
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for (name, text) in files {
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if line.trim_start().starts_with('#') {
+                continue;
+            }
+            for (start, end) in values_in(line) {
+                for value in values {
+                    let mut edited = lines.clone();
+                    let replaced = format!("{}{value}{}", &line[..start], &line[end..]);
+                    edited[i] = &replaced;
+                    if let Err(e) = Scenario::parse(name, &edited.join("\n")) {
+                        checked += 1;
+                        if let Some(word) = rust_word_in(&e.message) {
+                            wrong.push(format!(
+                                "{word}: field `{}`: {} ({name}:{})",
+                                e.field, e.message, e.line
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // One line per field and message.
+    wrong.sort();
+    wrong.dedup_by(|a, b| a.split(" (").next() == b.split(" (").next());
+    assert!(checked > 1_000, "{checked} errors checked");
+    assert!(
+        wrong.is_empty(),
+        "{} messages name Rust types:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+}

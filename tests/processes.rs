@@ -195,7 +195,7 @@ fn a_walk_after_thread_destroyed_returned_is_a_fault_on_both_paths_before_and_af
                 .get(outcome)
                 .unwrap_or_else(|| panic!("{name}: no {outcome}"))[0];
             let at = |what: &str| traced.trace.iter().position(|e| e.what.contains(what));
-            let returned = at("exit: thread dead").unwrap_or_else(|| panic!("{name}: {outcome}"));
+            let returned = at("thread dead").unwrap_or_else(|| panic!("{name}: {outcome}"));
             let walk = at("DoStackSnapshot main").unwrap_or_else(|| panic!("{name}: {outcome}"));
             assert!(
                 returned < walk,

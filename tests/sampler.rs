@@ -410,3 +410,52 @@ fn an_adopted_native_thread_is_sampled_and_lost_without_thread_created() {
     assert_eq!(run.outcome, "lost_sample", "{run:?}");
     assert!(run.fault.as_ref().unwrap().message.contains("driver"), "{run:?}");
 }
+
+#[test]
+fn a_5000_frame_recursion_sampled_whole_is_not_a_livelock() {
+    // Each walk of main takes a step per frame; a walk makes progress, so the 5,000 steps of
+    // one walk are not idle steps, and every schedule ends `ok` with every sample whole.
+    let s21 = pitfall_text("s21-deep-recursion");
+    let text = s21
+        .replace("repeat = 140", "repeat = 4998")
+        .replace(
+            r#"program = ["spin 4", "loop 20", "call App::Recurse", "end", "spin 4", "loop 160", "return", "end"]"#,
+            r#"program = ["spin 4", "call App::Recurse", "spin 4", "return", "spin 4"]"#,
+        )
+        .replace("[explore]", "[sampler]\nmax_frames = 8192\n\n[explore]");
+    assert_ne!(text, s21);
+    let deep = Scenario::parse("deep.toml", &text).unwrap();
+    let p = process(deep, Variant::REFERENCE).unwrap();
+    for strategy in [Strategy::Random, Strategy::Pct(3), Strategy::Dfs(2)] {
+        let report = p.explore(strategy, 20, 1, |_, _| {});
+        let outcomes: Vec<&String> = report.outcomes.keys().collect();
+        assert_eq!(outcomes, ["ok"], "{strategy:?}: {report:?}");
+        // The 5,000 frames were on the stack at each stop (`deep_stack`), three rounds a run.
+        assert_eq!(
+            report.hazards.get("deep_stack"),
+            Some(&60),
+            "{strategy:?}: {report:?}"
+        );
+    }
+}
+
+#[test]
+fn the_reference_sampler_survives_every_failure_injection_can_give_on_every_pitfall() {
+    // Every call a real runtime or OS can fail at any moment (sim_clr::runtime::INJECTED)
+    // may fail: the sampler retries, skips or marks the sample, never takes a wrong one,
+    // never hangs, never gives a reason the process refutes.
+    let mut differs = Vec::new();
+    for scenario in fixtures::pitfalls().unwrap() {
+        let name = scenario.name.clone();
+        let mut p = process(scenario, Variant::REFERENCE).unwrap();
+        p.inject(true);
+        for (strategy, n) in [(Strategy::Pct(3), 30), (Strategy::Random, 15)] {
+            let report = p.explore(strategy, n, 3, |_, _| {});
+            let outcomes: Vec<&String> = report.outcomes.keys().collect();
+            if outcomes != ["ok"] {
+                differs.push(format!("{name}: {outcomes:?} {:?}", report.first_failure));
+            }
+        }
+    }
+    assert_eq!(differs, Vec::<String>::new());
+}

@@ -53,6 +53,8 @@ hresults! {
     E_FAIL = 0x8000_4005;
     /// An argument is invalid; e.g. unknown `infoFlags` bits (R5).
     E_INVALIDARG = 0x8007_0057;
+    /// Out of memory; e.g. `EnumThreads` could not allocate its enumerator.
+    E_OUTOFMEMORY = 0x8007_000E;
     /// Catastrophic failure; an access violation caught inside the walk (R17, Windows).
     E_UNEXPECTED = 0x8000_FFFF;
     /// `IClassFactory` cannot supply the requested class (`DllGetClassObject`).
@@ -157,6 +159,7 @@ mod tests {
             ("E_POINTER", 0x8000_4003),
             ("E_FAIL", 0x8000_4005),
             ("E_INVALIDARG", 0x8007_0057),
+            ("E_OUTOFMEMORY", 0x8007_000E),
             ("E_UNEXPECTED", 0x8000_FFFF),
             ("CLASS_E_CLASSNOTAVAILABLE", 0x8004_0111),
             ("ERROR_INSUFFICIENT_BUFFER", 0x8007_007A),

@@ -535,6 +535,51 @@ frames = [{ fn = "libblocking.so!work" }]
         }
     }
 
+    /// The cycle of the first run of `p` (random schedules, each from the library's initial
+    /// state) that deadlocks, each link as `(thread, waits for, held by)`.
+    fn first_cycle(p: &Process) -> Vec<(String, String, String)> {
+        let cycle = (0..200).find_map(|seed| {
+            let _one = reset();
+            let run = p.run_untraced(&mut Random(Rng::new(seed))).unwrap();
+            assert!(["ok", "deadlock"].contains(&run.outcome.as_str()), "{run:?}");
+            run.fault.filter(|f| f.kind == "deadlock")
+        });
+        (cycle.expect("a deadlock").cycle.into_iter())
+            .map(|l| (l.thread, l.waits_for, l.held_by))
+            .collect()
+    }
+
+    #[test]
+    fn a_once_routine_in_progress_and_a_taken_semaphore_have_holders_so_cycles_close() {
+        let once: extern "C-unwind" fn() = export(library(), "once_taking_gate");
+        let gate_once: extern "C-unwind" fn() = export(library(), "gate_then_once");
+        let p = process([Arc::new(move || once()), Arc::new(move || gate_once())]);
+        let cycle = first_cycle(&p);
+        assert_eq!(cycle.len(), 2, "{cycle:?}");
+        assert!(
+            cycle
+                .iter()
+                .any(|(t, what, by)| t == "two" && what.starts_with("pthread_once ") && by == "one"),
+            "{cycle:?}"
+        );
+        assert!(
+            cycle
+                .iter()
+                .any(|(t, what, by)| t == "one" && what.starts_with("lock pthread_mutex ") && by == "two"),
+            "{cycle:?}"
+        );
+        let sem_gate: extern "C-unwind" fn() = export(library(), "semaphore_then_gate");
+        let gate_sem: extern "C-unwind" fn() = export(library(), "gate_then_semaphore");
+        let p = process([Arc::new(move || sem_gate()), Arc::new(move || gate_sem())]);
+        let cycle = first_cycle(&p);
+        assert!(
+            cycle
+                .iter()
+                .any(|(t, what, by)| t == "two" && what.starts_with("sem ") && by == "one"),
+            "{cycle:?}"
+        );
+    }
+
     #[test]
     fn clock_nanosleep_poll_gettimeofday_and_time_are_virtual() {
         let nap: extern "C-unwind" fn() -> std::ffi::c_long = export(library(), "nap_with_clocks");
@@ -1365,6 +1410,72 @@ mod production_cxx {
                 && fault.message.contains("ICorProfilerThreadEnum"),
             "{}",
             fault.message
+        );
+    }
+}
+
+/// A C++ sampler that holds its `std::shared_mutex` registry's exclusive lock across
+/// `SuspendRuntime`, while `ObjectAllocated` on an application thread (cooperative mode,
+/// inside the callback: no safe point) takes the shared lock: a deadlock through the
+/// read-write lock, found as one with both edges named, and the lock drawn held.
+mod shared_mutex_cycle {
+    use corprof::com::Guid;
+    use sim_clr::process::{Process, Strategy};
+    use sim_clr::scenario::Scenario;
+    use simclr_host::isolation::Forked;
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    const CLSID: Guid = super::test_class(0x89, 0x01);
+
+    fn process() -> Process {
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/cxx_registry.cpp");
+        let library = fixtures::c_library::build_with(
+            &source,
+            &Path::new(env!("CARGO_TARGET_TMPDIR")).join("c-profilers"),
+            &["-static-libstdc++", "-static-libgcc"],
+        );
+        let text = include_str!("c/cxx_registry.toml");
+        let mut p = Process::new(Scenario::parse("cxx_registry.toml", text).unwrap());
+        let forked = Forked::new(&library, Duration::from_secs(30)).unwrap();
+        p.load(simclr_host::isolated_loader(&library, CLSID, &forked).expect("it hosts"));
+        p.isolate(Arc::new(forked));
+        p
+    }
+
+    #[test]
+    fn is_a_deadlock_with_both_edges_named_never_a_hang() {
+        let p = process();
+        let report = p.explore(Strategy::Pct(3), 200, 1, |_, _| {});
+        let outcomes: Vec<&String> = report.outcomes.keys().collect();
+        assert_eq!(outcomes, ["deadlock", "ok"], "{report:?}");
+        let failure = report.first_failure.expect("a deadlock");
+        let links: Vec<(&str, &str, &str)> = (failure.fault.cycle.iter())
+            .map(|l| (l.thread.as_str(), l.waits_for.as_str(), l.held_by.as_str()))
+            .collect();
+        assert_eq!(links.len(), 2, "{links:?}");
+        assert!(links.contains(&("sampler", "safe point", "main")), "{links:?}");
+        assert!(
+            links
+                .iter()
+                .any(|&(t, what, by)| t == "main" && what.starts_with("pthread_rwlock ") && by == "sampler"),
+            "{links:?}"
+        );
+        // The timeline shows the sampler holding the lock until the end.
+        let schedule = failure.schedule.parse().unwrap();
+        let run = p.replay_timeline(&schedule).unwrap();
+        assert_eq!(run.outcome, "deadlock");
+        let timeline = run.timeline.expect("a timeline");
+        let sampler = timeline.threads.iter().position(|t| t == "sampler").unwrap();
+        let last = timeline.steps.last().unwrap();
+        assert!(
+            last.lanes[sampler]
+                .locks
+                .iter()
+                .any(|l| l.starts_with("pthread_rwlock ")),
+            "{:?}",
+            last.lanes[sampler]
         );
     }
 }

@@ -13,13 +13,20 @@
 //! - `pthread_once` (`std::call_once`): the first caller runs the routine, later ones wait for
 //!   it to end; done is glibc's own value (2), so the C library agrees afterwards;
 //! - `sem_*`: a count; `sem_wait` waits for it to be positive.
+//!
+//! The engine is told who holds each ([`SimOs::cond_holding`]): a read-write lock's writer
+//! or each of its readers, the thread running a once-routine, each thread that took a
+//! semaphore's count and has not posted it. A thread waiting on one waits for them in the
+//! wait-for graph (so a cycle through a `std::shared_mutex` is a deadlock with every link
+//! named), and the timeline shows them holding it.
 
 use super::clocks::{duration_of, simulated_clock, Timespec};
 use super::{
     original, EBUSY, ETIMEDOUT, ONCE, RWLOCK_INIT, RWLOCK_RDLOCK, RWLOCK_TRYRDLOCK, RWLOCK_TRYWRLOCK,
     RWLOCK_UNLOCK, RWLOCK_WRLOCK, SEM_GETVALUE, SEM_INIT, SEM_POST, SEM_TIMEDWAIT, SEM_TRYWAIT, SEM_WAIT,
 };
-use sim_clr::process::{fiber, unobserved, SimOs};
+use sim_clr::process::fiber::{self, Holding};
+use sim_clr::process::{unobserved, SimOs};
 use std::ffi::{c_int, c_uint, c_void};
 use std::time::Duration;
 
@@ -32,8 +39,22 @@ fn cond(os: &SimOs, kind: &str, address: *mut c_void) -> (u32, u64) {
     unobserved(|| os.cond_open(&format!("{kind} {:#x}", address as usize)))
 }
 
-/// Waits, on a simulated thread, until `take` succeeds on the word at `word` (true) or
-/// `timeout` passes (false).
+/// How a take of an object is held: by the taker until it releases it, or (a semaphore) a
+/// count any thread may give back.
+fn took(kind: &str) -> Holding {
+    Holding::Took {
+        any_thread_releases: kind == SEMAPHORE,
+    }
+}
+
+/// Notes that this simulated thread took (or released) the object at `object`.
+fn hold(kind: &str, object: *mut c_void, what: Holding) {
+    let os = SimOs::new();
+    os.cond_holding(cond(&os, kind, object).0, what);
+}
+
+/// Waits, on a simulated thread, until `take` succeeds on the word at `word` (true: the
+/// thread holds the object) or `timeout` passes (false).
 fn wait_for(
     kind: &str,
     object: *mut c_void,
@@ -45,12 +66,22 @@ fn wait_for(
     loop {
         let (id, generation) = cond(&os, kind, object);
         if try_take(word, &take) {
+            os.cond_holding(id, took(kind));
             return true;
         }
         if !os.cond_wait(id, generation, timeout) {
             return false;
         }
     }
+}
+
+/// [`try_take`] of the object at `object`, noting the hold when it succeeds.
+fn try_hold(kind: &str, object: *mut c_void, take: impl Fn(u64) -> Option<u64>) -> bool {
+    let taken = try_take(object.cast(), take);
+    if taken {
+        hold(kind, object, took(kind));
+    }
+    taken
 }
 
 /// Changes the word at `word` as `take` says, if it says so (true); on a simulated thread,
@@ -93,11 +124,10 @@ unsafe fn rwlock(
         // SAFETY: the C library's own function, with the caller's argument.
         return unsafe { original::<LockFn>(slot)(lock) };
     }
-    let word = lock.cast::<u64>();
     if wait {
-        wait_for(RWLOCK, lock, word, Duration::MAX, take);
+        wait_for(RWLOCK, lock, lock.cast(), Duration::MAX, take);
         0
-    } else if try_take(word, take) {
+    } else if try_hold(RWLOCK, lock, take) {
         0
     } else {
         EBUSY
@@ -144,21 +174,24 @@ pub(super) unsafe extern "C-unwind" fn rwlock_trywrlock(lock: *mut c_void) -> c_
 }
 
 pub(super) unsafe extern "C-unwind" fn rwlock_unlock(lock: *mut c_void) -> c_int {
-    // SAFETY: the caller's lock.
-    let released = unsafe {
-        rwlock(lock, &RWLOCK_UNLOCK, false, |word| {
-            Some(if word & WRITER != 0 {
-                0
-            } else {
-                word.saturating_sub(1)
-            })
+    if !fiber::on_fiber() {
+        // SAFETY: the C library's own function, with the caller's argument.
+        return unsafe { original::<LockFn>(&RWLOCK_UNLOCK)(lock) };
+    }
+    let release = |word: u64| {
+        Some(if word & WRITER != 0 {
+            0
+        } else {
+            word.saturating_sub(1)
         })
     };
-    if fiber::on_fiber() {
-        wake(RWLOCK, lock);
-    }
-    released
+    try_take(lock.cast(), release);
+    hold(RWLOCK, lock, Holding::Released);
+    wake(RWLOCK, lock);
+    0
 }
+
+const ONCE_CONTROL: &str = "pthread_once";
 
 /// `pthread_once`'s states: glibc's in-progress and done values.
 const ONCE_RUNNING: u32 = 1;
@@ -176,17 +209,19 @@ pub(super) unsafe extern "C-unwind" fn once(
     let state = control.cast::<u32>();
     let os = SimOs::new();
     loop {
-        let (id, generation) = cond(&os, "pthread_once", control.cast());
+        let (id, generation) = cond(&os, ONCE_CONTROL, control.cast());
         // SAFETY: the caller's pthread_once_t; only this simulated thread runs now.
         match unsafe { state.read_volatile() } & 3 {
             0 => {
                 // SAFETY: as above.
                 unsafe { state.write_volatile(ONCE_RUNNING) };
+                os.cond_holding(id, took(ONCE_CONTROL));
                 // SAFETY: the caller's routine, run once.
                 unsafe { routine() };
                 // SAFETY: as above.
                 unsafe { state.write_volatile(ONCE_DONE) };
-                wake("pthread_once", control.cast());
+                os.cond_holding(id, Holding::Released);
+                wake(ONCE_CONTROL, control.cast());
                 return 0;
             }
             ONCE_RUNNING => {
@@ -236,7 +271,7 @@ pub(super) unsafe extern "C-unwind" fn sem_trywait(sem: *mut c_void) -> c_int {
         // SAFETY: the C library's own function, with the caller's argument.
         return unsafe { original::<LockFn>(&SEM_TRYWAIT)(sem) };
     }
-    if try_take(sem.cast(), sem_take) {
+    if try_hold(SEMAPHORE, sem, sem_take) {
         0
     } else {
         fail(EAGAIN)
@@ -264,6 +299,7 @@ pub(super) unsafe extern "C-unwind" fn sem_post(sem: *mut c_void) -> c_int {
         return unsafe { original::<LockFn>(&SEM_POST)(sem) };
     }
     try_take(sem.cast(), |word| Some((word & u64::from(u32::MAX)) + 1));
+    hold(SEMAPHORE, sem, Holding::Released);
     wake(SEMAPHORE, sem);
     0
 }

@@ -54,12 +54,53 @@ static pthread_rwlock_t shared = PTHREAD_RWLOCK_INITIALIZER;
 static sem_t handoff;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int init_done, init_runs, too_early;
+static pthread_mutex_t gate = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t gated_once = PTHREAD_ONCE_INIT;
+static sem_t binary;
 
 void reset(void) {
     memset(&shared, 0, sizeof shared);
     memset(&handoff, 0, sizeof handoff);
     memset(&once, 0, sizeof once);
+    memset(&gated_once, 0, sizeof gated_once);
+    sem_init(&binary, 0, 1);
     init_done = init_runs = too_early = 0;
+}
+
+/* A once-routine that takes `gate`. */
+static void gated_init(void) {
+    pthread_mutex_lock(&gate);
+    pthread_mutex_unlock(&gate);
+}
+
+/* Runs the gated once-routine (or waits for the thread running it). */
+void once_taking_gate(void) { pthread_once(&gated_once, gated_init); }
+
+/* Holds `gate` across a pthread_once of the same control: while another thread runs the
+   routine, which waits for `gate`, a deadlock through the once-control. */
+void gate_then_once(void) {
+    pthread_mutex_lock(&gate);
+    usleep(10);
+    pthread_once(&gated_once, gated_init);
+    pthread_mutex_unlock(&gate);
+}
+
+/* Takes the binary semaphore, then `gate`. */
+void semaphore_then_gate(void) {
+    sem_wait(&binary);
+    usleep(10);
+    pthread_mutex_lock(&gate);
+    pthread_mutex_unlock(&gate);
+    sem_post(&binary);
+}
+
+/* Takes `gate`, then the binary semaphore: the other order. */
+void gate_then_semaphore(void) {
+    pthread_mutex_lock(&gate);
+    usleep(10);
+    sem_wait(&binary);
+    sem_post(&binary);
+    pthread_mutex_unlock(&gate);
 }
 
 /* Holds a read lock until the other thread posts the semaphore. */

@@ -256,11 +256,11 @@ pub struct MachineCode {
     /// The assembled code (its shape, bytes and offsets).
     pub code: Assembled,
     /// Every instruction boundary, as offsets in order.
-    pub boundaries: Vec<u64>,
+    pub boundaries: Arc<[u64]>,
     /// The states, one per run of boundaries, by offset.
-    pub states: Vec<FrameState>,
+    pub states: Arc<[FrameState]>,
     /// Each state's first offset, in order: the index a lookup searches.
-    state_offsets: Vec<u64>,
+    state_offsets: Arc<[u64]>,
 }
 
 /// The functions [`MachineCode::build_shared`] built, by shape and size, and address for code
@@ -366,7 +366,7 @@ impl MachineCode {
             code,
             boundaries: boundaries.iter().map(|b| b.ip - base).collect(),
             state_offsets: states.iter().map(|s| s.offset).collect(),
-            states,
+            states: states.into(),
         })
     }
 
@@ -396,8 +396,8 @@ impl MachineCode {
     }
 
     /// The same function at `base`, if its code can move ([`Assembled::moved_to`]): its
-    /// states are then relative to its base. Equal to building it there (a property test
-    /// pins it).
+    /// states are then relative to its base, and shared with this one's. Equal to building
+    /// it there (a property test pins it).
     pub fn moved_to(&self, base: u64) -> Option<MachineCode> {
         Some(MachineCode {
             code: self.code.moved_to(base)?,
@@ -567,7 +567,7 @@ mod tests {
         entry[Register::Rsp as usize] = 0x8000;
         for shape in shapes {
             let m = MachineCode::build(&shape, 0x7f10_0000_1000, 0x100).unwrap();
-            for state in &m.states {
+            for state in m.states.iter() {
                 let mut memory = std::collections::BTreeMap::from([(0x8000u64, 0x4242u64)]);
                 for &(d, v) in &state.writes {
                     memory.insert(0x8000u64.wrapping_add_signed(d), v.resolve(&entry));

@@ -50,6 +50,10 @@ const STACK_BYTES: usize = 8 << 20;
 pub enum Request {
     /// A plain scheduling point (every `ProfilerInfo` call makes one).
     Point,
+    /// The scheduling point before a walk's callback for one frame (`DoStackSnapshot` in a
+    /// running process): other threads run between two frames. A walk makes progress with
+    /// each frame, so these steps never count towards a livelock's idle steps.
+    WalkFrame,
     /// An `ICorProfilerInfo` call in a run that injects failures asks whether it fails: the
     /// engine asks its chooser when the thread next runs ([`Reply::Flag`]).
     Fails,
@@ -210,6 +214,10 @@ struct Shared {
     tracing: AtomicBool,
     /// Trace lines the fiber's code left since the engine last took them.
     notes: Mutex<Vec<String>>,
+    /// What the fiber's code did since then to objects waited on through condition variables
+    /// ([`holding`]), and whether there is any.
+    holds: Mutex<Vec<(u32, Holding)>>,
+    held: AtomicBool,
 }
 
 impl Shared {
@@ -218,8 +226,26 @@ impl Shared {
             handoff: carrier::Handoff::new(),
             tracing: AtomicBool::new(false),
             notes: Mutex::new(Vec::new()),
+            holds: Mutex::new(Vec::new()),
+            held: AtomicBool::new(false),
         }
     }
+}
+
+/// What code did to an object whose waiters wait on a condition variable of the process (a
+/// read-write lock, a one-time initialization, a semaphore): the engine keeps its holders,
+/// so a thread waiting on it waits for them in the wait-for graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Holding {
+    /// The thread took it (a read or write lock, the routine started, a count taken);
+    /// `any_thread_releases` when another thread may give it back too (a semaphore's post),
+    /// so a cycle through it is final only once no other thread can run.
+    Took {
+        /// Whether a thread other than the holder may release it.
+        any_thread_releases: bool,
+    },
+    /// The thread gave back one of its holds (a thread that holds none changes nothing).
+    Released,
 }
 
 /// The code of a thread the profiler creates ([`Request::CreateThread`]), run once.
@@ -463,6 +489,14 @@ impl Fiber {
         std::mem::take(&mut *self.shared.notes.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
+    /// What the fiber's code took and released since the last call ([`holding`]), in order.
+    pub fn take_holds(&self) -> Vec<(u32, Holding)> {
+        if !self.shared.held.swap(false, Ordering::AcqRel) {
+            return Vec::new();
+        }
+        std::mem::take(&mut *self.shared.holds.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
     /// Runs the fiber with `reply` until it yields again.
     pub fn resume(&mut self, reply: Reply) -> Yielded {
         let yielded = self.running.resume(&self.shared, reply);
@@ -540,6 +574,12 @@ pub fn point() {
     request(Request::Point);
 }
 
+/// The scheduling point before a walk calls the profiler for one frame ([`Request::WalkFrame`];
+/// a no-op outside a fiber).
+pub fn walk_frame() {
+    request(Request::WalkFrame);
+}
+
 /// Leaves the line `text` makes in the trace of the run, at the thread's current step, when
 /// code on a fiber runs in a run that keeps a trace; otherwise does nothing (and `text` is not
 /// called). Not a scheduling point: the engine takes the lines when the code next yields.
@@ -557,6 +597,28 @@ pub fn note(text: impl FnOnce() -> String) {
                     .unwrap_or_else(|e| e.into_inner())
                     .push(text())
             });
+        }
+    });
+}
+
+/// Notes, for the engine, that the code on this fiber took or released the object condition
+/// variable `cond` stands for ([`Holding`]). Not a scheduling point: the engine applies it
+/// when the code next yields, before another thread runs. A no-op outside a fiber.
+pub fn holding(cond: u32, what: Holding) {
+    if !on_fiber() {
+        return;
+    }
+    CURRENT.with(|c| {
+        if let Some(shared) = c.borrow().as_ref() {
+            // The simulator's allocation, not the profiler's (no heap lock).
+            unobserved(|| {
+                shared
+                    .holds
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((cond, what))
+            });
+            shared.held.store(true, Ordering::Release);
         }
     });
 }

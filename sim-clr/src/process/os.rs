@@ -8,7 +8,7 @@
 
 use super::Ending;
 use crate::code::images::Images;
-use crate::fiber::{create_during_setup, request, NativeSignalHandler, Reply, Request, ThreadStart};
+use crate::fiber::{create_during_setup, request, Holding, NativeSignalHandler, Reply, Request, ThreadStart};
 use corprof::modules::{LoadedModule, Modules};
 use corprof::os::{EventId, MutexId, OsError, OsThread, SignalFlags, Sync, ThreadControl};
 use corprof::Context;
@@ -68,6 +68,15 @@ impl SimOs {
     /// Wakes every thread waiting on condition variable `cond`.
     pub fn cond_notify(&self, cond: u32) {
         ask(Request::CondNotify(cond));
+    }
+
+    /// Notes that the calling thread took or released the object whose waiters wait on
+    /// condition variable `cond` (a read-write lock, a one-time initialization in progress, a
+    /// semaphore): a thread waiting on `cond` then waits for its holders in the wait-for
+    /// graph, so a cycle through it is a `deadlock` naming each link, and the timeline shows
+    /// it held. Not a scheduling point (the take itself was one).
+    pub fn cond_holding(&self, cond: u32, what: Holding) {
+        crate::fiber::holding(cond, what);
     }
 
     /// Waits until the code of `thread` has ended (at once if it has); `NoSuchThread` for a

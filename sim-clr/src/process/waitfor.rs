@@ -13,6 +13,8 @@ pub struct Edge {
     pub to: usize,
     /// What is waited for (`lock heap`, `ResumeThread`, `safe point`, …).
     pub what: String,
+    /// Any thread may end the wait, not only `to` (a `ResumeThread`, a semaphore's post).
+    pub anyone: bool,
 }
 
 /// The most threads a cycle search visits (the graph has one node per simulated thread).
@@ -58,6 +60,7 @@ mod tests {
                 .map(|&to| Edge {
                     to,
                     what: format!("{n}->{to}"),
+                    anyone: false,
                 })
                 .collect()
         }

@@ -233,6 +233,18 @@ pub(crate) struct Entered {
 }
 
 impl Entered {
+    /// The profiler's code for the callback has returned, whenever the thread gets to leave
+    /// its frames: once its `ThreadDestroyed` returned, the thread is dead, its `ThreadID` no
+    /// longer valid (R37), even while it waits out a runtime suspension before it goes on.
+    /// True when that made it dead.
+    pub(crate) fn returned(&self, rt: &Runtime) -> bool {
+        let died = self.context == CallContext::Callback(CallbackKind::ThreadDestroyed);
+        if died {
+            rt.lock().threads[self.index].lifecycle = Lifecycle::Dead;
+        }
+        died
+    }
+
     /// Whether leaving takes the thread from preemptive back to cooperative mode (a callback
     /// raised in preemptive mode on a thread that was running managed code).
     pub(crate) fn returns_to_cooperative(&self, rt: &Runtime) -> bool {

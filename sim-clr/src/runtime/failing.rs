@@ -6,9 +6,10 @@
 //! that answers every call as the model says never takes them. A rule names an API, which of
 //! its calls fail (counted from 1 in each run, over the calls the rule watches), optionally
 //! the only thread whose calls it watches, and the `HRESULT` they return. In a run that
-//! injects failures (`--inject`), every other call asks the run's chooser whether it fails
-//! (`E_FAIL`), a choice kept in the schedule. A failed call does nothing else: it is a
-//! scheduling point and a trace line (marked `injected`), as any call.
+//! injects failures (`--inject`), every other call of a method a real runtime can fail for a
+//! reason outside the profiler's code ([`INJECTED`]) asks the run's chooser whether it fails,
+//! a choice kept in the schedule. A failed call does nothing else: it is a scheduling point
+//! and a trace line (marked `injected`), as any call.
 
 use corprof::HResult;
 
@@ -47,6 +48,56 @@ pub const FAILABLE_APIS: [&str; 30] = [
     "ResumeThread",
     "GetThreadContext",
 ];
+
+/// A failure `--inject` may choose: a call a real runtime (or OS) can fail at any moment for
+/// a reason the calling profiler code does not control, what it fails with, and the evidence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Injected {
+    /// The API (one of [`FAILABLE_APIS`]).
+    pub api: &'static str,
+    /// What the failed call returns (for an OS call: its failure).
+    pub hresult: HResult,
+    /// Why the call can fail so, and where that is seen.
+    pub evidence: &'static str,
+}
+
+/// Every failure `--inject` chooses from. The other calls fail only for what the simulator
+/// models already (a call out of sequence, an argument, the runtime's state: native code for
+/// `GetFunctionFromIP`, no suspension for `ResumeRuntime`), or for no reason ever seen
+/// (`InitializeCurrentThread` always answers `S_OK`; `ResumeThread` of a thread one
+/// suspended): `[[fail]]` rules still fail them on demand.
+pub const INJECTED: [Injected; 5] = [
+    Injected {
+        api: "DoStackSnapshot",
+        hresult: HResult::CORPROF_E_STACKSNAPSHOT_UNSAFE,
+        evidence: "another party holds the target's hijack lock, or the runtime cannot get a safe context for it (R8; ProfToEEInterfaceImpl::DoStackSnapshot, GetSafelyRedirectableThreadContext failing)",
+    },
+    Injected {
+        api: "EnumThreads",
+        hresult: HResult::E_OUTOFMEMORY,
+        evidence: "the enumerator or its list cannot be allocated (ProfToEEInterfaceImpl::EnumThreads: `new (nothrow) ProfilerThreadEnum`, then ProfilerThreadEnum::Init)",
+    },
+    Injected {
+        api: "SuspendRuntime",
+        hresult: HResult::CORPROF_E_SUSPENSION_IN_PROGRESS,
+        evidence: "another suspension (a GC's) is in progress when the call checks (R41; ProfToEEInterfaceImpl::SuspendRuntime)",
+    },
+    Injected {
+        api: "SuspendThread",
+        hresult: HResult::E_FAIL,
+        evidence: "the OS refuses to suspend the thread, as the runtime's own walks allow for (R11.2: Thread::SuspendThread answering STR_Failure)",
+    },
+    Injected {
+        api: "GetThreadContext",
+        hresult: HResult::E_FAIL,
+        evidence: "the OS cannot give the suspended thread's registers, as the runtime's own walks allow for (R13.1)",
+    },
+];
+
+/// The failure `--inject` may choose for a call of `api`, if there is one.
+pub fn injected(api: &str) -> Option<&'static Injected> {
+    INJECTED.iter().find(|i| i.api == api)
+}
 
 /// One rule: calls of `api` that fail.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -469,9 +469,13 @@ impl Runtime {
             let caller = st.caller().thread;
             (st.failing.call(api, caller), st.failing.injecting)
         };
-        let chosen = || match fiber::request(fiber::Request::Fails) {
-            Some(fiber::Reply::Flag(true)) => Some(HResult::E_FAIL),
-            _ => None,
+        // Only a failure a real runtime can give at any moment is a choice (`INJECTED`).
+        let chosen = || {
+            let failure = super::injected(api)?;
+            match fiber::request(fiber::Request::Fails) {
+                Some(fiber::Reply::Flag(true)) => Some(failure.hresult),
+                _ => None,
+            }
         };
         let injected = ruled.or_else(|| if injecting { chosen() } else { None });
         let answer = match injected {

@@ -33,7 +33,7 @@ pub use crate::platform::Platform;
 pub use callbacks::{builtin, CallContext, CallbackKind, UnknownThread};
 pub(crate) use callbacks::{Entered, OBJECT_BASE};
 pub(crate) use callers::Caller;
-pub use failing::{FailRule, FAILABLE_APIS};
+pub use failing::{injected, FailRule, Injected, FAILABLE_APIS, INJECTED};
 pub use notifications::Notification;
 pub(crate) use notifications::Queued;
 pub(crate) use suspension::Suspension;

@@ -49,9 +49,10 @@ impl State {
             .threads
             .iter()
             .filter(|t| {
-                t.is_managed()
-                    && !t.gc_special
-                    && matches!(t.lifecycle, Lifecycle::Alive | Lifecycle::Destroying)
+                // Not once its ThreadDestroyed has begun: observed inside the callback and
+                // after it returned, under SuspendRuntime, on 3.1.23 and 8.0.4 (the lane's
+                // destroyed probe).
+                t.is_managed() && !t.gc_special && t.lifecycle == Lifecycle::Alive
             })
             .map(|t| t.id)
             .collect())

@@ -465,15 +465,7 @@ impl Builder<'_> {
                 function: self.function(m.function.as_ref(), api, ctx)?,
                 frame_info: match &m.frame_info {
                     None => FrameInfoArg::None,
-                    Some(f) => self.choice(
-                        f,
-                        "frame_info",
-                        &[
-                            ("none", FrameInfoArg::None),
-                            ("frame", FrameInfoArg::CurrentFrame),
-                            ("mismatched", FrameInfoArg::Mismatched),
-                        ],
-                    )?,
+                    Some(f) => self.frame_info(f, ctx)?,
                 },
             },
             "GetCurrentThreadID" => ApiCall::GetCurrentThreadId,
@@ -526,6 +518,99 @@ impl Builder<'_> {
                 "expected 0, `self`, `bogus`, a number or a thread name",
             )),
         }
+    }
+
+    /// `GetFunctionInfo2`'s `frame_info`: `"none"`, `"frame"`, `"mismatched"`, or the record
+    /// a callback of an earlier walk received (`{ call = N, callback = K }`).
+    fn frame_info(&self, v: &Spanned<Value>, ctx: &CallCtx) -> Res<FrameInfoArg> {
+        let span = v.span();
+        match v.get_ref() {
+            Value::String(s) => self.choice(
+                &Spanned::new(span, s.clone()),
+                "frame_info",
+                &[
+                    ("none", FrameInfoArg::None),
+                    ("frame", FrameInfoArg::CurrentFrame),
+                    ("mismatched", FrameInfoArg::Mismatched),
+                ],
+            ),
+            Value::Table(table) => {
+                let (call, callback) = self.earlier_callback(table, span, "frame_info", ctx, false)?;
+                Ok(FrameInfoArg::Kept { call, callback })
+            }
+            _ => Err(self.err(
+                span,
+                "frame_info",
+                "expected \"none\", \"frame\", \"mismatched\" or a table { call, callback }",
+            )),
+        }
+    }
+
+    /// `{ call = N, callback = K }` in field `field`: callback K (0-based) of the earlier
+    /// `DoStackSnapshot` call N (1-based), which must hand its callbacks a CONTEXT when
+    /// `contexts`.
+    fn earlier_callback(
+        &self,
+        table: &toml::value::Table,
+        span: Range<usize>,
+        field: &str,
+        ctx: &CallCtx,
+        contexts: bool,
+    ) -> Res<(usize, usize)> {
+        let index = |key: &str, what: &str| -> Res<usize> {
+            let value = table.get(key).ok_or_else(|| {
+                self.err(
+                    span.clone(),
+                    field,
+                    format!("`call` and `callback` go together: `{key}` is missing"),
+                )
+            })?;
+            value
+                .as_integer()
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| {
+                    self.err(
+                        span.clone(),
+                        &format!("{field}.{key}"),
+                        format!("expected {what}"),
+                    )
+                })
+        };
+        if let Some(other) = table.keys().find(|k| !["call", "callback"].contains(&k.as_str())) {
+            return Err(self.err(span, &format!("{field}.{other}"), "not `call` or `callback`"));
+        }
+        let call = index("call", "an earlier call's number (1-based)")?;
+        let callback = index("callback", "a callback index (0-based)")?;
+        self.earlier_walk(call, span, field, ctx, contexts)?;
+        Ok((call, callback))
+    }
+
+    /// Checks that call `call` (1-based) is an earlier `DoStackSnapshot`, one whose callbacks
+    /// get a CONTEXT when `contexts`.
+    fn earlier_walk(
+        &self,
+        call: usize,
+        span: Range<usize>,
+        field: &str,
+        ctx: &CallCtx,
+        contexts: bool,
+    ) -> Res<()> {
+        let walked = call
+            .checked_sub(1)
+            .and_then(|i| ctx.earlier.get(i))
+            .is_some_and(|c| {
+                matches!(&c.action, Action::Api(ApiCall::DoStackSnapshot { flags, .. })
+                    if !contexts || flags & snapshot::REGISTER_CONTEXT != 0)
+            });
+        if walked {
+            return Ok(());
+        }
+        let message = if contexts {
+            format!("call #{call} is not an earlier DoStackSnapshot with flags = [\"REGISTER_CONTEXT\"]: its callbacks get no CONTEXT")
+        } else {
+            format!("call #{call} is not an earlier DoStackSnapshot")
+        };
+        Err(self.err(span, &format!("{field}.call"), message))
     }
 
     fn seed(&self, v: Option<&Spanned<Value>>, ctx: &CallCtx) -> Res<Seed> {
@@ -585,20 +670,7 @@ impl Builder<'_> {
                 let base = match (base_thread, frame, earlier, callback) {
                     (None, None, None, None) => SeedBase::Zero,
                     (None, None, Some(call), Some(callback)) => {
-                        let walked = call
-                            .checked_sub(1)
-                            .and_then(|i| ctx.earlier.get(i))
-                            .is_some_and(|c| {
-                                matches!(&c.action, Action::Api(ApiCall::DoStackSnapshot { flags, .. })
-                                    if flags & snapshot::REGISTER_CONTEXT != 0)
-                            });
-                        if !walked {
-                            return Err(self.err(
-                                span,
-                                "seed.call",
-                                format!("call #{call} is not an earlier DoStackSnapshot with flags = [\"REGISTER_CONTEXT\"]: its callbacks get no CONTEXT"),
-                            ));
-                        }
+                        self.earlier_walk(call, span, "seed", ctx, true)?;
                         SeedBase::Callback { call, callback }
                     }
                     (Some(t), Some(k), None, None) => {

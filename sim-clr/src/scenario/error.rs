@@ -73,13 +73,38 @@ fn reworded(message: &str) -> String {
             .strip_prefix(prefix)
             .and_then(|m| m.rsplit_once(", expected "))
         {
-            return format!("expected {expected}, found {found}");
+            return format!(
+                "expected {}, found {}",
+                in_file_words(expected),
+                in_file_words(found)
+            );
         }
     }
     if message == "number too large to fit in target type" {
         return "the number is too large for this field".into();
     }
     message
+}
+
+/// What serde calls a value or a Rust type, as a scenario file's reader knows it: a range of
+/// whole numbers, an array, a table.
+fn in_file_words(what: &str) -> String {
+    let range = |max: &str| format!("a whole number from 0 to {max}");
+    match what {
+        "u8" => range("255"),
+        "u16" => range("65535"),
+        "u32" => range("4294967295"),
+        // TOML's integers stop at 2^63 - 1.
+        "u64" | "usize" | "u128" => range("9223372036854775807"),
+        "i8" | "i16" | "i32" | "i64" | "i128" | "isize" => "a whole number".into(),
+        "f32" | "f64" => "a number".into(),
+        "a sequence" | "sequence" => "an array".into(),
+        "a map" | "map" => "a table".into(),
+        other => match other.strip_prefix("floating point ") {
+            Some(value) => format!("the number {value}"),
+            None => other.to_string(),
+        },
+    }
 }
 
 /// Maps byte offsets of one source text to lines, and builds errors for it.

@@ -10,6 +10,7 @@ use crate::runtime::snapshot::WalkStart;
 use crate::runtime::{CallContext, CallbackKind, Runtime};
 use crate::thread::{StackEntry, Thread};
 use corprof::{CodeInfo, Context, FrameInfo, FunctionId, HResult, ProfilerInfo, SnapshotFrame, ThreadId};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The most code regions a method has (its hot and cold parts).
 const MAX_CODE_REGIONS: u32 = 2;
@@ -210,8 +211,12 @@ impl Scenario {
                 };
                 // This walk's CONTEXTs, when a later call seeds from them (top-level calls
                 // only: nested ones share their parent's number).
-                let keep = frame.is_none() && captured.wanted(record.index);
-                let mut contexts = Vec::new();
+                let keep = if frame.is_none() {
+                    captured.wanted(record.index)
+                } else {
+                    None
+                };
+                let mut kept = BTreeMap::new();
                 let mut frames = Vec::new();
                 let mut nested_records = Vec::new();
                 let mut index = 0;
@@ -224,8 +229,8 @@ impl Scenario {
                         context_size: f.context_size(),
                         truth_span: None,
                     });
-                    if keep {
-                        contexts.push(f.context.and_then(Context::from_bytes));
+                    if keep.is_some_and(|named| named.contains(&index)) {
+                        kept.insert(index, (f.context.and_then(Context::from_bytes), *f.frame_info));
                     }
                     for (j, (_, call)) in nested
                         .iter()
@@ -258,8 +263,8 @@ impl Scenario {
                     record.walk_start = start.and_then(|s| start_entry(thread, s));
                     align(&mut frames, truth, record.walk_start.unwrap_or(0));
                 }
-                if keep {
-                    captured.keep(record.index, contexts);
+                if keep.is_some() {
+                    captured.keep(record.index, frames.len(), kept);
                 }
                 record.frames = Some(frames);
                 record.nested = nested_records;
@@ -327,6 +332,14 @@ impl Scenario {
                             rt.get_function_info2(id, Some(&mismatched))
                         })
                     }
+                    // The record as the profiler kept it, its walk over: read where it was.
+                    FrameInfoArg::Kept { call, callback } => match captured.callback(*call, *callback) {
+                        Ok((_, kept)) => rt.get_function_info2(id, Some(&kept)),
+                        Err(why) => {
+                            record.skipped = Some(format!("no frame info: {why}"));
+                            return;
+                        }
+                    },
                 };
                 settle(record, result.map(|i| describe_info(&i)))
             }
@@ -395,34 +408,54 @@ impl Scenario {
     }
 }
 
-/// The CONTEXTs earlier walks handed their callbacks, for the later calls that take a seed
-/// from them (`seed = { call, callback }`); only walks some seed names are kept.
+/// What earlier walks handed their callbacks, for the later calls that use it: the CONTEXTs
+/// seeds take (`seed = { call, callback }`) and the frame infos `GetFunctionInfo2` is given
+/// after the walk ended (`frame_info = { call, callback }`). Only the callbacks such a call
+/// names are kept, so a chain of walks each seeded from the one before keeps one CONTEXT per
+/// walk, not one per frame.
 struct Captured {
-    /// Call number → each callback's CONTEXT (`None` when it got none).
-    walks: std::cell::RefCell<std::collections::BTreeMap<usize, Vec<Option<Context>>>>,
-    wanted: std::collections::BTreeSet<usize>,
+    /// Call number → its walk.
+    walks: std::cell::RefCell<BTreeMap<usize, Walked>>,
+    /// Call number → the callbacks later calls name.
+    wanted: BTreeMap<usize, BTreeSet<usize>>,
 }
 
+/// What one snapshot callback received: its CONTEXT (`None` when it got none) and its frame
+/// info.
+type Kept = (Option<Context>, FrameInfo);
+
+/// An earlier walk: how many callbacks it made, and what each one a later call names received.
+type Walked = (usize, BTreeMap<usize, Kept>);
+
 impl Captured {
-    /// Ready for the walks that `calls` (and their nested calls) take seeds from.
+    /// Ready for the walks that `calls` (and their nested calls) name.
     fn for_calls(calls: &[Call]) -> Captured {
-        fn seeds(call: &Call, out: &mut std::collections::BTreeSet<usize>) {
-            if let Action::Api(ApiCall::DoStackSnapshot { seed, nested, .. }) = &call.action {
-                if let Seed::Context {
-                    base: SeedBase::Callback { call, .. },
+        fn named(call: &Call, out: &mut BTreeMap<usize, BTreeSet<usize>>) {
+            match &call.action {
+                Action::Api(ApiCall::DoStackSnapshot { seed, nested, .. }) => {
+                    if let Seed::Context {
+                        base: SeedBase::Callback { call, callback },
+                        ..
+                    } = seed
+                    {
+                        out.entry(*call).or_default().insert(*callback);
+                    }
+                    for (_, inner) in nested {
+                        named(inner, out);
+                    }
+                }
+                Action::Api(ApiCall::GetFunctionInfo2 {
+                    frame_info: FrameInfoArg::Kept { call, callback },
                     ..
-                } = seed
-                {
-                    out.insert(*call);
+                }) => {
+                    out.entry(*call).or_default().insert(*callback);
                 }
-                for (_, inner) in nested {
-                    seeds(inner, out);
-                }
+                _ => {}
             }
         }
-        let mut wanted = std::collections::BTreeSet::new();
+        let mut wanted = BTreeMap::new();
         for call in calls {
-            seeds(call, &mut wanted);
+            named(call, &mut wanted);
         }
         Captured {
             walks: Default::default(),
@@ -430,30 +463,34 @@ impl Captured {
         }
     }
 
-    /// Whether a later seed names call `index`'s walk.
-    fn wanted(&self, index: usize) -> bool {
-        self.wanted.contains(&index)
+    /// The callbacks of call `index`'s walk that later calls name, if any.
+    fn wanted(&self, index: usize) -> Option<&BTreeSet<usize>> {
+        self.wanted.get(&index)
     }
 
-    fn keep(&self, index: usize, contexts: Vec<Option<Context>>) {
-        self.walks.borrow_mut().insert(index, contexts);
+    fn keep(&self, index: usize, callbacks: usize, kept: BTreeMap<usize, Kept>) {
+        self.walks.borrow_mut().insert(index, (callbacks, kept));
+    }
+
+    /// What callback `callback` of call `call` received, or why there is nothing.
+    fn callback(&self, call: usize, callback: usize) -> Result<Kept, String> {
+        let walks = self.walks.borrow();
+        let Some((made, kept)) = walks.get(&call) else {
+            return Err(format!("call #{call} did not walk"));
+        };
+        kept.get(&callback)
+            .cloned()
+            .ok_or_else(|| format!("call #{call} made {made} callback(s), not callback {callback}"))
     }
 
     /// The CONTEXT callback `callback` of call `call` received, or why there is none.
     fn context(&self, call: usize, callback: usize) -> Result<Context, String> {
-        let walks = self.walks.borrow();
-        let Some(contexts) = walks.get(&call) else {
-            return Err(format!("no seed: call #{call} did not walk"));
-        };
-        match contexts.get(callback) {
-            Some(Some(context)) => Ok(context.clone()),
-            Some(None) => Err(format!(
+        match self.callback(call, callback) {
+            Ok((Some(context), _)) => Ok(context),
+            Ok((None, _)) => Err(format!(
                 "no seed: callback {callback} of call #{call} got no CONTEXT"
             )),
-            None => Err(format!(
-                "no seed: call #{call} made {} callback(s), not callback {callback}",
-                contexts.len()
-            )),
+            Err(why) => Err(format!("no seed: {why}")),
         }
     }
 }

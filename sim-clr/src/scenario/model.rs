@@ -212,7 +212,7 @@ pub(crate) struct CallModel {
     pub requested: Option<Spanned<u32>>,
     #[serde(default)]
     pub null_buffer: bool,
-    pub frame_info: Option<Spanned<String>>,
+    pub frame_info: Option<Spanned<Value>>,
     pub mask: Option<Spanned<Value>>,
     pub expect: Option<Spanned<String>>,
     pub expect_frames: Option<Spanned<usize>>,

@@ -259,6 +259,14 @@ pub enum FrameInfoArg {
     CurrentFrame,
     /// A frame info whose `funcID` differs from the function passed.
     Mismatched,
+    /// The frame info callback `callback` (0-based) of the earlier walk `call` (1-based)
+    /// received, kept after that walk ended: a dead stack slot by now (R24).
+    Kept {
+        /// The walk's call number.
+        call: usize,
+        /// The callback's index.
+        callback: usize,
+    },
 }
 
 /// The largest scenario file [`Scenario::load`] reads, in bytes.

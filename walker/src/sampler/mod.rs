@@ -48,7 +48,7 @@ use crate::hybrid::{resolve_with, HybridFrame, HybridOutcome, HybridWalker, Stop
 use crate::images::{ImageError, Images};
 use crate::unwind::{StackBounds, Unwinder};
 use corprof::modules::Modules;
-use corprof::os::{EventId, OsThread, SignalFlags, Sync, ThreadControl};
+use corprof::os::{EventId, OsError, OsThread, SignalFlags, Sync, ThreadControl};
 use corprof::{Context, HResult, ProfilerCallback, ProfilerInfo, ThreadId};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -145,6 +145,9 @@ pub enum Skip {
     OverBudget,
     /// `SuspendThread` or the signal could not reach it (it is exiting).
     Unreachable,
+    /// `SuspendThread` failed for a thread that still exists (the OS refused, as the
+    /// runtime's own walks allow for): nothing was stopped.
+    SuspendFailed,
     /// No usable context: `GetThreadContext` failed, or the stack pointer lay outside its
     /// stack.
     BadContext,
@@ -218,7 +221,7 @@ impl Stats {
             Skip::Unbound => &mut self.unbound,
             Skip::Destroyed => &mut self.destroyed,
             Skip::OverBudget => &mut self.over_budget,
-            Skip::Unreachable => &mut self.stop_failures,
+            Skip::Unreachable | Skip::SuspendFailed => &mut self.stop_failures,
             Skip::BadContext => &mut self.bad_contexts,
             Skip::Canary => &mut self.canary_failures,
             Skip::SignalUnanswered => &mut self.signal_timeouts,
@@ -519,9 +522,12 @@ impl<O: Os> Sampler<O> {
     ) -> Result<HybridOutcome, Skip> {
         let os = &self.os;
         self.watch.begin(os_thread, os.now());
-        if os.suspend_thread(os_thread).is_err() {
+        if let Err(e) = os.suspend_thread(os_thread) {
             self.watch.end(self.config.watchdog.as_ref(), target, os.now());
-            return Err(Skip::Unreachable);
+            return Err(match e {
+                OsError::NoSuchThread | OsError::Terminated => Skip::Unreachable,
+                _ => Skip::SuspendFailed,
+            });
         }
         let bounds = os.stack_bounds(os_thread);
         let Ok(context) = os.get_thread_context(os_thread) else {

@@ -172,6 +172,17 @@ impl Sim {
     }
 }
 
+/// A condition variable of the process.
+struct Cond {
+    name: String,
+    /// How many times it was notified.
+    notified: u64,
+    /// The threads holding the object it stands for, once per hold ([`Holding`]).
+    holders: Vec<usize>,
+    /// Another thread than a holder may release it (a semaphore).
+    any_thread_releases: bool,
+}
+
 /// What a step did.
 enum Done {
     /// The instruction finished; move on.
@@ -192,8 +203,8 @@ pub(crate) struct Run<'p> {
     locks: LockTable,
     events: Vec<bool>,
     event_names: Vec<String>,
-    /// Condition variables: each one's name and how many times it was notified.
-    conds: Vec<(String, u64)>,
+    /// Condition variables, by id.
+    conds: Vec<Cond>,
     /// Threads the profiler's ThreadDestroyed handler marked (`mark_destroyed`).
     marks: Vec<bool>,
     /// Which functions have code, by index: those on a stack as the run starts; a
@@ -207,6 +218,11 @@ pub(crate) struct Run<'p> {
     steps: u64,
     /// The step at which a thread last changed what another can see ([`Run::changed`]).
     changed_at: u64,
+    /// Steps since then that count towards [`super::Limits::idle_steps`]: all but the steps
+    /// of a walk in progress (a walk makes progress frame by frame, and is one call).
+    idle: u64,
+    /// The step just served a walk's frame ([`Request::WalkFrame`]): not an idle step.
+    walk_frame: bool,
     /// Stops of a thread by profiler code, and how many met each hazard (by `Hazard as usize`).
     stops: u64,
     hazards: [u64; Hazard::ALL.len()],
@@ -358,6 +374,8 @@ impl<'p> Run<'p> {
             now: 0,
             steps: 0,
             changed_at: 0,
+            idle: 0,
+            walk_frame: false,
             stops: 0,
             hazards: [0; Hazard::ALL.len()],
             choices: Vec::new(),
@@ -474,7 +492,12 @@ impl<'p> Run<'p> {
             self.th[t].last_step = self.steps;
             self.now += limits.step_us;
             let walks = self.timeline.as_ref().map(|_| self.rt.lock().walks.0);
+            self.walk_frame = false;
+            self.idle += 1;
             self.step(t);
+            if self.walk_frame {
+                self.idle = self.idle.saturating_sub(1);
+            }
             self.raise_queued();
             self.collect_runtime_faults();
             if let Some(walks) = walks {
@@ -502,7 +525,7 @@ impl<'p> Run<'p> {
             } else if self.steps >= limits.max_steps {
                 let message = format!("the run did not end within {} steps", limits.max_steps);
                 self.end(Ending::Livelock.as_str(), message, Vec::new());
-            } else if self.steps - self.changed_at > limits.idle_steps && !self.sleeper_outside() {
+            } else if self.idle > limits.idle_steps && !self.sleeper_outside() {
                 let busy: Vec<&str> = self
                     .th
                     .iter()
@@ -649,7 +672,7 @@ impl<'p> Run<'p> {
             Wait::SuspensionEnd => self.suspension_owner().is_none(),
             Wait::Event(e, deadline) => self.events[e as usize] || deadline <= self.now,
             Wait::Cond(c, generation, deadline) => {
-                self.conds[c as usize].1 != generation || deadline <= self.now
+                self.conds[c as usize].notified != generation || deadline <= self.now
             }
             Wait::Join(x) => self.th[x].status == Status::Done,
             Wait::Change(since) => self.changed_at > since,
@@ -660,6 +683,7 @@ impl<'p> Run<'p> {
     /// livelocked ([`super::Limits::idle_steps`]).
     fn changed(&mut self) {
         self.changed_at = self.steps;
+        self.idle = 0;
     }
 
     /// True when a thread that has not run since the last change waits for a deadline still to
@@ -766,9 +790,18 @@ impl<'p> Run<'p> {
         if matches!(s.status, Status::Done | Status::Frozen) {
             return out;
         }
-        let edge = |to: usize, what: String| Edge { to, what };
+        let edge = |to: usize, what: String| Edge {
+            to,
+            what,
+            anyone: false,
+        };
         if !s.suspenders.is_empty() && !s.suspend_pending {
-            out.extend(s.suspenders.iter().map(|&by| edge(by, RESUME_THREAD.into())));
+            // Any thread may resume a suspended one (a watchdog does).
+            out.extend(s.suspenders.iter().map(|&by| Edge {
+                to: by,
+                what: RESUME_THREAD.into(),
+                anyone: true,
+            }));
         }
         if let Some(Some(by)) = s.stopped_for_walk {
             out.push(edge(by, WALK.into()));
@@ -792,7 +825,18 @@ impl<'p> Run<'p> {
                     .map(|o| edge(o, "safe point".into())),
             ),
             Some(Wait::Join(x)) => out.push(edge(x, "join".into())),
-            Some(Wait::SuspensionEnd | Wait::Event(..) | Wait::Cond(..) | Wait::Change(_)) | None => {}
+            Some(w @ Wait::Cond(c, ..)) => {
+                let cond = &self.conds[c as usize];
+                let mut holders: Vec<usize> = cond.holders.iter().copied().filter(|&h| h != t).collect();
+                holders.sort_unstable();
+                holders.dedup();
+                out.extend(holders.into_iter().map(|h| Edge {
+                    to: h,
+                    what: self.wait_name(w),
+                    anyone: cond.any_thread_releases,
+                }));
+            }
+            Some(Wait::SuspensionEnd | Wait::Event(..) | Wait::Change(_)) | None => {}
         }
         out
     }
@@ -811,10 +855,10 @@ impl<'p> Run<'p> {
     }
 
     /// Whether a thread outside `cycle` may still break it: any thread may `ResumeThread` a
-    /// suspended one (a watchdog does), so a cycle through a suspension is final only once
-    /// every other thread has ended or is stuck too (see [`Run::stuck`]).
+    /// suspended one (a watchdog does) or post a semaphore, so a cycle through such a wait is
+    /// final only once every other thread has ended or is stuck too (see [`Run::stuck`]).
     fn breakable(&self, cycle: &[(usize, Edge)]) -> bool {
-        cycle.iter().any(|(_, e)| e.what == RESUME_THREAD)
+        cycle.iter().any(|(_, e)| e.anyone)
             && (0..self.th.len()).any(|x| {
                 !cycle.iter().any(|(n, _)| *n == x)
                     && !matches!(self.th[x].status, Status::Done | Status::Frozen)
@@ -875,6 +919,7 @@ impl<'p> Run<'p> {
                     Edge {
                         to: t,
                         what: waits_for,
+                        anyone: false,
                     },
                     "nobody".to_string(),
                 ));
@@ -1021,7 +1066,13 @@ impl<'p> Run<'p> {
                 .find_map(|a| a.callback)
                 .map(|k| k.as_str().to_string()),
             signal: s.stack.iter().any(|a| a.signal),
-            locks: self.locks.held(x).map(str::to_string).collect(),
+            locks: (self.locks.held(x).map(str::to_string))
+                .chain(
+                    (self.conds.iter())
+                        .filter(|c| c.holders.contains(&x))
+                        .map(|c| c.name.clone()),
+                )
+                .collect(),
         }
     }
 
@@ -1034,8 +1085,19 @@ impl<'p> Run<'p> {
             Wait::SuspensionEnd => "end of the runtime suspension".into(),
             Wait::Event(e, _) => format!("event {}", self.event_names[e as usize]),
             Wait::Join(x) => format!("join {}", self.th[x].name),
-            Wait::Cond(c, ..) => format!("condition variable {}", self.conds[c as usize].0),
+            Wait::Cond(c, ..) => self.cond_name(c),
             Wait::Change(_) => "a write by another thread (it spins)".into(),
+        }
+    }
+
+    /// How waits on condition variable `c` are named: the object it stands for (a read-write
+    /// lock, a one-time initialization, a semaphore), or the condition variable itself.
+    fn cond_name(&self, c: u32) -> String {
+        let name = &self.conds[c as usize].name;
+        if name.starts_with("pthread_cond") {
+            format!("condition variable {name}")
+        } else {
+            name.clone()
         }
     }
 
@@ -1215,6 +1277,9 @@ impl<'p> Run<'p> {
             self.handler_returned(t);
         }
         if let Some(entered) = act.entered {
+            if entered.returned(&self.rt) {
+                self.note(t, 0, |_| "ThreadDestroyed returned: thread dead".into());
+            }
             let waits = !self.th[t].stack.is_empty()
                 && entered.returns_to_cooperative(&self.rt)
                 && self.suspended_by_other(t);

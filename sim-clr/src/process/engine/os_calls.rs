@@ -4,8 +4,8 @@
 //! A program's step and a fiber's request for the same call go through the same function
 //! here, so both see the same semantics and leave the same trace line.
 
-use super::{Activation, Run, Source, Status, Wait};
-use crate::fiber::{Code, Fiber, Home, Reply, Request, ThreadStart, Yielded};
+use super::{Activation, Cond, Run, Source, Status, Wait};
+use crate::fiber::{Code, Fiber, Holding, Home, Reply, Request, ThreadStart, Yielded};
 use crate::platform::Platform;
 use crate::process::program::LockId;
 use crate::process::schedule::{Chooser, ScheduleError};
@@ -117,6 +117,9 @@ impl Run<'_> {
 
     fn context(&mut self, x: usize) -> Result<Context, OsError> {
         self.os_target(x)?;
+        // GetThreadContext returns only once the thread has really stopped, whether or not it
+        // can then give the registers: a failed call leaves it suspended.
+        self.complete_suspension(x);
         let mut context = {
             let st = self.rt.lock();
             let thread = &st.threads[x];
@@ -128,14 +131,17 @@ impl Run<'_> {
         if self.th[x].rsp_hijacked {
             context.rsp = super::HIJACKED_RSP;
         }
-        // GetThreadContext returns only once the thread has really stopped.
+        Ok(context)
+    }
+
+    /// A pending `SuspendThread` of `x` takes effect (`GetThreadContext` waits for it).
+    fn complete_suspension(&mut self, x: usize) {
         if !self.th[x].suspenders.is_empty() {
             if self.th[x].suspend_pending {
                 self.stopped(x);
             }
             self.th[x].suspend_pending = false;
         }
-        Ok(context)
     }
 
     /// Sends the profiling signal to `x` (Unix): its handler runs at `x`'s next step.
@@ -282,7 +288,8 @@ impl Run<'_> {
         else {
             return Ok(());
         };
-        let os_call = os_call_name(req).is_some() && self.rt.lock().failing.injecting;
+        let os_call = os_call_name(req).is_some_and(|api| crate::runtime::injected(api).is_some())
+            && self.rt.lock().failing.injecting;
         if !matches!(req, Request::Fails) && !os_call {
             return Ok(());
         }
@@ -309,7 +316,13 @@ impl Run<'_> {
         let api = os_call_name(req).unwrap_or("an OS call");
         self.note(t, 0, |_| format!("{api} → failed (injected)"));
         match req {
-            Request::GetContext(_) => Reply::Context(Box::new(Err(OsError::Injected))),
+            Request::GetContext(thread) => {
+                // The suspension it waited for has taken effect all the same.
+                if let Ok(x) = self.by_os_id(*thread) {
+                    self.complete_suspension(x);
+                }
+                Reply::Context(Box::new(Err(OsError::Injected)))
+            }
             _ => Reply::Count(Err(OsError::Injected)),
         }
     }
@@ -374,19 +387,27 @@ impl Run<'_> {
             return;
         }
         let tracing = self.tracing;
-        let (yielded, notes) = self.with_caller(t, callback, |run| match run.th[t].stack.last_mut() {
+        let (yielded, holds, notes) = self.with_caller(t, callback, |run| match run.th[t].stack.last_mut() {
             Some(Activation {
                 source: Source::Fiber { fiber, .. },
                 ..
             }) => {
                 fiber.set_tracing(tracing);
                 let yielded = fiber.resume(reply);
-                (yielded, if tracing { fiber.take_notes() } else { Vec::new() })
+                let holds = fiber.take_holds();
+                (
+                    yielded,
+                    holds,
+                    if tracing { fiber.take_notes() } else { Vec::new() },
+                )
             }
             _ => unreachable!("the activation is still a fiber"),
         });
         for text in notes {
             self.note(t, 0, |_| text);
+        }
+        for (c, what) in holds {
+            self.cond_holding(t, c, what);
         }
         // Rust code may have suspended or resumed the runtime.
         self.sync_parked();
@@ -452,6 +473,10 @@ impl Run<'_> {
             // A runtime API call: a native thread's first one does the per-thread setup.
             Request::Point => {
                 self.thread_setup(t)?;
+                Reply::Done
+            }
+            Request::WalkFrame => {
+                self.walk_frame = true;
                 Reply::Done
             }
             Request::SafePoints => {
@@ -575,21 +600,30 @@ impl Run<'_> {
                 self.timed_wait(t, *timeout, set, |deadline| Wait::Event(e.0, deadline))?
             }
             Request::CondOpen(name) => {
-                let c = self.conds.iter().position(|(n, _)| n == name).unwrap_or_else(|| {
-                    self.conds.push((name.clone(), 0));
-                    self.conds.len() - 1
-                });
-                Reply::Cond(c as u32, self.conds[c].1)
+                let c = self
+                    .conds
+                    .iter()
+                    .position(|c| c.name == *name)
+                    .unwrap_or_else(|| {
+                        self.conds.push(Cond {
+                            name: name.clone(),
+                            notified: 0,
+                            holders: Vec::new(),
+                            any_thread_releases: false,
+                        });
+                        self.conds.len() - 1
+                    });
+                Reply::Cond(c as u32, self.conds[c].notified)
             }
             Request::CondWait(c, generation, timeout) => {
-                let notified = self.conds[*c as usize].1 != *generation;
+                let notified = self.conds[*c as usize].notified != *generation;
                 self.timed_wait(t, *timeout, notified, |deadline| {
                     Wait::Cond(*c, *generation, deadline)
                 })?
             }
             Request::CondNotify(c) => {
-                self.conds[*c as usize].1 += 1;
-                self.note(t, 0, |run| format!("notify {}", run.conds[*c as usize].0));
+                self.conds[*c as usize].notified += 1;
+                self.note(t, 0, |run| format!("notify {}", run.conds[*c as usize].name));
                 Reply::Done
             }
             Request::Sleep(d) => {
@@ -690,6 +724,24 @@ pub(super) fn fiber_source(fiber: Fiber) -> Source {
 }
 
 impl Run<'_> {
+    /// Thread `t`'s code took or released the object condition variable `c` stands for.
+    fn cond_holding(&mut self, t: usize, c: u32, what: Holding) {
+        let Some(cond) = self.conds.get_mut(c as usize) else {
+            return;
+        };
+        match what {
+            Holding::Took { any_thread_releases } => {
+                cond.holders.push(t);
+                cond.any_thread_releases |= any_thread_releases;
+            }
+            Holding::Released => {
+                if let Some(i) = cond.holders.iter().position(|&h| h == t) {
+                    cond.holders.remove(i);
+                }
+            }
+        }
+    }
+
     /// A timed wait of `t`'s fiber: `Flag(true)` once `woken`, `Flag(false)` once its
     /// deadline passed (`timeout` after the wait's first attempt), else the wait `until` the
     /// deadline.

@@ -706,14 +706,28 @@ impl Run<'_> {
         let managed = self.rt.lock().threads[t].is_managed();
         match phase {
             0 if managed => {
+                // Its managed code returns first: from a P/Invoke that means back through
+                // cooperative mode, which waits out another thread's runtime suspension as
+                // `pinvoke_return` does (a walk under SuspendRuntime may be reading those
+                // frames).
+                if self.above_thread_start(t) > 0 {
+                    if let Some(wait) =
+                        self.waits_to_enter_managed_code(t, line, "exit: returns through managed code")
+                    {
+                        return wait;
+                    }
+                }
                 self.note(t, line, |_| "exit".into());
                 self.return_to_thread_start(t);
                 self.raise(t, CallbackKind::ThreadDestroyed);
                 Done::Again
             }
             1 if managed => {
-                self.rt.lock().threads[t].lifecycle = Lifecycle::Dead;
-                self.note(t, line, |_| "exit: thread dead".into());
+                // Dead already once a ThreadDestroyed the profiler was told of returned.
+                let was = std::mem::replace(&mut self.rt.lock().threads[t].lifecycle, Lifecycle::Dead);
+                if was != Lifecycle::Dead {
+                    self.note(t, line, |_| "exit: thread dead".into());
+                }
                 Done::Again
             }
             _ => {
@@ -730,24 +744,30 @@ impl Run<'_> {
 }
 
 impl Run<'_> {
-    /// A thread exits once its managed code has returned: the runtime raises
-    /// `ThreadDestroyed` from its thread teardown with only the native frames that started the
-    /// thread left on the stack (so no managed frame sits above a preemptive thread's Frame
-    /// chain, as in the real runtime). A stack with no native root keeps its last entry.
-    fn return_to_thread_start(&mut self, t: usize) {
-        let mut st = self.rt.lock();
-        let st = &mut *st;
+    /// How many leaf entries of `t`'s stack its exit cuts: everything above the native frames
+    /// that started it (0 when it has no managed frame or Frame, or nothing below one).
+    fn above_thread_start(&self, t: usize) -> usize {
+        let st = self.rt.lock();
         let stack = &st.threads[t].stack;
         if stack.len() < 2 {
-            return;
+            return 0;
         }
         let managed = stack.iter().rposition(|e| match e {
             StackEntry::Frame(_) => true,
             StackEntry::Call { function, .. } => st.code.function(*function).kind.is_managed(),
         });
-        let keep_from = managed.map_or(0, |i| (i + 1).min(stack.len() - 1));
-        if keep_from > 0 {
-            st.threads[t].stack.pop_leaves(keep_from);
+        managed.map_or(0, |i| (i + 1).min(stack.len() - 1))
+    }
+
+    /// A thread exits once its managed code has returned: the runtime raises
+    /// `ThreadDestroyed` from its thread teardown with only the native frames that started the
+    /// thread left on the stack (so no managed frame sits above a preemptive thread's Frame
+    /// chain, as in the real runtime). A stack with no native root keeps its last entry.
+    fn return_to_thread_start(&mut self, t: usize) {
+        let cut = self.above_thread_start(t);
+        if cut > 0 {
+            let mut st = self.rt.lock();
+            st.threads[t].stack.pop_leaves(cut);
             st.relayout(t);
         }
     }

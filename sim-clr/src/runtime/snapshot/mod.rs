@@ -361,7 +361,7 @@ fn deliver(
     let paced = crate::fiber::on_fiber();
     let mut cb = |frame: &SnapshotFrame<'_>| {
         if paced {
-            crate::fiber::point();
+            crate::fiber::walk_frame();
         }
         cb(frame)
     };
