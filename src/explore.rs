@@ -16,7 +16,7 @@ use std::process::ExitCode;
 
 /// What the command line overrides of the file's `[explore]` table.
 pub struct Options {
-    /// `random`, `pct` or `dfs`.
+    /// `random`, `pct`, `dfs` or `cover`.
     pub strategy: Option<String>,
     /// PCT depth or DFS preemption bound.
     pub depth: Option<u32>,
@@ -214,9 +214,10 @@ impl Exploration {
     /// ones is a mismatch, an expected one it did not meet may be another shard's.
     fn mismatch(&self, report: &ExploreReport, shard: Option<Shard>) -> bool {
         match (&self.expect, shard) {
-            (Some(expect), None) => !report.outcomes.keys().eq(expect.iter()),
+            (Some(expect), None) => !report.found().into_iter().eq(expect.iter().map(String::as_str)),
             (Some(expect), Some(_)) => report.outcomes.keys().any(|o| !expect.contains(o)),
-            (None, _) => report.first_failure.is_some(),
+            (None, None) => report.first_failure.is_some() || !report.unmet.is_empty(),
+            (None, Some(_)) => report.first_failure.is_some(),
         }
     }
 }
@@ -240,7 +241,12 @@ fn prepare(file: &Path, options: &Options) -> Result<Exploration, ExitCode> {
         Some("random") => Strategy::Random,
         Some("pct") => Strategy::Pct(depth.unwrap_or(3).max(1)),
         Some("dfs") => Strategy::Dfs(depth.unwrap_or(2)),
-        Some(other) => return Err(fail(format!("unknown strategy `{other}` (random, pct or dfs)"))),
+        Some("cover") => Strategy::Cover,
+        Some(other) => {
+            return Err(fail(format!(
+                "unknown strategy `{other}` (random, pct, dfs or cover)"
+            )))
+        }
     };
     if options.schedules == Some(0) {
         return Err(fail("--schedules must be at least 1".into()));
@@ -259,7 +265,7 @@ fn prepare(file: &Path, options: &Options) -> Result<Exploration, ExitCode> {
     if let Some(shard) = options.shard {
         if strategy != Strategy::Random {
             return Err(fail(
-                "--shard splits random schedules only (`--strategy random`): each PCT schedule learns its length from the ones before it, and each DFS schedule follows from the one before".into(),
+                "--shard splits random schedules only (`--strategy random`): each PCT schedule learns its length from the ones before it, each DFS schedule follows from the one before, and each cover schedule steers by what the ones before it reached".into(),
             ));
         }
         if options.trace_first > 0 {
@@ -418,13 +424,12 @@ pub fn render(
         };
         writeln!(out, "{} stops of a thread; hazards met: {met}", report.stops).unwrap();
     }
+    crate::reached::render(&mut out, &report.coverage);
+    for (outcome, why) in &report.unmet {
+        writeln!(out, "outcome {outcome}: {why}").unwrap();
+    }
     if let Some(expect) = expect {
-        let found: Vec<&String> = report.outcomes.keys().collect();
-        let verdict = if found
-            .iter()
-            .map(|s| s.as_str())
-            .eq(expect.iter().map(|s| s.as_str()))
-        {
+        let verdict = if report.found().into_iter().eq(expect.iter().map(|s| s.as_str())) {
             "as expected"
         } else {
             "MISMATCH"
@@ -592,12 +597,11 @@ pub fn catalog() -> Result<bool, ExitCode> {
     let bar = Progress::new(catalog.len() as u64, false, "process scenarios");
     let mut mismatches = 0;
     side_by_side(&catalog, cores(), |e, report| {
-        let ok = e
-            .expect
-            .as_ref()
-            .is_none_or(|x| report.outcomes.keys().eq(x.iter()));
+        let ok = !e.mismatch(&report, None);
         mismatches += usize::from(!ok);
-        let counts: Vec<String> = report.outcomes.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let counts: Vec<String> = (report.outcomes.iter().map(|(k, v)| format!("{k} {v}")))
+            .chain(report.unmet.keys().cloned())
+            .collect();
         bar.println(&format!(
             "{} {:<width$} {:>6} schedules ({}): {}",
             if ok { "ok  " } else { "FAIL" },

@@ -2,7 +2,7 @@
 //! is shrunk and written out as a scenario file with the schedule that replays it.
 
 use crate::explore::{chosen, replay_command};
-use crate::out::outln;
+use crate::out::{out, outln};
 use crate::progress::Progress;
 use fixtures::fuzz::{fuzz, Failure, Options};
 use sim_clr::process::Shard;
@@ -95,6 +95,7 @@ pub fn run(budget: &Budget, sampler: &str, json: bool, out: &Path) -> ExitCode {
             failures: Vec<Written<'a>>,
             stops: u64,
             hazards: &'a [fixtures::hazards::HazardCount],
+            coverage: &'a sim_clr::coverage::Coverage,
         }
         #[derive(serde::Serialize)]
         struct Written<'a> {
@@ -123,6 +124,7 @@ pub fn run(budget: &Budget, sampler: &str, json: bool, out: &Path) -> ExitCode {
             failures,
             stops: report.hazards.stops,
             hazards: &report.hazards.hazards,
+            coverage: &report.coverage,
         };
         if let Err(code) = crate::merge::print_shard(&summary, shard) {
             return code;
@@ -154,6 +156,9 @@ pub fn run(budget: &Budget, sampler: &str, json: bool, out: &Path) -> ExitCode {
                 h.stops
             );
         }
+        let mut reached = String::new();
+        crate::reached::render(&mut reached, &report.coverage);
+        out!("{reached}");
         let share = shard.map(|s| format!(", shard {s}")).unwrap_or_default();
         outln!(
             "{} processes, {} schedules, {} failures (sampler {sampler}, seed {seed}{share})",

@@ -35,6 +35,8 @@ mod mutants;
 mod out;
 mod own;
 mod progress;
+mod reach;
+mod reached;
 mod record;
 mod sample_rates;
 mod timeline;
@@ -174,7 +176,7 @@ enum Command {
         /// How many schedules at most (default: the file's `[explore]`, else 1000).
         #[arg(long)]
         schedules: Option<u64>,
-        /// `random`, `pct` or `dfs` (default: the file's, else `pct`).
+        /// `random`, `pct`, `dfs` or `cover` (steered towards the windows earlier runs missed; default: the file's, else `pct`).
         #[arg(long)]
         strategy: Option<String>,
         /// PCT's bug depth, or DFS's preemption bound.
@@ -240,6 +242,23 @@ enum Command {
         json: bool,
         #[command(flatten)]
         jobs: Jobs,
+    },
+    /// For each pitfall (or each file given), how many schedules random, PCT and cover
+    /// schedules need until their runs have reached every window the story can reach (the
+    /// windows any of them reached within `--schedules`), with the reference sampler; exit 1
+    /// when a strategy missed a window a file's `[explore] reach` names.
+    Reach {
+        /// Process scenarios (default: every bundled pitfall).
+        files: Vec<PathBuf>,
+        /// Schedules per strategy.
+        #[arg(long, default_value_t = 1000)]
+        schedules: u64,
+        /// The first seed (run i uses seed + i).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Print one JSON document (docs/json-output.md).
+        #[arg(long)]
+        json: bool,
     },
     /// Count how often the reference sampler samples in each pitfall scenario under random and
     /// PCT schedules (a scenario whose schedules rarely let it sample checks little); exit 1
@@ -581,6 +600,12 @@ fn command() -> ExitCode {
             min,
             json,
         } => sample_rates::run(runs, seed, min, json),
+        Command::Reach {
+            files,
+            schedules,
+            seed,
+            json,
+        } => reach::run(&files, schedules, seed, json),
         Command::Fuzz {
             processes,
             schedules,

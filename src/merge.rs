@@ -28,6 +28,11 @@ enum Rule {
     Earliest(&'static str),
     /// Arrays of rows in one fixed order, named by this key: the rows' numbers add up.
     SumRows(&'static str),
+    /// An exploration's coverage ([`sim_clr::coverage::Coverage`]): every count adds up.
+    Coverage,
+    /// What an exploration as a whole failed to reach: worked out from the merged coverage
+    /// and `reach` (shards leave it empty).
+    Unmet,
 }
 
 /// A kind of report: its name and its keys, in the order it prints them.
@@ -49,6 +54,9 @@ const KINDS: [Kind; 3] = [
             ("outcomes", Rule::SumEach),
             ("stops", Rule::Sum),
             ("hazards", Rule::SumEach),
+            ("reach", Rule::Same),
+            ("coverage", Rule::Coverage),
+            ("unmet", Rule::Unmet),
             ("first_failure", Rule::Earliest("index")),
         ],
     },
@@ -64,6 +72,7 @@ const KINDS: [Kind; 3] = [
             ("failures", Rule::Join("process")),
             ("stops", Rule::Sum),
             ("hazards", Rule::SumRows("hazard")),
+            ("coverage", Rule::Coverage),
         ],
     },
     Kind {
@@ -178,11 +187,25 @@ fn merge(shards: &[Map<String, Value>]) -> Result<Value, String> {
     }
     let mut merged = Map::new();
     for &(key, rule) in kind.keys {
-        let values: Vec<&Value> = shards.iter().map(|s| &s[key]).collect();
-        let value = combine(rule, &values).map_err(|e| format!("`{key}`: {e}"))?;
+        let value = match rule {
+            Rule::Unmet => unmet(&merged)?,
+            _ => {
+                let values: Vec<&Value> = shards.iter().map(|s| &s[key]).collect();
+                combine(rule, &values).map_err(|e| format!("`{key}`: {e}"))?
+            }
+        };
         merged.insert(key.to_string(), value);
     }
     Ok(Value::Object(merged))
+}
+
+/// An exploration's `unmet`, from its merged `coverage` and its `reach`.
+fn unmet(merged: &Map<String, Value>) -> Result<Value, String> {
+    let coverage: sim_clr::coverage::Coverage =
+        serde_json::from_value(merged["coverage"].clone()).map_err(|e| format!("`coverage`: {e}"))?;
+    let reach: Vec<String> =
+        serde_json::from_value(merged["reach"].clone()).map_err(|e| format!("`reach`: {e}"))?;
+    serde_json::to_value(coverage.unmet(&reach)).map_err(|e| e.to_string())
 }
 
 /// One key's value in the whole run's report.
@@ -237,6 +260,16 @@ fn combine(rule: Rule, values: &[&Value]) -> Result<Value, String> {
             }
             Ok(best.map_or(Value::Null, |(_, v)| v.clone()))
         }
+        Rule::Coverage => {
+            let mut total = sim_clr::coverage::Coverage::default();
+            for v in values {
+                let shard: sim_clr::coverage::Coverage =
+                    serde_json::from_value((*v).clone()).map_err(|e| e.to_string())?;
+                total.merge(&shard);
+            }
+            serde_json::to_value(total).map_err(|e| e.to_string())
+        }
+        Rule::Unmet => Err("worked out after the other keys".into()),
         Rule::SumRows(name) => {
             let rows = |v: &Value| {
                 v.as_array()

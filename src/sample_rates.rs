@@ -57,8 +57,15 @@ pub fn run(runs: u64, seed: u64, min: u64, json: bool) -> ExitCode {
 /// One exploration's line, its scenario's name padded to `width`.
 fn line(r: &Rate, min: u64, width: usize) -> String {
     let mark = if r.samples < min { "FEW" } else { "   " };
+    let windows = &r.coverage.windows;
+    let reached = windows.values().filter(|&&n| n > 0).count();
     format!(
-        "{mark} {:<width$} {:<7} {:>6} samples, {:>5} of {} runs sampled",
-        r.scenario, r.strategy, r.samples, r.runs_sampled, r.runs
+        "{mark} {:<width$} {:<7} {:>6} samples, {:>5} of {} runs sampled, {reached} of {} windows reached",
+        r.scenario,
+        r.strategy,
+        r.samples,
+        r.runs_sampled,
+        r.runs,
+        windows.len()
     )
 }

@@ -237,6 +237,19 @@ pub fn svg(report: &RunReport, title: &str) -> String {
                 )
                 .unwrap();
             }
+            if step.ran == t && !step.reached.is_empty() {
+                // A window the run reached for the first time: a flag above the lane.
+                let cx = x(i) + step_w / 2.0;
+                writeln!(
+                    w,
+                    r##"<path class="window" d="M{cx:.1},{:.1} v10 M{cx:.1},{:.1} h6 v4 h-6 z" stroke="#00897b" fill="#00897b"><title>step {}: first reached {}</title></path>"##,
+                    top - 2.0,
+                    top - 2.0,
+                    step.step,
+                    escape(&step.reached.join(", "))
+                )
+                .unwrap();
+            }
         }
         w.push_str("</g>\n");
     }
@@ -409,7 +422,7 @@ fn axis(w: &mut String, timeline: &Timeline, y: f64, step_w: f64) {
 
 /// What the colours mean, and each lock's colour.
 fn legend(w: &mut String, locks: &[&str], y: f64) {
-    let items: [(&str, &str); 9] = [
+    let items: [(&str, &str); 10] = [
         ("#2e7d32", "ran"),
         ("#cfd8dc", "ready"),
         ("#c62828", "blocked"),
@@ -419,6 +432,7 @@ fn legend(w: &mut String, locks: &[&str], y: f64) {
         ("#f9a825", "in a callback"),
         ("#d81b60", "in the signal handler"),
         ("#212121", "DoStackSnapshot (diamond)"),
+        ("#00897b", "a window first reached (flag)"),
     ];
     writeln!(w, r#"<g class="legend">"#).unwrap();
     let mut x = 10.0;

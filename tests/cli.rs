@@ -67,7 +67,7 @@ fn explore_shows_outcomes_and_how_to_replay_the_first_failure() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
-        text.contains("expected outcomes: deadlock, ok: as expected"),
+        text.contains("expected outcomes: deadlock, no_sample, ok: as expected"),
         "{text}"
     );
     let replay = text
@@ -853,10 +853,22 @@ fn explore_of_several_files_prints_what_each_alone_prints() {
         "20",
         "--json",
     ]);
-    assert_eq!(folder.status.code(), Some(0), "{folder:?}");
+    // Twenty schedules are too few for some stories to reach their windows:
+    // those say so (unreached) and the folder fails.
+    assert_eq!(folder.status.code(), Some(1), "{folder:?}");
     let reports: serde_json::Value = serde_json::from_slice(&folder.stdout).unwrap();
     let count = std::fs::read_dir(&pitfalls).unwrap().count();
     assert_eq!(reports.as_array().map(Vec::len), Some(count));
+    let unreached = reports
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["unmet"]["unreached"].as_str())
+        .collect::<Vec<_>>();
+    assert!(
+        !unreached.is_empty() && unreached.iter().all(|m| m.starts_with("no run reached ")),
+        "{reports}"
+    );
     let sharded = simclr(
         &[
             &["explore"][..],
@@ -983,4 +995,115 @@ fn merged_shards_equal_the_whole_run() {
     }
     let pct = simclr(&["explore", pitfall, "--strategy", "pct", "--shard", "1/2"]);
     assert_eq!(pct.status.code(), Some(2), "{pct:?}");
+}
+
+/// A process whose only application thread never runs managed code: the reference sampler
+/// (under `SuspendRuntime`) finds nothing to walk in any run.
+const NOTHING_TO_SAMPLE: &str = r#"
+name = "nothing-to-sample"
+platform = "unix"
+[runtime]
+event_mask = ["ENABLE_STACK_SNAPSHOT", "MONITOR_THREADS"]
+[[code]]
+name = "native!work"
+kind = "native"
+[[code]]
+name = "sampler!loop"
+kind = "native"
+[[threads]]
+name = "worker"
+kind = "native"
+frames = [{ fn = "native!work" }]
+program = ["spin 3"]
+[[threads]]
+name = "sampler"
+kind = "native"
+frames = [{ fn = "sampler!loop" }]
+body = "sampler"
+"#;
+
+#[test]
+fn an_exploration_that_took_no_sample_fails_as_no_sample_in_text_and_json() {
+    let text = simclr_on("explore", "n.toml", NOTHING_TO_SAMPLE, &["--schedules", "50"]);
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    assert_eq!(text.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("  ok                         50"), "{stdout}");
+    assert!(stdout.contains("reached: 0 samples in 0 runs"), "{stdout}");
+    assert!(
+        stdout.contains("outcome no_sample: no run took a sample"),
+        "{stdout}"
+    );
+    let json = simclr_on(
+        "explore",
+        "n.toml",
+        NOTHING_TO_SAMPLE,
+        &["--schedules", "50", "--json"],
+    );
+    assert_eq!(json.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(report["outcomes"]["ok"], 50, "{report}");
+    assert_eq!(report["coverage"]["samples"]["total"], 0, "{report}");
+    assert!(report["unmet"]["no_sample"].is_string(), "{report}");
+    // A control that means to sample nothing says so, and passes.
+    let control = format!("{NOTHING_TO_SAMPLE}[explore]\nexpect = [\"no_sample\", \"ok\"]\n");
+    let out = simclr_on("explore", "c.toml", &control, &["--schedules", "50"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // A window that is not one is an error at its line.
+    let bad = format!("{NOTHING_TO_SAMPLE}[explore]\nreach = [\"r37.inside_thread_destroy\"]\n");
+    let out = simclr_on("explore", "b.toml", &bad, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("`r37.inside_thread_destroy` is not a window"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_pitfall_json_report_lists_every_window_and_what_its_runs_reached() {
+    let s01 = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/pitfalls/s01-loader-lock.toml");
+    let out = simclr(&["explore", s01.to_str().unwrap(), "--schedules", "200", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let windows = report["coverage"]["windows"].as_object().unwrap();
+    for w in sim_clr::coverage::windows(&[]) {
+        assert!(windows.contains_key(&w), "{w} missing: {windows:?}");
+    }
+    // The story's own windows were reached, what it cannot reach shows 0.
+    for w in report["reach"].as_array().unwrap() {
+        assert!(
+            windows[w.as_str().unwrap()].as_u64().unwrap() > 0,
+            "{w}: {windows:?}"
+        );
+    }
+    assert_eq!(windows["r43.signal_masked"], 0);
+    let samples = &report["coverage"]["samples"];
+    assert!(samples["total"].as_u64().unwrap() > 0, "{samples}");
+    assert!(samples["runs_sampled"].as_u64().unwrap() > 0, "{samples}");
+    // One schedule's replay reports its own coverage.
+    let first = simclr(&[
+        "explore",
+        s01.to_str().unwrap(),
+        "--schedules",
+        "1",
+        "--trace-first",
+        "1",
+        "--json",
+    ]);
+    let first: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    let schedule = first["traces"]["ok"][0]["schedule"].as_str().expect("an ok run");
+    let replay = simclr(&["replay", s01.to_str().unwrap(), "--schedule", schedule, "--json"]);
+    let run: serde_json::Value = serde_json::from_slice(&replay.stdout).unwrap();
+    assert!(run["coverage"]["windows"].is_array(), "{run}");
+    assert!(
+        run["coverage"]["sampled"]
+            .as_array()
+            .is_some_and(|s| !s.is_empty()),
+        "{run}"
+    );
 }

@@ -211,3 +211,21 @@ fn scenario_format_doc_lists_every_enum_word() {
         }
     }
 }
+
+#[test]
+fn pitfalls_doc_names_every_window_with_its_rule() {
+    let doc = read("docs/pitfalls.md");
+    for window in sim_clr::coverage::Window::ALL {
+        let name = window.as_str();
+        let rule = name.split('.').next().unwrap().to_uppercase();
+        let row = doc
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{name}` |")))
+            .unwrap_or_else(|| panic!("docs/pitfalls.md has no row for window `{name}`"));
+        assert!(
+            name.starts_with("crash.") || row.contains(&rule),
+            "the row of `{name}` does not name {rule}: {row}"
+        );
+    }
+    assert!(doc.contains(&format!("`{}`", sim_clr::coverage::HOLDS_PROFILER_LOCK)));
+}

@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use sim_clr::process::schedule::{Random, Rng, Schedule};
-use sim_clr::process::{CycleLink, Process, RunReport, TraceEntry};
+use sim_clr::process::{CycleLink, Process, RunReport, Strategy, TraceEntry};
 use sim_clr::runtime::RuntimeVersion;
 use sim_clr::scenario::Scenario;
 use std::collections::{BTreeMap, BTreeSet};
@@ -64,10 +64,12 @@ fn every_process_finds_exactly_its_expected_outcomes_on_every_observed_version()
             .clone()
             .expect("every catalog process states its outcomes");
         let report = process(scenario.clone()).explore(spec.strategy, spec.schedules, spec.seed, |_, _| {});
-        let found: Vec<String> = report.outcomes.keys().cloned().collect();
+        let found: Vec<String> = report.found().into_iter().map(str::to_string).collect();
         let version = scenario.config.version;
         assert_eq!(found, expect, "{} on {version}", scenario.name);
-        if expect == ["ok"] {
+        // A control explored by DFS must finish; one explored by random choices (the thread
+        // churn recipe, too big for DFS) is ok in every schedule it ran.
+        if expect == ["ok"] && matches!(spec.strategy, Strategy::Dfs(_)) {
             assert!(
                 report.exhaustive,
                 "{} on {version}: the control must cover every DFS schedule",

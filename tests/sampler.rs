@@ -459,3 +459,15 @@ fn the_reference_sampler_survives_every_failure_injection_can_give_on_every_pitf
     }
     assert_eq!(differs, Vec::<String>::new());
 }
+
+#[test]
+fn an_exit_from_a_pinvoke_during_a_walk_never_leaves_a_frame_past_the_root() {
+    // S40: the walk under SuspendRuntime once reported the managed frames of a thread that
+    // had exited from its P/Invoke meanwhile (about 1 schedule in 100, either strategy).
+    let p = process(pitfall("s40-exit-from-pinvoke"), Variant::REFERENCE).unwrap();
+    for strategy in [Strategy::Pct(3), Strategy::Random] {
+        let report = p.explore(strategy, 1_000, 1, |_, _| {});
+        let outcomes: Vec<&String> = report.outcomes.keys().collect();
+        assert_eq!(outcomes, ["ok"], "{strategy:?}: {:?}", report.first_failure);
+    }
+}

@@ -132,6 +132,15 @@ fn a_deadlock_is_drawn_with_its_cycle() {
         "{blocked:?}"
     );
     assert!(!marks("sampler", "ran").is_empty());
+    // The windows the run reached are flagged where it first reached them: the sampler
+    // stopped main while it held the code manager's lock (R42).
+    let flags = marks("sampler", "window");
+    assert!(
+        flags
+            .iter()
+            .any(|t| t.contains("first reached") && t.contains("r42.holds.code_manager")),
+        "{flags:?}"
+    );
 }
 
 #[test]

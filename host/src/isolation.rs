@@ -16,7 +16,7 @@
 //!   the fault) or, when no report arrives within the wall-clock timeout, `profiler_hang`,
 //!   and its schedule replays the failure.
 
-use sim_clr::process::schedule::{Chooser, Schedule, ScheduleError};
+use sim_clr::process::schedule::{Chooser, Hint, Schedule, ScheduleError};
 use sim_clr::process::{Isolation, RunFault, RunReport};
 use std::ffi::{c_int, c_void};
 use std::path::{Path, PathBuf};
@@ -153,6 +153,7 @@ fn died(library: &Path, death: Death, choices: Vec<u16>) -> RunReport {
         time_us: 0,
         stops: 0,
         hazards: Default::default(),
+        coverage: Default::default(),
         trace: Vec::new(),
         timeline: None,
     }
@@ -216,6 +217,21 @@ impl Chooser for Recording<'_> {
         let fails = self.inner.fail()?;
         self.record.push(&[], None, usize::from(fails));
         Ok(fails)
+    }
+
+    fn wants_hints(&self) -> bool {
+        self.inner.wants_hints()
+    }
+
+    fn choose_hinted(
+        &mut self,
+        runnable: &[usize],
+        current: Option<usize>,
+        hints: &[Hint],
+    ) -> Result<usize, ScheduleError> {
+        let choice = self.inner.choose_hinted(runnable, current, hints)?;
+        self.record.push(runnable, current, choice);
+        Ok(choice)
     }
 }
 
@@ -298,7 +314,10 @@ impl Record {
         unsafe { self.base.write_volatile(len + need as u64) };
     }
 
-    /// Makes `chooser` take the recorded choices (after the worker ended); the choices.
+    /// Makes `chooser` take the recorded choices (after the worker ended); the choices. A
+    /// chooser steered by where the threads stood ([`Chooser::wants_hints`]) cannot choose
+    /// again without them here; it is made for one run and dropped after it, so it is only
+    /// told nothing and the choices are returned.
     fn replay_into(&self, chooser: &mut dyn Chooser) -> Result<Vec<u16>, ScheduleError> {
         let len = self.len();
         if len == OVERFLOW {
@@ -318,7 +337,9 @@ impl Record {
             let current = words[at + 1 + n];
             let choice = words[at + 2 + n];
             let current = (current != NONE).then_some(usize::from(current));
-            let again = if n == 0 {
+            let again = if chooser.wants_hints() {
+                usize::from(choice)
+            } else if n == 0 {
                 usize::from(chooser.fail()?)
             } else {
                 chooser.choose(&runnable, current)?

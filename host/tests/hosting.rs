@@ -1479,3 +1479,100 @@ mod shared_mutex_cycle {
         );
     }
 }
+
+/// A C++17 sampler of the production kind (`std::thread`, `SuspendRuntime`, `EnumThreads`, a
+/// `std::shared_mutex` registry fed by `ThreadCreated` / `ThreadDestroyed`) in a process with
+/// thread churn: the exploration says what it reached, steers to the `ThreadDestroyed` race,
+/// and catches the planted bug (the lock dropped between the lookup and the walk).
+mod thread_churn {
+    use corprof::com::Guid;
+    use sim_clr::process::{ExploreReport, Process, Strategy};
+    use sim_clr::scenario::Scenario;
+    use simclr_host::isolation::Forked;
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    const CORRECT: Guid = super::test_class(0x8a, 0x01);
+    const BUGGY: Guid = super::test_class(0x8a, 0x02);
+    /// The schedules explored per seed when counting those until a first failure.
+    const CAP: u64 = 100;
+
+    fn process(clsid: Guid) -> Process {
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/cxx_churn.cpp");
+        let library = fixtures::c_library::build_with(
+            &source,
+            &Path::new(env!("CARGO_TARGET_TMPDIR")).join("c-profilers"),
+            &["-static-libstdc++", "-static-libgcc"],
+        );
+        let text = include_str!("c/cxx_churn.toml");
+        let mut p = Process::new(Scenario::parse("cxx_churn.toml", text).unwrap());
+        let forked = Forked::new(&library, Duration::from_secs(30)).unwrap();
+        p.load(simclr_host::isolated_loader(&library, clsid, &forked).expect("it hosts"));
+        p.isolate(Arc::new(forked));
+        p
+    }
+
+    fn explore(clsid: Guid, strategy: Strategy, schedules: u64, seed: u64) -> ExploreReport {
+        process(clsid).explore(strategy, schedules, seed, |_, _| {})
+    }
+
+    /// How many schedules each of `seeds` needed until its first `walk_of_destroyed_thread`.
+    fn to_first_failure(strategy: Strategy, seeds: &[u64]) -> Vec<Option<u64>> {
+        let p = process(BUGGY);
+        (seeds.iter())
+            .map(|&seed| {
+                let report = p.explore(strategy, CAP, seed, |_, _| {});
+                report.first_failure.map(|f| f.index + 1)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_correct_sampler_is_ok_and_its_report_says_what_it_reached() {
+        let report = explore(CORRECT, Strategy::Cover, 100, 1);
+        assert_eq!(report.found(), ["ok"], "{report:?}");
+        let c = &report.coverage;
+        assert_eq!(c.samples.runs_sampled, 100, "{c:?}");
+        assert!(c.samples.walks["S_OK"] > 1_000, "{c:?}");
+        // Every worker was sampled in some run, and the races were reached: walks of a thread
+        // inside its ThreadDestroyed (which waits on the registry the walk holds), rounds
+        // over creations and exits, callbacks blocked on the sampler's lock.
+        for w in 1..=8 {
+            assert!(c.threads[&format!("worker-{w}")] > 0, "{c:?}");
+        }
+        for window in [
+            "r37.inside_thread_destroyed",
+            "r37.round_over_creation",
+            "r37.round_over_exit",
+            "r40.callback_blocked_on_profiler_lock",
+            "r40.inside_thread_created",
+        ] {
+            assert!(c.windows[window] > 0, "{window}: {c:?}");
+        }
+        // Never a walk after the callback: the lock makes ThreadDestroyed wait.
+        assert_eq!(c.windows["r37.after_thread_destroyed"], 0, "{c:?}");
+    }
+
+    #[test]
+    fn the_planted_bug_is_caught_and_cover_schedules_find_it_first() {
+        let report = explore(BUGGY, Strategy::Cover, 50, 1);
+        assert!(report.outcomes["walk_of_destroyed_thread"] > 0, "{report:?}");
+        assert!(report.coverage.windows["r37.after_thread_destroyed"] > 0);
+        let seeds = [1, 1001, 2001, 3001, 4001, 5001, 6001, 7001];
+        let mean = |runs: &[Option<u64>]| {
+            // A seed that never failed counts as the schedules it ran.
+            runs.iter().map(|r| r.unwrap_or(CAP)).sum::<u64>() as f64 / runs.len() as f64
+        };
+        let random = to_first_failure(Strategy::Random, &seeds);
+        let pct = to_first_failure(Strategy::Pct(3), &seeds);
+        let cover = to_first_failure(Strategy::Cover, &seeds);
+        println!("schedules until the first walk_of_destroyed_thread, seeds {seeds:?}:");
+        for (name, runs) in [("random", &random), ("pct", &pct), ("cover", &cover)] {
+            println!("  {name:<7} {runs:?}, mean {:.1}", mean(runs));
+        }
+        assert!(cover.iter().all(Option::is_some), "{cover:?}");
+        assert!(mean(&cover) < mean(&random), "{cover:?} {random:?}");
+        assert!(mean(&cover) < mean(&pct), "{cover:?} {pct:?}");
+    }
+}

@@ -11,14 +11,15 @@
 //! gives a [`scenario::Report`] that compares every walk with the thread's ground truth.
 //!
 //! The modules stack in layers, each importing only lower ones: [`memory`], [`leaf_first`],
-//! [`synth`], [`platform`], [`runtime_locks`], [`trace`], [`input`] and [`parallel`] at the
-//! bottom; then [`code`]; then [`thread`], [`fiber`] and [`spec`]; then [`runtime`] (with its
+//! [`synth`], [`platform`], [`runtime_locks`], [`trace`], [`input`], [`parallel`] and
+//! [`coverage`] at the bottom; then [`code`]; then [`thread`], [`fiber`] and [`spec`]; then [`runtime`] (with its
 //! `DoStackSnapshot`); then [`scenario`]; and [`process`] on top.
 
 // Only the fibers' counting allocator (`fiber`) needs `unsafe` (`GlobalAlloc`).
 #![deny(unsafe_code)]
 
 pub mod code;
+pub mod coverage;
 pub mod fiber;
 pub mod input;
 pub mod leaf_first;

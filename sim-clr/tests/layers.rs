@@ -16,6 +16,7 @@ const LAYERS: [&[&str]; 6] = [
         "trace",
         "input",
         "parallel",
+        "coverage",
     ],
     &["code"],
     &["thread", "fiber", "spec"],

@@ -1,8 +1,9 @@
 //! Read-write locks, one-time initialization and semaphores on simulated threads.
 //!
-//! On a simulated thread each is kept in the object's own memory, in a form of simclr's (the
-//! all-zero initializers `PTHREAD_RWLOCK_INITIALIZER` and `PTHREAD_ONCE_INIT` are its
-//! "free"), and a thread that must wait waits on a condition variable of the process named
+//! On a simulated thread each is kept in the object's own memory, in the C library's own
+//! encoding of its state (the all-zero initializers `PTHREAD_RWLOCK_INITIALIZER` and
+//! `PTHREAD_ONCE_INIT` are "free"; a lock the C library took and released before, while a
+//! run was set up, is free too), and a thread that must wait waits on a condition variable of the process named
 //! after the object's address, so a wait is a scheduling point with its wait-for edge, and a
 //! holder parked by the scheduler never blocks an OS thread for real. Only one simulated thread
 //! runs between two scheduling points, so reading and changing the word needs no lock of its
@@ -104,8 +105,16 @@ fn wake(kind: &str, object: *mut c_void) {
     os.cond_notify(cond(&os, kind, object).0);
 }
 
-/// The writer bit of a read-write lock's word; the readers count below it.
-const WRITER: u64 = 1 << 32;
+/// A read-write lock's state, in glibc's own encoding of the lock's first 32-bit field
+/// (`__readers`), so a lock the C library used outside the simulation (a callback while a
+/// run is set up) reads the same here, and the C library reads what is left here: the
+/// readers count from bit 3, bit 1 set while a writer holds it, bit 0 the lock's phase
+/// (glibc leaves it set after a writer's release) and bit 2 (readers waiting, glibc's) are
+/// kept as they were.
+const READER: u64 = 1 << 3;
+const WRITER: u64 = 1 << 1;
+/// The bits of the word that say who holds the lock (readers and writer); the rest are kept.
+const HELD: u64 = 0xffff_fff8 | WRITER;
 const RWLOCK: &str = "pthread_rwlock";
 
 type LockFn = unsafe extern "C" fn(*mut c_void) -> c_int;
@@ -135,11 +144,11 @@ unsafe fn rwlock(
 }
 
 fn read_lock(word: u64) -> Option<u64> {
-    (word & WRITER == 0).then_some(word + 1)
+    (word & WRITER == 0).then_some(word + READER)
 }
 
 fn write_lock(word: u64) -> Option<u64> {
-    (word == 0).then_some(WRITER)
+    (word & HELD == 0).then_some(word | WRITER)
 }
 
 pub(super) unsafe extern "C-unwind" fn rwlock_init(lock: *mut c_void, attributes: *const c_void) -> c_int {
@@ -180,9 +189,11 @@ pub(super) unsafe extern "C-unwind" fn rwlock_unlock(lock: *mut c_void) -> c_int
     }
     let release = |word: u64| {
         Some(if word & WRITER != 0 {
-            0
+            word & !WRITER
+        } else if word & HELD >= READER {
+            word - READER
         } else {
-            word.saturating_sub(1)
+            word
         })
     };
     try_take(lock.cast(), release);

@@ -66,6 +66,18 @@ impl LockTable {
             .map(|(_, name)| name.as_str())
     }
 
+    /// The locks thread `t` holds.
+    pub fn held_ids(&self, t: usize) -> impl Iterator<Item = LockId> + '_ {
+        (self.states.iter().enumerate())
+            .filter(move |(_, s)| s.owner == Some(t))
+            .map(|(i, _)| LockId(i as u32))
+    }
+
+    /// True when profiler code created `l` (it is none of the runtime's or the file's).
+    pub fn is_profilers(&self, l: LockId) -> bool {
+        l.0 as usize >= self.declared
+    }
+
     /// True when thread `t` holds a lock profiler code created.
     pub fn profiler_lock_held_by(&self, t: usize) -> bool {
         self.states[self.declared..].iter().any(|s| s.owner == Some(t))

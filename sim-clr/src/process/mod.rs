@@ -38,7 +38,7 @@ pub use os::{install_signal_handler, leave_simulation, SimOs};
 use crate::scenario::Scenario;
 use corprof::os::SignalFlags;
 use corprof::ProfilerCallback;
-use schedule::{Biased, Chooser, Dfs, Pct, Replay, Rng, Schedule, ScheduleError};
+use schedule::{Biased, Chooser, Cover, Dfs, Pct, Replay, Rng, Schedule, ScheduleError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -193,6 +193,9 @@ pub struct RunReport {
     /// How many of those stops met each hazard ([`hazard::Hazard`], by name; hazards never
     /// met are left out).
     pub hazards: BTreeMap<String, u64>,
+    /// What the run reached: its walks by answer, its stops, the threads sampled and the
+    /// windows met ([`crate::coverage`]).
+    pub coverage: crate::coverage::RunCoverage,
     /// Every step, in order.
     pub trace: Vec<TraceEntry>,
     /// Every thread's state after every step, when asked for
@@ -257,6 +260,14 @@ pub struct ExploreReport {
     pub stops: u64,
     /// The stops that met each hazard, over every run (hazards no stop met are absent).
     pub hazards: BTreeMap<String, u64>,
+    /// The windows the file's `[explore] reach` names: some run must reach each.
+    pub reach: Vec<String>,
+    /// What the runs reached: samples, threads sampled, windows ([`crate::coverage`]).
+    pub coverage: crate::coverage::Coverage,
+    /// What the exploration as a whole failed to reach, as outcomes (`no_sample`,
+    /// `unreached`) with their messages ([`crate::coverage::Coverage::unmet`]). Empty in a
+    /// shard's report, which sees some of the runs only (`simclr merge` works it out).
+    pub unmet: BTreeMap<String, String>,
     /// The first schedule that did not end `ok`, if any.
     pub first_failure: Option<FirstFailure>,
     /// The first runs of each outcome with their traces, at most [`Process::trace_first`] of
@@ -264,6 +275,19 @@ pub struct ExploreReport {
     /// not deterministic may, is left out).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub traces: BTreeMap<String, Vec<Traced>>,
+}
+
+impl ExploreReport {
+    /// The outcomes found: each run's, and what the exploration as a whole failed to reach
+    /// ([`ExploreReport::unmet`]), in order.
+    pub fn found(&self) -> Vec<&str> {
+        let mut found: Vec<&str> = (self.outcomes.keys())
+            .chain(self.unmet.keys())
+            .map(String::as_str)
+            .collect();
+        found.sort_unstable();
+        found
+    }
 }
 
 /// One run of an exploration kept with its trace ([`Process::trace_first`]).
@@ -505,6 +529,9 @@ impl Process {
             outcomes: BTreeMap::new(),
             stops: 0,
             hazards: BTreeMap::new(),
+            reach: self.scenario.process.explore.reach.clone(),
+            coverage: crate::coverage::Coverage::of(&self.windows()),
+            unmet: BTreeMap::new(),
             first_failure: None,
             traces: BTreeMap::new(),
         };
@@ -517,6 +544,7 @@ impl Process {
             for (hazard, n) in &run.hazards {
                 *report.hazards.entry(hazard.clone()).or_default() += n;
             }
+            report.coverage.add(&run.coverage);
             if self.trace_first > 0 {
                 let first = kept.entry(run.outcome.clone()).or_default();
                 if first.len() < self.trace_first {
@@ -550,7 +578,26 @@ impl Process {
                 (outcome, traced.collect())
             })
             .collect();
+        if self.shard == Shard::WHOLE {
+            report.unmet = report.coverage.unmet(&report.reach);
+        }
         report
+    }
+
+    /// Runs `schedules` schedules under `strategy` from `seed` (as [`Process::explore`] does),
+    /// showing each run to `seen` in schedule order with its index.
+    pub fn each(&self, strategy: Strategy, schedules: u64, seed: u64, mut seen: impl FnMut(u64, &RunReport)) {
+        Pool::with(self.run_jobs(), |pool| {
+            self.each_run(pool, strategy, schedules, seed, |index, run| {
+                seen(index, &run);
+                true
+            });
+        });
+    }
+
+    /// Every window ([`crate::coverage`]) this process's runs can reach.
+    pub fn windows(&self) -> Vec<String> {
+        crate::coverage::windows(&self.scenario.process.locks)
     }
 
     /// Runs schedules under `strategy` from `seed` until the first one that does not end
@@ -624,6 +671,25 @@ impl Process {
                 }
             }
             return !dfs.next_run();
+        }
+        if strategy == Strategy::Cover {
+            // Each run steers by what the runs before it reached: one after another.
+            let mut reached: BTreeMap<String, u64> = BTreeMap::new();
+            let marked = self.profiler_threads();
+            for index in 0..schedules {
+                let rng = Rng::new(seed.wrapping_add(index));
+                let mut cover = Cover::new(rng, marked.clone(), reached.clone(), index);
+                let run = self
+                    .run_untraced(&mut cover)
+                    .expect("generated schedules always fit");
+                for w in &run.coverage.windows {
+                    *reached.entry(w.clone()).or_default() += 1;
+                }
+                if !each(index, run) {
+                    return false;
+                }
+            }
+            return false;
         }
         let profiler_threads = self.profiler_threads();
         let threads = self.scenario.threads.len();

@@ -6,9 +6,12 @@
 //! keeps running), which is what lets proptest shrink it.
 //!
 //! Strategies: [`Random`] (seeded), [`Pct`] (probabilistic concurrency testing with a depth
-//! bound: random priorities and `depth − 1` priority-change points), and [`Dfs`] (bounded
-//! exhaustive search with a preemption bound, for small programs), plus [`Replay`].
+//! bound: random priorities and `depth − 1` priority-change points), [`Cover`] (random
+//! choices steered towards the windows of [`crate::coverage`] earlier runs missed), and
+//! [`Dfs`] (bounded exhaustive search with a preemption bound, for small programs), plus
+//! [`Replay`].
 
+use crate::coverage::Window;
 use std::fmt;
 
 /// A deterministic pseudo-random generator (SplitMix64): same seed, same sequence, on every
@@ -116,6 +119,164 @@ pub trait Chooser {
     /// replay plays it back.
     fn fail(&mut self) -> Result<bool, ScheduleError> {
         Ok(self.choose(&[0, 1], Some(0))? == 1)
+    }
+
+    /// Whether the chooser wants to know, at each choice, where every thread stands
+    /// ([`Hint`]); only then does the engine work it out.
+    fn wants_hints(&self) -> bool {
+        false
+    }
+
+    /// [`Chooser::choose`], told where every thread stands (`hints[t]` for thread `t`).
+    fn choose_hinted(
+        &mut self,
+        runnable: &[usize],
+        current: Option<usize>,
+        _hints: &[Hint],
+    ) -> Result<usize, ScheduleError> {
+        self.choose(runnable, current)
+    }
+}
+
+/// Where a thread stands at a choice, for a chooser that steers towards windows
+/// ([`Chooser::wants_hints`], [`Cover`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Hint {
+    /// It runs profiler code that samples (a profiler thread).
+    pub sampler: bool,
+    /// A sampling round is under way on it: it suspended the runtime, stopped or walked a
+    /// thread, and has not slept or waited with a deadline since.
+    pub in_round: bool,
+    /// A sampler in its round listed it (`EnumThreads`) and has not walked it since: should
+    /// it end its life now, that sampler's next walk of it comes after its `ThreadDestroyed`.
+    pub listed: bool,
+    /// The windows a walk or stop of it would reach now (inside a callback, holding a lock).
+    pub inside: Vec<String>,
+    /// The windows its next step takes it into (an `exit`, a `lock`, a `spawn`, …).
+    pub entering: Vec<String>,
+}
+
+/// Random choices steered towards windows ([`crate::coverage`]) earlier runs of the
+/// exploration missed or rarely reached. While an application thread is inside such a window
+/// (in its `ThreadDestroyed`, holding a lock), the profiler's threads are preferred, so that
+/// one of them walks or stops it there; else, when an application thread is about to enter
+/// one, it is held back until a profiler thread is in a sampling round, and then preferred
+/// at half the choices (so that it enters the window at any point of the round, before or
+/// after the sampler listed it), so that it enters the window when a sampler may catch it. A
+/// thread that a sampler listed in its round and has not walked yet is hurried through its
+/// exit and its `ThreadDestroyed` while walks after that callback are missed, so that the
+/// sampler's walk of it comes after it (the walk a profiler must never make). Other choices are [`Biased`]'s.
+/// A window steers until a sixteenth of the runs so far have reached it. Deterministic: the
+/// same seed and the same earlier runs give the same choices.
+#[derive(Debug)]
+pub struct Cover {
+    rng: Rng,
+    base: Biased,
+    /// How many earlier runs reached each window.
+    reached: std::collections::BTreeMap<String, u64>,
+    /// The runs a window must have been reached in to stop steering.
+    enough: u64,
+}
+
+impl Cover {
+    /// Choices from `rng` for a process whose profiler threads are `marked`, after `runs`
+    /// earlier runs that reached each window of `reached` in that many runs.
+    pub fn new(
+        mut rng: Rng,
+        marked: Vec<bool>,
+        reached: std::collections::BTreeMap<String, u64>,
+        runs: u64,
+    ) -> Cover {
+        let base = Biased::new(Rng::new(rng.next_u64()), marked);
+        Cover {
+            rng,
+            base,
+            reached,
+            enough: (runs / 16).max(1),
+        }
+    }
+
+    /// Whether one of `windows` still steers: reached in too few earlier runs.
+    fn steers(&self, windows: &[String]) -> bool {
+        (windows.iter()).any(|w| self.reached.get(w).is_none_or(|&n| n < self.enough))
+    }
+
+    /// True with odds `n` in 8.
+    fn odds(&mut self, n: usize) -> bool {
+        self.rng.below(8) < n
+    }
+
+    fn any_of(&mut self, threads: &[usize]) -> usize {
+        threads[self.rng.below(threads.len())]
+    }
+}
+
+impl Chooser for Cover {
+    fn choose(&mut self, runnable: &[usize], current: Option<usize>) -> Result<usize, ScheduleError> {
+        self.base.choose(runnable, current)
+    }
+
+    fn fail(&mut self) -> Result<bool, ScheduleError> {
+        Ok(self.rng.below(FAIL_ODDS) == 0)
+    }
+
+    fn wants_hints(&self) -> bool {
+        true
+    }
+
+    fn choose_hinted(
+        &mut self,
+        runnable: &[usize],
+        current: Option<usize>,
+        hints: &[Hint],
+    ) -> Result<usize, ScheduleError> {
+        let sampler = |t: usize| hints.get(t).is_some_and(|h| h.sampler);
+        let samplers: Vec<usize> = runnable.iter().copied().filter(|&t| sampler(t)).collect();
+        let open: Vec<usize> = (0..hints.len())
+            .filter(|&t| !hints[t].sampler && self.steers(&hints[t].inside))
+            .collect();
+        let entering: Vec<usize> = (runnable.iter().copied())
+            .filter(|&t| !sampler(t) && hints.get(t).is_some_and(|h| self.steers(&h.entering)))
+            .collect();
+        let after_destroyed = [Window::AfterThreadDestroyed.as_str().to_string()];
+        if self.steers(&after_destroyed) {
+            let destroyed = Window::InsideThreadDestroyed.as_str();
+            let dying: Vec<usize> = (runnable.iter().copied())
+                .filter(|&t| {
+                    let h = &hints[t];
+                    h.listed && !h.sampler && (h.inside.iter().chain(&h.entering)).any(|w| w == destroyed)
+                })
+                .collect();
+            if !dying.is_empty() && self.odds(6) {
+                return Ok(self.any_of(&dying));
+            }
+        }
+        if !open.is_empty() {
+            // Keep the thread inside its window while a sampler can reach it.
+            let others: Vec<usize> = (runnable.iter().copied())
+                .filter(|&t| !sampler(t) && !open.contains(&t))
+                .collect();
+            if !samplers.is_empty() && self.odds(7) {
+                return Ok(self.any_of(&samplers));
+            }
+            if !others.is_empty() && self.odds(5) {
+                return Ok(self.any_of(&others));
+            }
+        }
+        if !entering.is_empty() {
+            let round = hints.iter().any(|h| h.sampler && h.in_round);
+            if round && self.odds(2) {
+                return Ok(self.any_of(&entering));
+            }
+            let waiting: Vec<usize> = (runnable.iter().copied())
+                .filter(|t| !entering.contains(t))
+                .collect();
+            if !round && !waiting.is_empty() && self.odds(6) {
+                // No round is under way yet: let the others go first.
+                return Ok(self.any_of(&waiting));
+            }
+        }
+        self.base.choose(runnable, current)
     }
 }
 

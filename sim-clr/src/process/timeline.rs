@@ -52,6 +52,8 @@ pub struct Step {
     /// The `DoStackSnapshot` the thread made in this step, if it made one: the target's name
     /// and the answer (`S_OK`, `E_FAIL`).
     pub walk: Option<(String, String)>,
+    /// The windows ([`crate::coverage`]) the run reached for the first time in this step.
+    pub reached: Vec<String>,
     /// Every thread, in the scenario's order.
     pub lanes: Vec<Lane>,
 }

@@ -144,6 +144,11 @@ pub(crate) struct State {
     /// How many `DoStackSnapshot` calls have returned, and the last one's target and answer
     /// (a run's timeline marks each walk on the step that made it).
     pub walks: (u64, Option<(ThreadId, HResult)>),
+    /// In a running process, the walks that returned since the process last took them.
+    pub walk_log: Vec<snapshot::WalkSeen>,
+    /// In a running process, each `EnumThreads` that answered since the process last took
+    /// them: the calling thread (if the runtime knows it) and the threads it listed.
+    pub list_log: Vec<(Option<usize>, Vec<usize>)>,
     /// How many threads have `holds_writer_lock` set (kept by [`State::set_writer_lock`]), so
     /// a reader need not look at every thread when none does.
     pub writer_lock_holders: usize,
@@ -165,9 +170,13 @@ pub struct Runtime {
 }
 
 impl State {
-    /// Counts a `DoStackSnapshot` of `thread` that answered `hr` ([`State::walks`]).
-    pub(crate) fn walked(&mut self, thread: ThreadId, hr: HResult) {
+    /// Counts a `DoStackSnapshot` of `thread` that answered `hr` ([`State::walks`]), and in a
+    /// running process logs it for the process's coverage ([`State::walk_log`]).
+    pub(crate) fn walked(&mut self, thread: ThreadId, hr: HResult, seen: Option<snapshot::WalkSeen>) {
         self.walks = (self.walks.0 + 1, Some((thread, hr)));
+        if let Some(seen) = seen {
+            self.walk_log.push(seen);
+        }
     }
 
     /// The index of the thread named `name`.
@@ -354,6 +363,8 @@ impl Runtime {
                 initializing: false,
                 last_walk_start: None,
                 walks: (0, None),
+                walk_log: Vec::new(),
+                list_log: Vec::new(),
                 writer_lock_holders,
                 failing: failing::Failing::default(),
                 thread_store_owner: None,

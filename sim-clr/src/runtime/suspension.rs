@@ -45,17 +45,21 @@ impl State {
     /// [`enum_threads_in_a_suspension`](State::enum_threads_in_a_suspension)).
     pub fn listed_threads(&mut self) -> Result<Vec<ThreadId>, HResult> {
         self.enum_threads_in_a_suspension()?;
-        Ok(self
-            .threads
-            .iter()
-            .filter(|t| {
+        let listed: Vec<usize> = (0..self.threads.len())
+            .filter(|&i| {
+                let t = &self.threads[i];
                 // Not once its ThreadDestroyed has begun: observed inside the callback and
                 // after it returned, under SuspendRuntime, on 3.1.23 and 8.0.4 (the lane's
                 // destroyed probe).
                 t.is_managed() && !t.gc_special && t.lifecycle == Lifecycle::Alive
             })
-            .map(|t| t.id)
-            .collect())
+            .collect();
+        let ids = listed.iter().map(|&i| self.threads[i].id).collect();
+        if self.in_process {
+            let caller = self.caller().thread;
+            self.list_log.push((caller, listed));
+        }
+        Ok(ids)
     }
 
     /// Parks every managed thread at a safe point for a runtime suspension, except those that

@@ -44,6 +44,7 @@ impl Scenario {
     ) -> Result<Scenario, ScenarioError> {
         let src = Source::new(file, text);
         let model: FileModel = toml::from_str(text).map_err(|e| src.toml_error(&e))?;
+        let model = super::churn::expand(&src, model)?;
         let mut builder = Builder {
             src: &src,
             version: RuntimeVersion::default(),

@@ -7,6 +7,7 @@
 
 mod build;
 mod calls;
+mod churn;
 mod error;
 mod exec;
 mod fail;

@@ -32,6 +32,23 @@ pub(crate) struct FileModel {
     pub host: Option<HostModel>,
     #[serde(default)]
     pub fail: Vec<Spanned<FailModel>>,
+    #[serde(default)]
+    pub churn: Vec<Spanned<ChurnModel>>,
+}
+
+/// Threads that start, run and exit (`[[churn]]`): written out as `[[threads]]` tables and
+/// the spawner's steps ([`super::churn`]).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ChurnModel {
+    pub name: Spanned<String>,
+    pub threads: Spanned<u32>,
+    pub spawner: Spanned<String>,
+    pub every: Option<Spanned<String>>,
+    #[serde(default)]
+    pub frames: Vec<Spanned<FrameModel>>,
+    #[serde(default)]
+    pub program: Vec<Spanned<String>>,
 }
 
 /// Calls made to fail (`[[fail]]`).
@@ -87,6 +104,7 @@ pub(crate) struct ExploreModel {
     pub schedules: Option<Spanned<u64>>,
     pub seed: Option<u64>,
     pub expect: Option<Spanned<Vec<String>>>,
+    pub reach: Option<Spanned<Vec<String>>>,
 }
 
 /// The profiler's callback handlers, each a program.
@@ -177,7 +195,7 @@ pub(crate) struct ThreadModel {
     pub reuses_os_id: Option<Spanned<String>>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct FrameModel {
     #[serde(rename = "fn")]

@@ -105,6 +105,7 @@ pub(super) fn process_spec(
     };
     let exports = names.exports.take();
     drop(names);
+    let explore = explore(src, m.explore.as_ref(), &locks)?;
     Ok(ProcessSpec {
         programs,
         spawned,
@@ -115,7 +116,7 @@ pub(super) fn process_spec(
         locks,
         events,
         limits: limits(src, m.limits.as_ref())?,
-        explore: explore(src, m.explore.as_ref())?,
+        explore,
         sampler: sampler(src, m.sampler.as_ref())?,
         exports,
     })
@@ -434,7 +435,8 @@ fn limits(src: &Source<'_>, m: Option<&LimitsModel>) -> Res<Limits> {
     Ok(limits)
 }
 
-fn explore(src: &Source<'_>, m: Option<&ExploreModel>) -> Res<ExploreSpec> {
+/// `[explore]`; `reach` names windows of a process with the locks `locks`.
+fn explore(src: &Source<'_>, m: Option<&ExploreModel>, locks: &[String]) -> Res<ExploreSpec> {
     let mut spec = ExploreSpec::default();
     let Some(m) = m else {
         return Ok(spec);
@@ -448,11 +450,12 @@ fn explore(src: &Source<'_>, m: Option<&ExploreModel>) -> Res<ExploreSpec> {
             "random" => Strategy::Random,
             "pct" => Strategy::Pct(bound.unwrap_or(3).max(1)),
             "dfs" => Strategy::Dfs(bound.unwrap_or(2)),
+            "cover" => Strategy::Cover,
             other => {
                 return Err(src.error(
                     s.span(),
                     "strategy",
-                    format!("`{other}` is not one of `random`, `pct`, `dfs`"),
+                    format!("`{other}` is not one of `random`, `pct`, `dfs`, `cover`"),
                 ))
             }
         };
@@ -476,6 +479,20 @@ fn explore(src: &Source<'_>, m: Option<&ExploreModel>) -> Res<ExploreSpec> {
         set.sort();
         set.dedup();
         spec.expect = Some(set);
+    }
+    if let Some(reach) = &m.reach {
+        let known = crate::coverage::windows(locks);
+        if let Some(w) = reach.get_ref().iter().find(|w| !known.contains(w)) {
+            return Err(src.error(
+                reach.span(),
+                "reach",
+                format!(
+                    "`{w}` is not a window of this process (docs/pitfalls.md lists them: {})",
+                    known.join(", ")
+                ),
+            ));
+        }
+        spec.reach = reach.get_ref().clone();
     }
     Ok(spec)
 }

@@ -88,6 +88,9 @@ pub struct ExploreSpec {
     pub seed: u64,
     /// The exact set of outcomes the exploration must find (`None`: no expectation).
     pub expect: Option<Vec<String>>,
+    /// The windows ([`crate::coverage`]) some run must reach, or the exploration ends
+    /// `unreached`.
+    pub reach: Vec<String>,
 }
 
 impl Default for ExploreSpec {
@@ -97,6 +100,7 @@ impl Default for ExploreSpec {
             schedules: 1000,
             seed: 1,
             expect: None,
+            reach: Vec::new(),
         }
     }
 }
@@ -274,6 +278,7 @@ impl Ending {
     /// True when `name` is an outcome a run can have: `ok`, an ending, or a runtime fault.
     pub fn is_outcome(name: &str) -> bool {
         name == "ok"
+            || [crate::coverage::NO_SAMPLE, crate::coverage::UNREACHED].contains(&name)
             || Ending::ALL.iter().any(|e| e.as_str() == name)
             || crate::trace::FaultKind::ALL.iter().any(|k| k.as_str() == name)
     }
@@ -288,6 +293,9 @@ pub enum Strategy {
     Pct(u32),
     /// Exhaustive DFS with at most this many preemptions per run.
     Dfs(u32),
+    /// Random choices steered towards the windows earlier runs missed
+    /// ([`crate::coverage`]); run `i` uses seed `seed + i`, runs one after another.
+    Cover,
 }
 
 impl Strategy {
@@ -297,6 +305,7 @@ impl Strategy {
             Strategy::Random => "random".into(),
             Strategy::Pct(d) => format!("pct:{d}"),
             Strategy::Dfs(p) => format!("dfs:{p}"),
+            Strategy::Cover => "cover".into(),
         }
     }
 }

@@ -8,7 +8,7 @@ use crate::thread::{Lifecycle, Mode, StackEntry};
 impl Run<'_> {
     /// Tallies a stop of thread `x` by profiler code: a suspension `GetThreadContext`
     /// completed, or the profiling signal's handler starting on it.
-    pub(super) fn stopped(&mut self, x: usize) {
+    pub(super) fn stopped(&mut self, x: usize, by_signal: bool) {
         self.stops += 1;
         let platform = self.rt.platform();
         let (cooperative_native_leaf, later, deep, exiting, corrupt) = {
@@ -57,5 +57,6 @@ impl Run<'_> {
         for (hazard, yes) in met {
             self.hazards[hazard as usize] += u64::from(yes);
         }
+        self.stop_met(x, by_signal, &met);
     }
 }

@@ -11,6 +11,7 @@
 //!   and it is not parked by a runtime suspension;
 //! - every stack edit re-lays the thread's memory, so walks and stack reads see the new stack.
 
+mod coverage;
 mod hazards;
 mod os_calls;
 mod steps;
@@ -160,6 +161,12 @@ struct Sim {
     /// Suspended by another thread's `DoStackSnapshot` until its walk ends (a copy of the
     /// runtime's [`crate::thread::Thread::stopped_for_walk`]).
     stopped_for_walk: Option<Option<usize>>,
+    /// Its profiler code is in a sampling round: it stopped or walked another thread since it
+    /// last slept or waited with a deadline ([`crate::coverage::Window::RoundOverExit`]).
+    round_open: bool,
+    /// The threads its profiler code listed (`EnumThreads`) in this round and has not walked
+    /// since.
+    listed: Vec<usize>,
 }
 
 impl Sim {
@@ -223,6 +230,10 @@ pub(crate) struct Run<'p> {
     idle: u64,
     /// The step just served a walk's frame ([`Request::WalkFrame`]): not an idle step.
     walk_frame: bool,
+    /// What the run reached ([`crate::coverage`]).
+    coverage: crate::coverage::RunCoverage,
+    /// Which threads run profiler code ([`Process::profiler_threads`]).
+    samplers: Vec<bool>,
     /// Stops of a thread by profiler code, and how many met each hazard (by `Hazard as usize`).
     stops: u64,
     hazards: [u64; Hazard::ALL.len()],
@@ -231,6 +242,8 @@ pub(crate) struct Run<'p> {
     tracing: bool,
     /// Every thread's state after every step, when recorded.
     timeline: Option<Timeline>,
+    /// With a timeline, the windows first reached since its last step was recorded.
+    fresh_windows: Vec<String>,
     current: Option<usize>,
     fault: Option<RunFault>,
     warnings: Vec<RunFault>,
@@ -326,6 +339,8 @@ impl<'p> Run<'p> {
                     stops_after_crash: 0,
                     walking: None,
                     stopped_for_walk: None,
+                    round_open: false,
+                    listed: Vec::new(),
                     spin_since: 0,
                     polled: None,
                 }
@@ -376,11 +391,14 @@ impl<'p> Run<'p> {
             changed_at: 0,
             idle: 0,
             walk_frame: false,
+            coverage: Default::default(),
+            samplers: p.profiler_threads(),
             stops: 0,
             hazards: [0; Hazard::ALL.len()],
             choices: Vec::new(),
             trace: Vec::new(),
             tracing,
+            fresh_windows: Vec::new(),
             timeline: (recording == Recording::Timeline).then(|| Timeline {
                 threads: s.threads.iter().map(|t| t.name.clone()).collect(),
                 steps: Vec::new(),
@@ -481,7 +499,11 @@ impl<'p> Run<'p> {
                 runnable[0]
             } else {
                 let current = self.current.filter(|c| runnable.contains(c));
-                let t = chooser.choose(&runnable, current)?;
+                let t = if chooser.wants_hints() {
+                    chooser.choose_hinted(&runnable, current, &self.hints())?
+                } else {
+                    chooser.choose(&runnable, current)?
+                };
                 debug_assert!(runnable.contains(&t));
                 self.choices.push(t as u16);
                 t
@@ -498,6 +520,7 @@ impl<'p> Run<'p> {
             if self.walk_frame {
                 self.idle = self.idle.saturating_sub(1);
             }
+            self.take_walks();
             self.raise_queued();
             self.collect_runtime_faults();
             if let Some(walks) = walks {
@@ -507,6 +530,7 @@ impl<'p> Run<'p> {
                 break;
             }
             if !self.can_run(t) && self.th[t].status != Status::Done {
+                self.blocked_met(t);
                 // Every new wait-for cycle passes through the thread that just stepped.
                 if let Some(cycle) = find_cycle(t, |x| self.edges(x)) {
                     if !self.breakable(&cycle) {
@@ -555,7 +579,11 @@ impl<'p> Run<'p> {
             .map(|&h| (h.as_str().to_string(), self.hazards[h as usize]))
             .filter(|&(_, n)| n > 0)
             .collect();
+        let mut coverage = std::mem::take(&mut self.coverage);
+        coverage.stops = self.stops;
+        coverage.sampleable = self.sampleable();
         RunReport {
+            coverage,
             stops: self.stops,
             hazards,
             choice_points: self.choices.len() as u64,
@@ -970,6 +998,7 @@ impl<'p> Run<'p> {
     /// crashed (its event `crash` is set), one stop may already have been under way when it
     /// did; a second one is `sampled_after_crash`.
     pub(super) fn stop_started(&mut self, t: usize, what: &str) {
+        self.round_opens(Some(t));
         let crashed = self
             .event_names
             .iter()
@@ -1034,6 +1063,7 @@ impl<'p> Run<'p> {
                 step: self.steps,
                 ran: t,
                 walk,
+                reached: std::mem::take(&mut self.fresh_windows),
                 lanes,
             });
         }
@@ -1225,6 +1255,7 @@ impl<'p> Run<'p> {
         self.th[t].last_progress = self.now;
         self.changed();
         self.rt.lock().threads[t].lifecycle = Lifecycle::Alive;
+        self.lifecycle_met(t, crate::coverage::Window::RoundOverCreation);
         self.raise(t, CallbackKind::ThreadCreated);
     }
 
@@ -1300,6 +1331,7 @@ impl<'p> Run<'p> {
     /// like a thread without code (parked at once, now if one is in effect).
     fn ended(&mut self, t: usize) {
         self.th[t].status = Status::Done;
+        self.round_closes(t);
         self.changed();
         let suspended = self.suspension_owner().is_some();
         let mut st = self.rt.lock();
@@ -1487,7 +1519,7 @@ impl<'p> Run<'p> {
         self.note(t, 0, |_| {
             format!("signal handler starts (interrupted at {rip:#x})")
         });
-        self.stopped(t);
+        self.stopped(t, true);
         self.th[t].stack.push(Activation {
             source,
             callback: None,

@@ -5,6 +5,7 @@
 //! here, so both see the same semantics and leave the same trace line.
 
 use super::{Activation, Cond, Run, Source, Status, Wait};
+use crate::coverage::Window;
 use crate::fiber::{Code, Fiber, Holding, Home, Reply, Request, ThreadStart, Yielded};
 use crate::platform::Platform;
 use crate::process::program::LockId;
@@ -124,6 +125,8 @@ impl Run<'_> {
             let st = self.rt.lock();
             let thread = &st.threads[x];
             if thread.os_context == OsContext::GetContextFails {
+                drop(st);
+                self.met(Window::ContextFailed);
                 return Err(OsError::ContextUnavailable);
             }
             thread.os_thread_context().ok_or(OsError::Terminated)?
@@ -138,7 +141,10 @@ impl Run<'_> {
     fn complete_suspension(&mut self, x: usize) {
         if !self.th[x].suspenders.is_empty() {
             if self.th[x].suspend_pending {
-                self.stopped(x);
+                if self.th[x].moved {
+                    self.met(Window::RanAfterSuspend);
+                }
+                self.stopped(x, false);
             }
             self.th[x].suspend_pending = false;
         }
@@ -151,6 +157,14 @@ impl Run<'_> {
         } else {
             self.os_target(x).map(|()| self.th[x].signal_pending = true)
         };
+        if r.is_ok() {
+            if self.th[x].signals_masked {
+                self.met(Window::SignalMasked);
+            }
+            if self.th[x].handler_replaced {
+                self.met(Window::SignalHandlerReplaced);
+            }
+        }
         if r.is_ok() {
             let name = self.th[x].name.clone();
             self.stop_started(t, &name);
@@ -211,6 +225,10 @@ impl Run<'_> {
             return;
         }
         let torn = self.check_torn(t, x, line);
+        if x != t {
+            self.coverage.reads += 1;
+            self.coverage.sampled.insert(self.th[x].name.clone());
+        }
         self.note(t, line, |run| {
             let how = if torn { "torn" } else { "ok" };
             format!("read_stack {} at {sp:#x}: {how}", run.th[x].name)
@@ -321,6 +339,7 @@ impl Run<'_> {
                 if let Ok(x) = self.by_os_id(*thread) {
                     self.complete_suspension(x);
                 }
+                self.met(Window::ContextFailed);
                 Reply::Context(Box::new(Err(OsError::Injected)))
             }
             _ => Reply::Count(Err(OsError::Injected)),
@@ -588,7 +607,7 @@ impl Run<'_> {
                 Reply::Event(EventId(at as u32))
             }
             Request::EventSet(e) => {
-                self.events[e.0 as usize] = true;
+                self.set_event(e.0 as usize);
                 Reply::Done
             }
             Request::EventReset(e) => {
@@ -627,6 +646,7 @@ impl Run<'_> {
                 Reply::Done
             }
             Request::Sleep(d) => {
+                self.round_closes(t);
                 self.th[t].status = Status::Sleeping(self.now + d.as_micros() as u64);
                 Reply::Done
             }
@@ -754,6 +774,10 @@ impl Run<'_> {
     ) -> Result<Reply, Wait> {
         let now = self.now;
         let micros = u64::try_from(timeout.as_micros()).unwrap_or(u64::MAX);
+        if micros != u64::MAX {
+            // A wait with a deadline ends a sampling round, as a sleep does.
+            self.round_closes(t);
+        }
         let mut deadline = 0;
         self.fiber_mut(t, |_, _, d| {
             deadline = *d.get_or_insert(now.saturating_add(micros))

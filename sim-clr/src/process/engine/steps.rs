@@ -193,6 +193,7 @@ impl Run<'_> {
             Op::Sleep(us) | Op::Read(us) => {
                 if phase == 0 {
                     self.note(t, line, describe);
+                    self.round_closes(t);
                     self.th[t].status = Status::Sleeping(self.now + us);
                     self.wait_preemptive(t);
                     Done::Again
@@ -422,7 +423,7 @@ impl Run<'_> {
                 Done::Next
             }
             Op::SetEvent(e) => {
-                self.events[e as usize] = true;
+                self.set_event(e as usize);
                 self.note(t, line, describe);
                 Done::Next
             }
@@ -675,6 +676,7 @@ impl Run<'_> {
             self.note(t, line, |_| {
                 "reverse_pinvoke: the runtime adopts the thread (SetupThread)".into()
             });
+            self.lifecycle_met(t, crate::coverage::Window::RoundOverCreation);
             self.raise(t, CallbackKind::ThreadCreated);
             return Done::Again;
         }
@@ -719,6 +721,7 @@ impl Run<'_> {
                 }
                 self.note(t, line, |_| "exit".into());
                 self.return_to_thread_start(t);
+                self.lifecycle_met(t, crate::coverage::Window::RoundOverExit);
                 self.raise(t, CallbackKind::ThreadDestroyed);
                 Done::Again
             }

@@ -28,10 +28,60 @@ use corprof::{Context, HResult, SnapshotFrame, StackSnapshotCallback, ThreadId};
 /// The most frames one walk reports; a bound on corrupt or cyclic stacks.
 pub const MAX_WALK_FRAMES: usize = 1 << 16;
 
+/// A `DoStackSnapshot` profiler code made in a running process, as its coverage counts it
+/// ([`State::walk_log`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WalkSeen {
+    /// The walking thread (`None`: one the runtime does not know).
+    pub caller: Option<usize>,
+    /// The walked thread, when the `ThreadID` named one.
+    pub target: Option<usize>,
+    /// The answer.
+    pub hr: HResult,
+    /// The target's GC mode when the walk began.
+    pub mode: Mode,
+    /// The target's lifecycle when the walk began.
+    pub lifecycle: Lifecycle,
+    /// A seed was given by a thread that never ran managed code.
+    pub seeded_from_native: bool,
+    /// A GC's or another thread's runtime suspension was in effect.
+    pub during_suspension: bool,
+    /// The caller's own runtime suspension was in effect.
+    pub under_own_suspension: bool,
+    /// The walk reported a native run between managed frames (a `funcId == 0` callback with
+    /// a managed one after it).
+    pub native_run: bool,
+    /// The walk has reported a `funcId == 0` callback so far.
+    native_seen: bool,
+}
+
+impl WalkSeen {
+    /// The walk of `target` (if known) by the current caller, as it begins.
+    fn begins(st: &State, target: Option<usize>, seeded: bool) -> WalkSeen {
+        let caller = st.caller().thread;
+        let thread = target.map(|t| &st.threads[t]);
+        WalkSeen {
+            caller,
+            target,
+            hr: HResult::S_OK,
+            mode: thread.map_or(Mode::Preemptive, |t| t.mode),
+            lifecycle: thread.map_or(Lifecycle::Alive, |t| t.lifecycle),
+            seeded_from_native: seeded && st.caller_ee().is_none(),
+            during_suspension: st.config.suspend_in_progress
+                || st.suspension.profiler.is_some_and(|owner| owner != caller),
+            under_own_suspension: st.suspension.profiler == Some(caller),
+            native_run: false,
+            native_seen: false,
+        }
+    }
+}
+
 /// What is left to do after the decision table, with the state lock released.
 struct Plan {
     /// The walk, its first batch recorded.
     walk: Box<Walk>,
+    /// The walk as coverage counts it.
+    seen: WalkSeen,
     target: usize,
     suspended: bool,
     /// The runtime's platform is Unix.
@@ -78,7 +128,18 @@ pub(crate) fn walk_held(
         let decided = decide(&mut st, thread, info_flags, seed);
         if let Err(hr) = decided {
             st.last_walk_start = None;
-            st.walked(thread, hr);
+            let seen = st.in_process.then(|| {
+                let target = if thread.is_null() {
+                    st.caller().thread
+                } else {
+                    st.threads.iter().position(|t| t.id == thread)
+                };
+                WalkSeen {
+                    hr,
+                    ..WalkSeen::begins(&st, target, seed.is_some())
+                }
+            });
+            st.walked(thread, hr, seen);
         }
         (decided, !st.pending.is_empty())
     };
@@ -106,7 +167,8 @@ impl Held {
         {
             let mut st = runtime.lock();
             st.last_walk_start = walk.start;
-            st.walked(thread, hr);
+            let seen = st.in_process.then_some(WalkSeen { hr, ..plan.seen });
+            st.walked(thread, hr, seen);
             st.spare_walk = Some(walk);
             if plan.suspended {
                 resume_target(&mut st, plan.target);
@@ -177,6 +239,7 @@ fn decide(st: &mut State, thread: ThreadId, flags: u32, seed: Option<&Context>) 
         Ok(()) => {
             walk::start(st, t, &mut plan, flags & snapshot::REGISTER_CONTEXT != 0);
             Ok(Plan {
+                seen: WalkSeen::begins(st, Some(t), seed.is_some()),
                 walk: plan,
                 target: t,
                 suspended,
@@ -359,9 +422,15 @@ fn deliver(
     // threads run between two frames while the target stays stopped and its hijack lock held
     // (a second walk of it is refused, R8; a GC waits for the target's suspension to end).
     let paced = crate::fiber::on_fiber();
+    let seen = &mut plan.seen;
     let mut cb = |frame: &SnapshotFrame<'_>| {
         if paced {
             crate::fiber::walk_frame();
+        }
+        if frame.func_id.is_null() {
+            seen.native_seen = true;
+        } else {
+            seen.native_run |= seen.native_seen;
         }
         cb(frame)
     };
