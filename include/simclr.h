@@ -88,7 +88,11 @@ char *simclr_explore_scenario(const char *path, uint64_t schedules, uint64_t see
 /* The same with a native profiler library hosted afresh in every run (as `simclr explore
  * --profiler`): `library` is its path, `clsid` the class DllGetClassObject is asked for
  * ("{2C0F6A1E-7B3D-4E21-8F5A-112233445501}"); the threads it creates with pthread_create are
- * the file's threads declared start = "profiler". The report as JSON, or NULL and *error. */
+ * the file's threads declared start = "profiler". On Linux each run is in a worker process of
+ * its own, as the command's are: a crash, std::terminate or hang (10 s of wall-clock time) of
+ * the library ends that run as profiler_crash or profiler_hang, never the caller. The report
+ * as JSON (its first_failure and each entry of failures with a "replay" command line that
+ * reproduces it), or NULL and *error. */
 char *simclr_explore_profiler(const char *path, const char *library, const char *clsid, uint64_t schedules,
                               uint64_t seed, char **error);
 

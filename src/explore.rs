@@ -300,6 +300,11 @@ pub fn explore(files: &[PathBuf], options: &Options) -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    #[cfg(target_os = "linux")]
+    if options.json {
+        // The report is standard output's; a hosted library's printf goes to stderr.
+        host::isolation::library_stdout_to_stderr();
+    }
     let mut explorations = Vec::with_capacity(files.len());
     for file in files {
         match prepare(file, options) {
@@ -324,6 +329,10 @@ pub fn explore(files: &[PathBuf], options: &Options) -> ExitCode {
         }
         all => explore_side_by_side(all, options),
     };
+    let mut reports = reports;
+    for (e, report) in explorations.iter().zip(&mut reports) {
+        report.name_replays(|schedule| options.profiler.replay(&e.file, schedule, options.changes));
+    }
     if options.json {
         let printed = match reports.as_slice() {
             [report] => crate::merge::print_shard(report, options.shard),
@@ -465,7 +474,8 @@ pub fn render(
     out
 }
 
-/// Replays one schedule of `file` with its full trace; with `svg`, draws it there too.
+/// Replays one schedule of `file` with its full trace; with `svg`, draws it there too. Exit 0
+/// when the run ends `ok`, 1 when it fails, 2 on bad input.
 pub fn replay(
     file: &Path,
     schedule: &str,
@@ -485,6 +495,11 @@ pub fn replay(
             return ExitCode::from(2);
         }
     };
+    #[cfg(target_os = "linux")]
+    if json {
+        // The report is standard output's; a hosted library's printf goes to stderr.
+        host::isolation::library_stdout_to_stderr();
+    }
     let mut process = match attach(file, scenario, profiler) {
         Ok(p) => p,
         Err(code) => return code,
@@ -520,7 +535,12 @@ pub fn replay(
     } else {
         out!("{}", render_run(&report));
     }
-    ExitCode::SUCCESS
+    // A schedule that fails fails the command, as the exploration that found it did.
+    if report.outcome == "ok" {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 /// Writes a run's trace, one step a line.

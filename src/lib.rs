@@ -245,8 +245,9 @@ enum Command {
     },
     /// For each pitfall (or each file given), how many schedules random, PCT and cover
     /// schedules need until their runs have reached every window the story can reach (the
-    /// windows any of them reached within `--schedules`), with the reference sampler; exit 1
-    /// when a strategy missed a window a file's `[explore] reach` names.
+    /// windows any of them reached within `--schedules`, and those the file's `[explore]
+    /// reach` names), with the reference sampler; exit 1 when a strategy missed a window a
+    /// file's `reach` names.
     Reach {
         /// Process scenarios (default: every bundled pitfall).
         files: Vec<PathBuf>,

@@ -26,6 +26,9 @@ enum Rule {
     Join(&'static str),
     /// The object with the smallest value of this number key, or null if every shard has null.
     Earliest(&'static str),
+    /// An object of such objects: for each key, the one with the smallest value of this
+    /// number key among the shards that have it.
+    EarliestEach(&'static str),
     /// Arrays of rows in one fixed order, named by this key: the rows' numbers add up.
     SumRows(&'static str),
     /// An exploration's coverage ([`sim_clr::coverage::Coverage`]): every count adds up.
@@ -58,6 +61,7 @@ const KINDS: [Kind; 3] = [
             ("coverage", Rule::Coverage),
             ("unmet", Rule::Unmet),
             ("first_failure", Rule::Earliest("index")),
+            ("failures", Rule::EarliestEach("index")),
         ],
     },
     Kind {
@@ -259,6 +263,20 @@ fn combine(rule: Rule, values: &[&Value]) -> Result<Value, String> {
                 }
             }
             Ok(best.map_or(Value::Null, |(_, v)| v.clone()))
+        }
+        Rule::EarliestEach(order) => {
+            let mut each: BTreeMap<&str, Vec<&Value>> = BTreeMap::new();
+            for v in values {
+                let map = v.as_object().ok_or_else(|| format!("{v} is not an object"))?;
+                for (k, first) in map {
+                    each.entry(k).or_default().push(first);
+                }
+            }
+            let mut out = serde_json::Map::new();
+            for (k, firsts) in each {
+                out.insert(k.to_string(), combine(Rule::Earliest(order), &firsts)?);
+            }
+            Ok(Value::Object(out))
         }
         Rule::Coverage => {
             let mut total = sim_clr::coverage::Coverage::default();

@@ -85,9 +85,11 @@ pub fn run(files: &[PathBuf], budget: u64, seed: u64, json: bool) -> ExitCode {
             });
             runs.push((strategy.describe(), reached));
         }
-        let union: BTreeSet<String> = runs
-            .iter()
+        // What the story can reach (some strategy's run reached it), and what its file says
+        // must be reached, reached or not.
+        let union: BTreeSet<String> = (runs.iter())
             .flat_map(|(_, r)| r.iter().flatten().cloned())
+            .chain(wanted.iter().cloned())
             .collect();
         let mut reach = Reach {
             scenario: name,

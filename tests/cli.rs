@@ -76,7 +76,8 @@ fn explore_shows_outcomes_and_how_to_replay_the_first_failure() {
         .expect("a replay line");
     let args: Vec<&str> = replay.split_whitespace().collect();
     let again = simclr(&args);
-    assert!(again.status.success());
+    // The replayed schedule deadlocks: the replay fails as the exploration did.
+    assert_eq!(again.status.code(), Some(1));
     let trace = String::from_utf8(again.stdout).unwrap();
     assert!(trace.contains("outcome: deadlock"), "{trace}");
     // The JSON form has the documented keys, and overriding the file's expectations with
@@ -139,8 +140,9 @@ fn explore_with_inject_fails_calls_as_choices_and_its_replay_line_fails_them_aga
     assert!(replay.ends_with(" --inject"), "{replay}");
     let args: Vec<&str> = replay.split_whitespace().collect();
     let again = simclr(&args);
-    assert!(
-        again.status.success(),
+    assert_eq!(
+        again.status.code(),
+        Some(1),
         "{}",
         String::from_utf8_lossy(&again.stderr)
     );
@@ -480,7 +482,8 @@ fn fuzz_passes_the_reference_and_writes_a_replayable_file_for_a_mutant() {
     let args: Vec<&str> = replay.split(' ').skip(1).collect();
     let again = simclr(&args);
     let trace = String::from_utf8(again.stdout).unwrap();
-    assert!(again.status.success(), "{replay}");
+    // The schedule fails, so its replay does.
+    assert_eq!(again.status.code(), Some(1), "{replay}");
     assert!(trace.contains("outcome: lock_while_suspending"), "{trace}");
     for bad in [
         &["fuzz", "--processes", "0"][..],
@@ -604,6 +607,7 @@ fn explore_counts_the_runs_a_crashing_library_kills_and_goes_on() {
     let out = simclr(&replay.split(' ').collect::<Vec<_>>());
     let trace = String::from_utf8(out.stdout).unwrap();
     assert!(trace.contains("outcome: profiler_crash"), "{trace}");
+    assert_eq!(out.status.code(), Some(1), "{trace}");
 }
 
 #[test]
@@ -1106,4 +1110,112 @@ fn a_pitfall_json_report_lists_every_window_and_what_its_runs_reached() {
             .is_some_and(|s| !s.is_empty()),
         "{run}"
     );
+}
+
+/// A process for `host/tests/c/printing.c`, whose profiler prints without flushing.
+const PRINTING: &str = r#"
+platform = "unix"
+[[code]]
+name = "App::Main"
+kind = "jit"
+[[code]]
+name = "App::Work"
+kind = "jit"
+[[threads]]
+name = "main"
+frames = [{ fn = "App::Main" }]
+program = ["call App::Work", "return", "exit"]
+[explore]
+expect = ["no_sample", "ok"]
+"#;
+
+#[test]
+fn a_hosted_librarys_unflushed_output_reaches_a_pipe_a_file_and_a_replay() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let library = fixtures::c_library::build(
+        &root.join("host/tests/c/printing.c"),
+        &Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-profilers"),
+    );
+    let file = tempdir().join("printing.toml");
+    std::fs::write(&file, PRINTING).unwrap();
+    let hosted = [
+        "--profiler",
+        library.to_str().unwrap(),
+        "--clsid",
+        "{2c0f6a1e-7b3d-4e21-8f5a-112233448b01}",
+    ];
+    let explore = |extra: &[&str]| {
+        let mut args = vec!["explore", file.to_str().unwrap(), "--schedules", "3"];
+        args.extend(hosted);
+        args.extend(extra);
+        args.into_iter().map(String::from).collect::<Vec<_>>()
+    };
+    // Standard output a pipe: one line per run from Initialize, one per ThreadDestroyed.
+    let piped = simclr(&explore(&[]).iter().map(String::as_str).collect::<Vec<_>>());
+    let text = String::from_utf8_lossy(&piped.stdout);
+    assert_eq!(piped.status.code(), Some(0), "{text}");
+    assert_eq!(
+        text.matches("printing profiler: initialized\n").count(),
+        3,
+        "{text}"
+    );
+    assert_eq!(text.matches(" destroyed\n").count(), 3, "{text}");
+    // Standard output a file: the same lines.
+    let out = tempdir().join("printing.out");
+    let status = Command::new(env!("CARGO_BIN_EXE_simclr"))
+        .args(explore(&[]))
+        .stdout(std::fs::File::create(&out).unwrap())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    let written = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(
+        written.matches("printing profiler: initialized\n").count(),
+        3,
+        "{written}"
+    );
+    // With --json the report keeps standard output; the library's lines go to stderr.
+    let json = simclr(
+        &explore(&["--json", "--trace-first", "1"])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).expect("stdout is the report alone");
+    let stderr = String::from_utf8_lossy(&json.stderr);
+    // Three runs, and the first ok one run again for its trace.
+    assert_eq!(
+        stderr.matches("printing profiler: initialized\n").count(),
+        4,
+        "{stderr}"
+    );
+    // The replay of a run shows that run's output.
+    let schedule = report["traces"]["ok"][0]["schedule"].as_str().unwrap();
+    let mut args = vec!["replay", file.to_str().unwrap(), "--schedule", schedule];
+    args.extend(hosted);
+    let replay = simclr(&args);
+    let text = String::from_utf8_lossy(&replay.stdout);
+    assert_eq!(replay.status.code(), Some(0), "{text}");
+    assert_eq!(
+        text.matches("printing profiler: initialized\n").count(),
+        1,
+        "{text}"
+    );
+    assert!(text.contains("printing profiler: thread 0x"), "{text}");
+}
+
+#[test]
+fn each_failing_outcome_in_the_json_report_names_the_command_that_replays_it() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/processes/lock-order-inversion.toml");
+    let out = simclr(&["explore", file.to_str().unwrap(), "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let first = report["first_failure"]["replay"]
+        .as_str()
+        .expect("a replay command");
+    let deadlock = &report["failures"]["deadlock"];
+    assert_eq!(deadlock["replay"].as_str(), Some(first), "{report}");
+    let args: Vec<&str> = first.split(' ').skip(1).collect();
+    let again = simclr(&args);
+    assert_eq!(again.status.code(), Some(1), "{first}");
+    assert!(String::from_utf8_lossy(&again.stdout).contains("outcome: deadlock"));
 }

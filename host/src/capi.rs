@@ -9,7 +9,7 @@ use crate::out::hr;
 use crate::{as_runtime_thread, HostError, Hosted};
 use corprof::com::{Guid, HRESULT};
 use corprof::HResult;
-use sim_clr::process::{Loader, Process};
+use sim_clr::process::Process;
 use sim_clr::scenario::Scenario;
 use sim_clr::{CallContext, CallbackKind};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
@@ -261,18 +261,55 @@ pub unsafe extern "C" fn simclr_explore_scenario(
     unsafe { or_error(error, || explore(text(path, "path")?, None, schedules, seed)) }
 }
 
-/// Explores the process of scenario file `path`, with `loader`'s code in every run: the
-/// report as JSON.
-fn explore(path: &str, loader: Option<Loader>, schedules: u64, seed: u64) -> Result<*mut c_char, String> {
+/// A library the C ABI hosts in every run of an exploration: its path and class.
+struct HostedLibrary<'a> {
+    library: &'a Path,
+    clsid: Guid,
+    /// The CLSID as the caller wrote it, for the replay command.
+    written: &'a str,
+}
+
+/// Explores the process of scenario file `path`, with `hosted`'s library in every run (on
+/// Linux each run in a worker process of its own, as `simclr explore --profiler` does, so a
+/// crash or a hang of the library is an outcome of its run and never ends the caller): the
+/// report as JSON, each failure with the command that replays it.
+fn explore(
+    path: &str,
+    hosted: Option<HostedLibrary<'_>>,
+    schedules: u64,
+    seed: u64,
+) -> Result<*mut c_char, String> {
     let scenario = Scenario::load(Path::new(path)).map_err(|e| e.to_string())?;
     let strategy = scenario.process.explore.strategy;
     let mut process = Process::new(scenario);
-    if let Some(loader) = loader {
-        process.load(loader);
+    let mut replay = format!("simclr replay {path}");
+    if let Some(h) = &hosted {
+        host_library(&mut process, h)?;
+        replay = format!(
+            "{replay} --profiler {} --clsid {}",
+            h.library.display(),
+            h.written
+        );
     }
-    let report = process.explore(strategy, schedules, seed, |_, _| {});
+    let mut report = process.explore(strategy, schedules, seed, |_, _| {});
+    report.name_replays(|schedule| format!("{replay} --schedule {schedule}"));
     let json = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
     Ok(c_string(json))
+}
+
+/// Loads `hosted` into every run of `process`: in a worker per run on Linux.
+fn host_library(process: &mut Process, hosted: &HostedLibrary<'_>) -> Result<(), String> {
+    #[cfg(target_os = "linux")]
+    {
+        let forked = crate::isolation::Forked::new(hosted.library, crate::isolation::RUN_TIMEOUT)?;
+        let loader =
+            crate::isolated_loader(hosted.library, hosted.clsid, &forked).map_err(|e| e.to_string())?;
+        process.isolate(Arc::new(forked));
+        process.load(loader);
+    }
+    #[cfg(not(target_os = "linux"))]
+    process.load(crate::loader(hosted.library, hosted.clsid).map_err(|e| e.to_string())?);
+    Ok(())
 }
 
 /// `simclr_explore_profiler`.
@@ -291,11 +328,14 @@ pub unsafe extern "C" fn simclr_explore_profiler(
     // SAFETY: forwarded contract.
     unsafe {
         or_error(error, || {
-            let clsid = text(clsid, "clsid")?;
-            let clsid = Guid::parse(clsid).ok_or_else(|| format!("clsid: `{clsid}` is not a GUID"))?;
-            let loader =
-                crate::loader(Path::new(text(library, "library")?), clsid).map_err(|e| e.to_string())?;
-            explore(text(path, "path")?, Some(loader), schedules, seed)
+            let written = text(clsid, "clsid")?;
+            let clsid = Guid::parse(written).ok_or_else(|| format!("clsid: `{written}` is not a GUID"))?;
+            let hosted = HostedLibrary {
+                library: Path::new(text(library, "library")?),
+                clsid,
+                written,
+            };
+            explore(text(path, "path")?, Some(hosted), schedules, seed)
         })
     }
 }

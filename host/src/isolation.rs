@@ -25,6 +25,18 @@ use std::time::{Duration, Instant};
 /// The default wall-clock time a run may take before it is `profiler_hang`.
 pub const RUN_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Whether workers send the library's standard output to their standard error
+/// ([`library_stdout_to_stderr`]).
+static STDOUT_TO_STDERR: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// From now on, what a hosted library writes to standard output in a worker goes to this
+/// process's standard error instead (after its run), as its standard error always does: for
+/// a caller whose own standard output is a document (`--json`) that the library's `printf`
+/// must not break.
+pub fn library_stdout_to_stderr() {
+    STDOUT_TO_STDERR.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Runs in forked workers ([`Isolation`]).
 #[derive(Debug)]
 pub struct Forked {
@@ -388,6 +400,10 @@ where
     // crate's, the simulator's) across the fork.
     let loads = crate::library::no_loads();
     let prepared = sim_clr::process::fork::prepare();
+    // Output the C library holds for this process is written now, not once more by every
+    // worker that inherits a copy of its buffers.
+    // SAFETY: fflush(NULL) flushes every open stream.
+    unsafe { libc::fflush(std::ptr::null_mut()) };
     // SAFETY: the worker runs `f` and leaves with `_exit`: it never returns into the code
     // that forked it, and it never runs this process's other threads' code.
     let pid = unsafe { libc::fork() };
@@ -400,6 +416,9 @@ where
             libc::close(err_r);
             libc::dup2(err_w, 2);
             libc::close(err_w);
+            if STDOUT_TO_STDERR.load(std::sync::atomic::Ordering::Relaxed) {
+                libc::dup2(2, 1);
+            }
         }
         crash_reports();
         // A panic must not unwind out of here: the worker would go on as a copy of this
@@ -415,8 +434,14 @@ where
                 WORKER_PANICKED
             }
         };
-        // SAFETY: leaves without unwinding, destructors or atexit handlers.
-        unsafe { libc::_exit(status) }
+        // What the library printed reaches the user, as a real process's buffered output
+        // does when it exits (a worker killed by a signal loses it, as a crashing process
+        // does); then the worker leaves without unwinding, destructors or atexit handlers.
+        // SAFETY: fflush(NULL) flushes every open stream; `_exit` ends the worker.
+        unsafe {
+            libc::fflush(std::ptr::null_mut());
+            libc::_exit(status)
+        }
     }
     prepared.in_parent();
     drop(loads);

@@ -148,3 +148,58 @@ fn a_c_program_uses_the_dynamic_and_the_static_library() {
         assert!(text.contains("bad.toml"), "the error names the file: {text}");
     }
 }
+
+/// The `simclr` command, built for the profile the tests run from.
+fn simclr_command() -> PathBuf {
+    let libs = libraries();
+    let mut cargo = Command::new(env!("CARGO"));
+    cargo
+        .args(["build", "--quiet", "-p", "simclr", "--bin", "simclr"])
+        .env("CARGO_TARGET_DIR", libs.parent().unwrap());
+    if libs.file_name().is_some_and(|n| n == "release") {
+        cargo.arg("--release");
+    }
+    run(&mut cargo);
+    libs.join("simclr")
+}
+
+#[test]
+fn a_gtest_explores_a_library_that_terminates_and_survives_it() {
+    if !Path::new("/usr/include/gtest/gtest.h").exists() {
+        // CI installs GoogleTest before the tests (.ci/run): there a skip would hide a
+        // missing install step.
+        assert!(std::env::var_os("CI").is_none(), "GoogleTest is not installed");
+        eprintln!("skipped: GoogleTest is not installed (Debian: libgtest-dev)");
+        return;
+    }
+    let libs = libraries();
+    let simclr = simclr_command();
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("capi");
+    std::fs::create_dir_all(&out).unwrap();
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let library = fixtures::c_library::build_with(
+        &manifest.join("tests/c/terminating.cpp"),
+        &out,
+        &["-static-libstdc++", "-static-libgcc"],
+    );
+    let exe = out.join("capi-gtest");
+    let quoted = |p: &Path| format!("\"{}\"", p.display());
+    run(compiler(true)
+        .to_command()
+        .args(["-std=c++17", "-Wall", "-Wextra", "-Werror", "-I"])
+        .arg(root().join("include"))
+        .arg(format!(
+            "-DPROCESS_FILE={}",
+            quoted(&manifest.join("tests/c/terminating.toml"))
+        ))
+        .arg(format!("-DLIBRARY={}", quoted(&library)))
+        .arg(format!("-DSIMCLR={}", quoted(&simclr)))
+        .arg(manifest.join("tests/c/capi_gtest.cpp"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(format!("-L{}", libs.display()))
+        .arg(format!("-Wl,-rpath,{}", libs.display()))
+        .args(["-lsimclr_host", "-lgtest", "-lgtest_main", "-lpthread"]));
+    let text = run(&mut Command::new(&exe));
+    assert!(text.contains("[  PASSED  ] 1 test"), "{text}");
+}

@@ -736,6 +736,19 @@ fn programs_call_the_hosted_librarys_exports_on_their_thread() {
         .map(|e| e.what.as_str())
         .collect();
     assert!(steps.contains(&"call_export walker_null_walk"), "{steps:?}");
+    // What an export returned is in the trace.
+    let summed = run(
+        r#"["call App::Work", "call_export walker_sum 2 abc 3", "return"]"#,
+        true,
+    );
+    assert!(
+        summed
+            .trace
+            .iter()
+            .any(|e| e.thread == "main" && e.what == "walker_sum returned 8 (0x8)"),
+        "{:?}",
+        summed.trace
+    );
     let missing = run(r#"["call_export walker_nope"]"#, true);
     assert_eq!(missing.outcome, "unattached_body");
     assert!(

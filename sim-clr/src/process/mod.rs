@@ -239,6 +239,10 @@ pub struct FirstFailure {
     pub schedule: String,
     /// What went wrong.
     pub fault: RunFault,
+    /// The command line that replays it, when the caller knows how it is run (the CLI and the
+    /// C ABI fill it in: [`ExploreReport::name_replays`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay: Option<String>,
 }
 
 /// What an exploration found.
@@ -270,6 +274,8 @@ pub struct ExploreReport {
     pub unmet: BTreeMap<String, String>,
     /// The first schedule that did not end `ok`, if any.
     pub first_failure: Option<FirstFailure>,
+    /// The first run of each outcome other than `ok`, by outcome.
+    pub failures: BTreeMap<String, FirstFailure>,
     /// The first runs of each outcome with their traces, at most [`Process::trace_first`] of
     /// each (none unless asked for; a run whose replay fails, as a hosted library that is
     /// not deterministic may, is left out).
@@ -278,6 +284,14 @@ pub struct ExploreReport {
 }
 
 impl ExploreReport {
+    /// Fills in the replay command of the first failure and of each outcome's first run:
+    /// `command(schedule)`.
+    pub fn name_replays(&mut self, command: impl Fn(&str) -> String) {
+        for failure in self.first_failure.iter_mut().chain(self.failures.values_mut()) {
+            failure.replay = Some(command(&failure.schedule));
+        }
+    }
+
     /// The outcomes found: each run's, and what the exploration as a whole failed to reach
     /// ([`ExploreReport::unmet`]), in order.
     pub fn found(&self) -> Vec<&str> {
@@ -533,6 +547,7 @@ impl Process {
             coverage: crate::coverage::Coverage::of(&self.windows()),
             unmet: BTreeMap::new(),
             first_failure: None,
+            failures: BTreeMap::new(),
             traces: BTreeMap::new(),
         };
         let mut faults = 0;
@@ -553,13 +568,16 @@ impl Process {
             }
             if let Some(fault) = run.fault {
                 faults += 1;
+                let first = FirstFailure {
+                    index,
+                    schedule: run.schedule,
+                    fault,
+                    replay: None,
+                };
                 if report.first_failure.is_none() {
-                    report.first_failure = Some(FirstFailure {
-                        index,
-                        schedule: run.schedule,
-                        fault,
-                    });
+                    report.first_failure = Some(first.clone());
                 }
+                report.failures.entry(run.outcome).or_insert(first);
             }
             progress(report.schedules_run, faults);
             true

@@ -540,8 +540,9 @@ impl Run<'_> {
 
     /// `call_export`: the thread calls the hosted library's export, by P/Invoke from managed
     /// code (the runtime's P/Invoke frames, preemptive mode), directly from native code; the
-    /// export runs as the thread's code until it returns, then the program goes on (back in
-    /// managed code once any runtime suspension has ended).
+    /// export runs as the thread's code until it returns (the trace notes what it returned),
+    /// then the program goes on (back in managed code once any runtime suspension has
+    /// ended).
     fn call_export(&mut self, t: usize, instr: Instr, index: u32) -> Done {
         // Run::new checked the export is there.
         let Some(exports) = self.exports.clone() else {
@@ -553,7 +554,9 @@ impl Run<'_> {
         let source = fiber_source(self.fiber_on(
             t,
             Box::new(move || {
-                exports.call(&call.name, &call.args);
+                let value = exports.call(&call.name, &call.args);
+                // What it returned, in the trace: a drain's count, a flush's status.
+                crate::fiber::note(|| format!("{} returned {value} ({value:#x})", call.name));
             }),
         ));
         let entered = managed.then(|| self.rt.enter(t, CallContext::PInvoke));
