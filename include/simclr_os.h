@@ -47,6 +47,12 @@ typedef struct ISimclrOsVtbl {
     int32_t (*GetStackBounds)(ISimclrOs *self, uint32_t thread, uint64_t *limit, uint64_t *base);
     /* 1 with the 8-byte word at `address` of the thread's stack, or 0 outside it. */
     int32_t (*ReadStack)(ISimclrOs *self, uint32_t thread, uint64_t address, uint64_t *value);
+    /* Names the mutex, read-write lock, condition variable, semaphore or once-control at
+     * `object` in every report and timeline ("map lock"): call it before the object's first
+     * use. Unnamed, an object is named by its symbol when it lies in the library's data
+     * (g_registry_mutex, TeamSampler::instance+0x40), else by the function that first took
+     * it. 1, or 0 for a NULL argument. */
+    int32_t (*NameObject)(ISimclrOs *self, const void *object, const char *name);
 } ISimclrOsVtbl;
 
 struct ISimclrOs { const ISimclrOsVtbl *vtbl; };

@@ -41,6 +41,8 @@ struct Fuzzed {
     file: Option<String>,
     /// The command that replays it.
     replay: Option<String>,
+    /// The windows the fuzzer's runs reached ([`sim_clr::coverage`]).
+    windows_reached: Vec<String>,
 }
 
 /// One mutant's two hunts.
@@ -132,6 +134,10 @@ fn fuzzed(mutant: &Mutant, budget: &Budget, out: &Path) -> Result<Fuzzed, ExitCo
         message: None,
         file: None,
         replay: None,
+        windows_reached: (report.coverage.windows.iter())
+            .filter(|(_, &n)| n > 0)
+            .map(|(w, _)| w.clone())
+            .collect(),
     };
     if let Some(f) = report.failures.first() {
         let origin = format!(
@@ -166,8 +172,11 @@ fn lines(h: &Hunted) -> String {
             )
         }
         _ => format!(
-            "ESCAPED {:<30} ({}): no pitfall scenario failed in {} schedules",
-            c.name, c.rule, c.schedules_run
+            "ESCAPED {:<30} ({}): no pitfall scenario failed in {} schedules; {}",
+            c.name,
+            c.rule,
+            c.schedules_run,
+            reached(&c.windows_reached)
         ),
     };
     let f = &h.fuzz;
@@ -177,9 +186,23 @@ fn lines(h: &Hunted) -> String {
             f.schedules_run
         ),
         _ => format!(
-            "        fuzzer alone: ESCAPED: no random process failed in {} schedules",
-            f.schedules_run
+            "        fuzzer alone: ESCAPED: no random process failed in {} schedules; {}",
+            f.schedules_run,
+            reached(&f.windows_reached)
         ),
     };
     format!("{catalog}\n{fuzz}")
+}
+
+/// What an escaped mutant's runs reached, in words: the windows it had the chance to break.
+fn reached(windows: &[String]) -> String {
+    if windows.is_empty() {
+        "its runs reached no window".to_string()
+    } else {
+        format!(
+            "its runs reached {} windows: {}",
+            windows.len(),
+            windows.join(", ")
+        )
+    }
 }

@@ -54,15 +54,20 @@ pub(crate) fn names() -> Vec<&'static str> {
         .map_or_else(Vec::new, |all| all.iter().map(|s| s.name.as_str()).collect())
 }
 
-/// The name this program was run by (what a replay command must call), `simclr` if unknown.
+/// What a replay command must call to run this program: `simclr` for simclr itself (as its
+/// users install it), else (a team's own binary built with its samplers, which nothing puts
+/// on the PATH) the path of the running executable, so the printed line runs as it is.
 pub(crate) fn program() -> String {
-    std::env::args_os()
-        .next()
-        .and_then(|arg0| {
-            let path = std::path::PathBuf::from(arg0);
-            Some(path.file_name()?.to_string_lossy().into_owned())
-        })
-        .unwrap_or_else(|| "simclr".into())
+    let name = std::env::args_os().next().and_then(|arg0| {
+        let path = std::path::PathBuf::from(arg0);
+        Some(path.file_name()?.to_string_lossy().into_owned())
+    });
+    match name {
+        Some(name) if name != "simclr" => {
+            std::env::current_exe().map_or(name, |exe| exe.display().to_string())
+        }
+        _ => "simclr".into(),
+    }
 }
 
 #[cfg(test)]

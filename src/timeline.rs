@@ -23,12 +23,21 @@ const LANE: f64 = 34.0;
 /// Height of one lock strip.
 const LOCK_STRIP: f64 = 4.0;
 
+/// The width of a character of 12-pixel text, on the mean (sans-serif).
+const TEXT_EM: f64 = 7.0;
+
+/// About how wide `text` is drawn at 12 pixels.
+fn text_width(text: &str) -> f64 {
+    TEXT_EM * text.chars().count() as f64
+}
+
 /// What a bar's colour says, with its CSS class and fill.
 fn style(doing: &Doing) -> Option<(&'static str, &'static str)> {
     match doing {
         Doing::Ran => Some(("ran", "#2e7d32")),
         Doing::Ready => Some(("ready", "#cfd8dc")),
         Doing::Blocked(_) => Some(("blocked", "#c62828")),
+        Doing::Waiting(_) => Some(("waiting", "#ef9a9a")),
         Doing::Sleeping => Some(("sleeping", "#90caf9")),
         Doing::Parked => Some(("parked", "#8e24aa")),
         Doing::NotStarted | Doing::Done | Doing::Frozen => None,
@@ -42,6 +51,7 @@ fn describe(doing: &Doing) -> String {
         Doing::Ran => "ran".into(),
         Doing::Ready => "ready".into(),
         Doing::Blocked(on) => format!("blocked on {on}"),
+        Doing::Waiting(on) => format!("waiting, with a deadline, for {on}"),
         Doing::Sleeping => "asleep".into(),
         Doing::Parked => "parked by the runtime suspension".into(),
         Doing::Done => "done".into(),
@@ -119,11 +129,28 @@ pub fn svg(report: &RunReport, title: &str) -> String {
         tops.push(y);
         y += LANE + LOCK_STRIP * *rows as f64;
     }
-    let width = LABELS + chart_w + RIGHT;
-    let height = y + 90.0;
+    let locks = locks_of(timeline);
+    let cycle_len = report.fault.as_ref().map_or(0, |f| f.cycle.len());
+    // Wide enough for the longest text: the outcome line, each cycle link's label.
+    let outcome_text = report.fault.as_ref().map_or(report.outcome.len() + 2, |f| {
+        f.kind.len() + f.message.chars().count() + 2
+    });
+    let link_label = (report.fault.iter().flat_map(|f| &f.cycle))
+        .map(|l| {
+            LABELS
+                + chart_w
+                + 20.0
+                + 14.0 * cycle_len as f64
+                + text_width(&format!("waits for {}: {}", l.held_by, l.waits_for))
+        })
+        .fold(0.0, f64::max);
+    let width = (LABELS + chart_w + RIGHT)
+        .max(legend_width(&locks) + 10.0)
+        .max(10.0 + TEXT_EM * outcome_text as f64 + 10.0)
+        .max(link_label + 10.0);
+    let height = y + 112.0;
     let x = |i: usize| LABELS + step_w * i as f64;
     let cycle = report.fault.as_ref().map_or(&[][..], |f| &f.cycle[..]);
-    let locks = locks_of(timeline);
     let in_cycle = |name: &str| cycle.iter().any(|l| l.thread == name);
 
     let mut out = String::new();
@@ -226,6 +253,22 @@ pub fn svg(report: &RunReport, title: &str) -> String {
         for (i, step) in timeline.steps.iter().enumerate() {
             if let (true, Some((target, hr))) = (step.ran == t, &step.walk) {
                 let cx = x(i) + step_w / 2.0;
+                // A dashed line to the lane of the thread it walked.
+                if let Some(to) = timeline
+                    .threads
+                    .iter()
+                    .position(|n| n == target)
+                    .filter(|&to| to != t)
+                {
+                    writeln!(
+                        w,
+                        r##"<line class="walk-target" data-target="{}" x1="{cx:.1}" x2="{cx:.1}" y1="{:.1}" y2="{:.1}" stroke="#212121" stroke-width="0.8" stroke-dasharray="2,2"/>"##,
+                        escape(target),
+                        top + 9.0,
+                        tops[to] + 9.0
+                    )
+                    .unwrap();
+                }
                 writeln!(
                     w,
                     r##"<path class="walk" d="M{cx:.1},{:.1} l4,5 l-4,5 l-4,-5 z" fill="#212121"><title>step {}: {} called DoStackSnapshot of {} → {}</title></path>"##,
@@ -420,37 +463,63 @@ fn axis(w: &mut String, timeline: &Timeline, y: f64, step_w: f64) {
     .unwrap();
 }
 
-/// What the colours mean, and each lock's colour.
-fn legend(w: &mut String, locks: &[&str], y: f64) {
-    let items: [(&str, &str); 10] = [
+/// The legend's rows: what the colours of a lane mean, then the marks on it.
+const LEGEND: [&[(&str, &str)]; 2] = [
+    &[
         ("#2e7d32", "ran"),
         ("#cfd8dc", "ready"),
         ("#c62828", "blocked"),
+        ("#ef9a9a", "waiting with a deadline"),
         ("#90caf9", "asleep"),
         ("#8e24aa", "parked"),
         ("url(#hatch)", "suspended"),
+    ],
+    &[
         ("#f9a825", "in a callback"),
         ("#d81b60", "in the signal handler"),
-        ("#212121", "DoStackSnapshot (diamond)"),
+        (
+            "#212121",
+            "DoStackSnapshot (diamond, dashed to the thread walked)",
+        ),
         ("#00897b", "a window first reached (flag)"),
-    ];
+    ],
+];
+
+/// The room a legend item takes: its swatch, its label, the gap after it.
+fn legend_item_width(label: &str) -> f64 {
+    28.0 + 6.8 * label.chars().count() as f64
+}
+
+/// How wide the legend is with `locks` in its last row.
+fn legend_width(locks: &[&str]) -> f64 {
+    let row = |labels: &mut dyn Iterator<Item = &str>| 10.0 + labels.map(legend_item_width).sum::<f64>();
+    let locks_row = 210.0 + locks.iter().map(|l| legend_item_width(l)).sum::<f64>();
+    (LEGEND.iter())
+        .map(|items| row(&mut items.iter().map(|(_, label)| *label)))
+        .fold(locks_row, f64::max)
+}
+
+/// What the colours mean, and each lock's colour.
+fn legend(w: &mut String, locks: &[&str], y: f64) {
     writeln!(w, r#"<g class="legend">"#).unwrap();
-    let mut x = 10.0;
-    for (fill, label) in items {
-        legend_item(w, &mut x, y, fill, 10.0, label);
+    for (row, items) in LEGEND.iter().enumerate() {
+        let mut x = 10.0;
+        for (fill, label) in *items {
+            legend_item(w, &mut x, y + 22.0 * row as f64, fill, 10.0, label);
+        }
     }
+    let y = y + 22.0 * LEGEND.len() as f64;
     let mut x = 10.0;
     if !locks.is_empty() {
         writeln!(
             w,
-            r##"<text x="{x:.1}" y="{:.1}" fill="#333">locks held (strips under a lane):</text>"##,
-            y + 22.0
+            r##"<text x="{x:.1}" y="{y:.1}" fill="#333">locks held (strips under a lane):</text>"##
         )
         .unwrap();
         x += 200.0;
     }
     for lock in locks {
-        legend_item(w, &mut x, y + 22.0, lock_colour(locks, lock), 4.0, lock);
+        legend_item(w, &mut x, y, lock_colour(locks, lock), 4.0, lock);
     }
     w.push_str("</g>\n");
 }
@@ -466,7 +535,7 @@ fn legend_item(w: &mut String, x: &mut f64, y: f64, fill: &str, height: f64, lab
         escape(label)
     )
     .unwrap();
-    *x += 28.0 + 6.8 * label.chars().count() as f64;
+    *x += legend_item_width(label);
 }
 
 #[cfg(test)]

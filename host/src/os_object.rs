@@ -39,6 +39,7 @@ struct Vtbl {
     enum_threads: unsafe extern "system-unwind" fn(*mut c_void, *mut u32, u32) -> u32,
     get_stack_bounds: unsafe extern "system-unwind" fn(*mut c_void, u32, *mut u64, *mut u64) -> i32,
     read_stack: unsafe extern "system-unwind" fn(*mut c_void, u32, u64, *mut u64) -> i32,
+    name_object: unsafe extern "system-unwind" fn(*mut c_void, *const c_void, *const std::ffi::c_char) -> i32,
 }
 
 /// The object: a vtable pointer, no state (it is the process's OS layer).
@@ -58,6 +59,7 @@ static VTBL: Vtbl = Vtbl {
     enum_threads,
     get_stack_bounds,
     read_stack,
+    name_object,
 };
 
 static OBJECT: OsObject = OsObject { vtbl: &VTBL };
@@ -161,5 +163,25 @@ unsafe extern "system-unwind" fn read_stack(
         // SAFETY: the caller's word.
         unsafe { value.write(word) };
     }
+    1
+}
+
+/// `NameObject`: the library names its mutex, read-write lock, condition variable, semaphore
+/// or once-control at `object` for every report (before its first use; 1, or 0 for a NULL
+/// argument or a name that is not UTF-8).
+unsafe extern "system-unwind" fn name_object(
+    _: *mut c_void,
+    object: *const c_void,
+    name: *const std::ffi::c_char,
+) -> i32 {
+    if object.is_null() || name.is_null() {
+        return 0;
+    }
+    // SAFETY: the caller's NUL-terminated name.
+    let Ok(name) = unsafe { std::ffi::CStr::from_ptr(name) }.to_str() else {
+        return 0;
+    };
+    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    crate::interpose::name_object(object, name);
     1
 }

@@ -661,13 +661,23 @@ frames = [{ fn = "libblocking.so!work" }]
         let run = p.run(&mut Random(Rng::new(1))).unwrap();
         assert_eq!(run.outcome, "hang");
         let fault = run.fault.unwrap();
+        // Named by its symbol: `static std::condition_variable flag_changed`.
         let waits =
-            |l: &sim_clr::process::CycleLink| l.waits_for.starts_with("condition variable pthread_cond 0x");
+            |l: &sim_clr::process::CycleLink| l.waits_for == "condition variable pthread_cond flag_changed";
         assert!(fault.cycle.iter().any(waits), "{fault:?}");
         let p = process([Arc::new(move || assert_eq!(wait_for(2000), 0)), Arc::new(|| {})]);
         let run = p.run(&mut Random(Rng::new(1))).unwrap();
         assert_eq!(run.outcome, "ok", "{:?}", run.fault);
         assert!(run.time_us >= 2_000_000, "{} µs", run.time_us);
+        // The timeline draws the timed wait as a wait with a deadline, not as blocked.
+        let drawn = p.replay_timeline(&run.schedule.parse().unwrap()).unwrap();
+        let doing: Vec<_> = (drawn.timeline.unwrap().steps.iter())
+            .flat_map(|s| s.lanes.iter().map(|l| l.doing.clone()))
+            .collect();
+        use sim_clr::process::timeline::Doing;
+        let timed = Doing::Waiting("condition variable pthread_cond flag_changed".into());
+        assert!(doing.contains(&timed), "{doing:?}");
+        assert!(!doing.iter().any(|d| matches!(d, Doing::Blocked(_))), "{doing:?}");
         // Later runs still get their threads: the unwound one is back in the pool.
         for seed in 0..10 {
             // Notified after 1 s, well before the 5 s deadline; then a wait without one.
@@ -1216,6 +1226,10 @@ mod windows_design {
             .filter(|e| e.what.starts_with("SuspendThread"))
             .count();
         assert!(suspends > 0, "the sampler suspends through simclr_os.h");
+        // The locks it named through simclr_os.h go by those names.
+        let said = |what: &str| run.trace.iter().any(|e| e.what == what);
+        assert!(said("lock pthread_mutex records lock"), "{:?}", run.trace);
+        assert!(said("lock pthread_mutex thread record lock"), "{:?}", run.trace);
     }
 
     #[test]
@@ -1364,6 +1378,8 @@ mod production_cxx {
 
     #[test]
     fn a_static_libstdcxx_sampler_runs_1000_schedules_names_its_frames_and_threads() {
+        // Its runs write what they saw to one file: no other run of the library meanwhile.
+        let _one = super::serial();
         let library = library();
         // One file per test process: two runs of these tests at once must not share it.
         let out =
@@ -1400,7 +1416,36 @@ mod production_cxx {
     }
 
     #[test]
+    fn its_locks_are_named_by_the_function_that_first_took_them_never_by_address() {
+        let _one = super::serial();
+        let library = library();
+        let text = include_str!("c/cxx_sampler.toml");
+        let mut p = Process::new(Scenario::parse("cxx_sampler.toml", text).unwrap());
+        let forked = Forked::new(&library, Duration::from_secs(30)).unwrap();
+        p.load(simclr_host::isolated_loader(&library, CLSID, &forked).expect("it hosts"));
+        p.isolate(Arc::new(forked));
+        p.trace_first(1);
+        let report = p.explore(Strategy::Pct(3), 1, 1, |_, _| {});
+        let trace = &report.traces["ok"][0].trace;
+        let locks: Vec<&str> = (trace.iter().map(|e| e.what.as_str()))
+            .filter(|w| w.contains("pthread_"))
+            .collect();
+        // Its mutex, condition variable and read-write lock live on the heap (members of
+        // its Sampler object): each is named after the function that first took it.
+        for kind in ["pthread_mutex", "pthread_cond", "pthread_rwlock"] {
+            assert!(
+                locks
+                    .iter()
+                    .any(|w| w.contains(&format!("{kind} first taken in (anonymous namespace)::Sampler::"))),
+                "{kind}: {locks:?}"
+            );
+        }
+        assert!(locks.iter().all(|w| !w.contains("0x")), "{locks:?}");
+    }
+
+    #[test]
     fn enumerators_still_held_after_shutdown_are_a_leaked_reference() {
+        let _one = super::serial();
         let library = library();
         let text = include_str!("c/cxx_sampler.toml");
         let mut p = Process::new(Scenario::parse("cxx_sampler.toml", text).unwrap());
@@ -1469,12 +1514,16 @@ mod shared_mutex_cycle {
             .collect();
         assert_eq!(links.len(), 2, "{links:?}");
         assert!(links.contains(&("sampler", "safe point", "main")), "{links:?}");
+        // The lock is named by its symbol, never by its address.
         assert!(
-            links
-                .iter()
-                .any(|&(t, what, by)| t == "main" && what.starts_with("pthread_rwlock ") && by == "sampler"),
+            links.contains(&(
+                "main",
+                "pthread_rwlock (anonymous namespace)::registry",
+                "sampler"
+            )),
             "{links:?}"
         );
+        assert!(!failure.fault.message.contains("0x"), "{}", failure.fault.message);
         // The timeline shows the sampler holding the lock until the end.
         let schedule = failure.schedule.parse().unwrap();
         let run = p.replay_timeline(&schedule).unwrap();
@@ -1486,10 +1535,22 @@ mod shared_mutex_cycle {
             last.lanes[sampler]
                 .locks
                 .iter()
-                .any(|l| l.starts_with("pthread_rwlock ")),
+                .any(|l| l == "pthread_rwlock (anonymous namespace)::registry"),
             "{:?}",
             last.lanes[sampler]
         );
+        // No lock anywhere on the timeline or in the trace is named by an address.
+        let held = (timeline.steps.iter()).flat_map(|s| s.lanes.iter().flat_map(|l| l.locks.iter()));
+        for lock in held {
+            assert!(!lock.contains("0x"), "{lock}");
+        }
+        for e in &run.trace {
+            assert!(
+                !(e.what.contains("pthread_") && e.what.contains("0x")),
+                "{}",
+                e.what
+            );
+        }
     }
 }
 

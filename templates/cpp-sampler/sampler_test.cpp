@@ -75,16 +75,30 @@ TEST(Sampler, ARoundWalksEveryManagedThreadUnderSuspendRuntime) {
     EXPECT_FALSE(sampler.last_sample().empty());
 }
 
+// Each `"replay": "…"` command line of the report: how to see a failing run again.
+std::vector<std::string> replay_commands(const std::string &report) {
+    std::vector<std::string> commands;
+    const std::string key = "\"replay\": \"";
+    for (size_t at = report.find(key); at != std::string::npos; at = report.find(key, at)) {
+        at += key.size();
+        commands.push_back(report.substr(at, report.find('"', at) - at));
+    }
+    return commands;
+}
+
 TEST(Explore, TheProfilerLibrarySurvives200Schedules) {
     char *error = nullptr;
     char *json = simclr_explore_profiler(PROCESS_FILE, SAMPLER_LIBRARY, "{7E3A9C51-0D2B-4F68-9A14-C0FFEE000001}", 200,
                                          1, &error);
     ASSERT_NE(nullptr, json) << (error ? error : "");
-    std::string report;
-    for (const char *c = json; *c; c++)
-        if (*c != ' ' && *c != '\n') report += *c;
+    std::string report(json);
     simclr_string_free(json);
-    EXPECT_NE(std::string::npos, report.find("\"outcomes\":{\"ok\":200}")) << report;
+    // Every run ok: no failing outcome. Otherwise the report says what failed and how to
+    // replay it (the report is printed as it is, readable; the commands after it).
+    std::string how;
+    for (const std::string &command : replay_commands(report)) how += "\n  replay: " + command;
+    EXPECT_NE(std::string::npos, report.find("\"failures\": {}")) << report << how;
+    EXPECT_NE(std::string::npos, report.find("\"ok\": 200")) << report << how;
 }
 
 } // namespace

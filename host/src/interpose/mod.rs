@@ -44,6 +44,7 @@
 
 mod clocks;
 mod escapes;
+mod names;
 mod shared;
 mod signals;
 pub(crate) mod tsan;
@@ -184,14 +185,40 @@ fn set_errno(value: c_int) {
 fn process_mutex(os: &SimOs, mutex: *mut c_void) -> corprof::os::MutexId {
     // Opening the named mutex is the simulator's bookkeeping, not an allocation of the
     // library's (a real `pthread_mutex_lock` allocates nothing).
-    unobserved(|| os.mutex_create(&format!("pthread_mutex {:#x}", mutex as usize)))
+    unobserved(|| {
+        let (key, name) = object_name("pthread_mutex", mutex);
+        os.mutex_open_as(&key, &name)
+    })
 }
 
 /// The process condition variable standing for the `pthread_cond_t` at `cond`, and how many
 /// times it was notified.
 fn process_cond(os: &SimOs, cond: *mut c_void) -> (u32, u64) {
     // As for mutexes: the name is the simulator's bookkeeping.
-    unobserved(|| os.cond_open(&format!("pthread_cond {:#x}", cond as usize)))
+    unobserved(|| {
+        let (key, name) = object_name("pthread_cond", cond);
+        os.cond_open_as(&key, &name)
+    })
+}
+
+/// The process's key for the library's `kind` object at `object` (its address: the object's
+/// identity), and its name in reports ([`names`]: a new one not in the library's data is
+/// named after the library function whose call, some frames up, first reached here).
+fn object_name(kind: &str, object: *mut c_void) -> (String, String) {
+    let key = format!("{kind} {:#x}", object as usize);
+    let name = names::of(kind, object as usize, || {
+        let mut frames = [std::ptr::null_mut(); 16];
+        // SAFETY: room for 16 return addresses.
+        let n = unsafe { libc::backtrace(frames.as_mut_ptr(), frames.len() as c_int) };
+        frames[..n.max(0) as usize].iter().map(|&f| f as usize).collect()
+    });
+    (key, name)
+}
+
+/// Gives the library's object at `object` the name `name` in every report (before its first
+/// use): `ISimclrOs::NameObject`.
+pub(crate) fn name_object(object: *const c_void, name: &str) {
+    unobserved(|| names::give(object as usize, name));
 }
 
 /// The C library's own function for a redirected one.
@@ -453,7 +480,7 @@ unsafe extern "C-unwind" fn cond_broadcast(cond: *mut c_void) -> c_int {
 struct LinkMap {
     /// The difference between the library's load address and its link address.
     base: usize,
-    _name: *const c_char,
+    name: *const c_char,
     /// The library's `PT_DYNAMIC` segment, in memory.
     dynamic: *const Dyn,
 }
@@ -579,7 +606,14 @@ const CXX_RUNTIMES: [&CStr; 2] = [c"libstdc++.so.6", c"libc++.so.1"];
 /// runtime it loaded; returns how many entries were rewritten.
 pub fn redirect_imports(handle: *mut c_void) -> Result<usize, String> {
     let all = redirects();
-    let mut rewritten = patch(link_map(handle)?, all.iter())?;
+    let map = link_map(handle)?;
+    // Its synchronization objects are named by its symbols.
+    if !map.name.is_null() {
+        // SAFETY: the loader's NUL-terminated path of the library.
+        let path = unsafe { CStr::from_ptr(map.name) };
+        unobserved(|| names::register(std::path::Path::new(&*path.to_string_lossy()), map.base));
+    }
+    let mut rewritten = patch(map, all.iter())?;
     for runtime in CXX_RUNTIMES {
         // SAFETY: a NUL-terminated name; RTLD_NOLOAD only finds a library already loaded.
         let loaded = unsafe { dlopen(runtime.as_ptr(), RTLD_NOW | RTLD_NOLOAD) };

@@ -37,7 +37,10 @@ const EAGAIN: c_int = 11;
 /// The process condition variable for the object at `address` (`kind` names its kind).
 fn cond(os: &SimOs, kind: &str, address: *mut c_void) -> (u32, u64) {
     // The name is the simulator's bookkeeping, not the library's allocation.
-    unobserved(|| os.cond_open(&format!("{kind} {:#x}", address as usize)))
+    unobserved(|| {
+        let (key, name) = super::object_name(kind, address);
+        os.cond_open_as(&key, &name)
+    })
 }
 
 /// How a take of an object is held: by the taker until it releases it, or (a semaphore) a

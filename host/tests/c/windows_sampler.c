@@ -131,6 +131,7 @@ static HRESULT thread_created(Object *self, UINT_PTR thread) {
         r->os_thread = 0;
         r->destroyed = 0;
         pthread_mutex_init(&r->lock, NULL);
+        simclr_os->vtbl->NameObject(simclr_os, &r->lock, "thread record lock");
         record_count++;
     }
     pthread_mutex_unlock(&records_lock);
@@ -166,6 +167,8 @@ static HRESULT initialize(Object *self, Object *unknown) {
     HRESULT hr = ((QueryInterface)unknown->vtbl[SLOT_QI])(unknown, &IID_ICorProfilerInfo2, (void **)&info);
     if (hr != S_OK) return hr;
     if (!simclr_os_attach(unknown)) return E_NOINTERFACE;
+    /* Reports name the lock so. */
+    simclr_os->vtbl->NameObject(simclr_os, &records_lock, "records lock");
     hr = ((SetEventMask)info->vtbl[INFO_SET_EVENT_MASK])(info, MONITOR_THREADS | ENABLE_STACK_SNAPSHOT);
     if (hr != S_OK) return hr;
     if (pthread_create(&sampler, NULL, sample, NULL) != 0) return (HRESULT)0x80004005;

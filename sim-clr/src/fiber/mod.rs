@@ -91,16 +91,18 @@ pub enum Request {
     /// reference held at exit), by outcome, with its message: the run's outcome unless a
     /// fatal one follows.
     Warn(&'static str, String),
-    /// A new mutex.
-    MutexCreate(String),
+    /// A mutex opened by its key (named objects are shared), and the name reports give it
+    /// when it is new.
+    MutexCreate(String, String),
     /// Take a mutex (blocks while held).
     MutexLock(MutexId),
     /// Take a mutex if it is free (never blocks).
     MutexTryLock(MutexId),
     /// Release a mutex.
     MutexUnlock(MutexId),
-    /// Open a condition variable by name: its id and how many times it was notified.
-    CondOpen(String),
+    /// Open a condition variable by its key, with the name reports give it when it is new:
+    /// its id and how many times it was notified.
+    CondOpen(String, String),
     /// Wait until a condition variable is notified after this many notifications, at most
     /// this long.
     CondWait(u32, u64, Duration),

@@ -83,16 +83,17 @@ impl LockTable {
         self.states[self.declared..].iter().any(|s| s.owner == Some(t))
     }
 
-    /// The lock named `name`, created free if there is none (named objects are shared).
-    pub fn open(&mut self, name: &str) -> LockId {
-        if let Some(&at) = self.by_name.get(name) {
+    /// The lock opened by `key` (named objects are shared): one opened by it before, else a
+    /// new one, free, called `name` in reports.
+    pub fn open_as(&mut self, key: &str, name: &str) -> LockId {
+        if let Some(&at) = self.by_name.get(key) {
             return LockId(at);
         }
         // Lossless: a run cannot hold 2^32 locks in memory.
         let at = self.names.len() as u32;
         self.states.push(LockState::default());
         self.names.push(name.to_string());
-        self.by_name.insert(name.to_string(), at);
+        self.by_name.insert(key.to_string(), at);
         LockId(at)
     }
 
@@ -154,9 +155,14 @@ mod tests {
             "one hold leaked"
         );
         assert_eq!(locks.owner(LockId::THREAD_STORE), Some(2));
-        assert_eq!(locks.open("heap"), LockId::HEAP);
-        let mine = locks.open("mine");
-        assert_eq!(locks.open("mine"), mine, "opened, not created again");
-        assert_eq!(locks.name(mine), "mine");
+        assert_eq!(locks.open_as("heap", "heap"), LockId::HEAP);
+        let mine = locks.open_as("pthread_mutex 0x10", "pthread_mutex mine");
+        let again = locks.open_as("pthread_mutex 0x10", "pthread_mutex other");
+        assert_eq!(again, mine, "opened by its key, not created again");
+        assert_eq!(
+            locks.name(mine),
+            "pthread_mutex mine",
+            "the name it was created with"
+        );
     }
 }

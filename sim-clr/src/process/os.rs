@@ -48,8 +48,23 @@ impl SimOs {
     /// A condition variable of the process, opened by name (named objects are shared): its
     /// id, and how many times it has been notified so far (for [`SimOs::cond_wait`]).
     pub fn cond_open(&self, name: &str) -> (u32, u64) {
-        match ask(Request::CondOpen(name.to_string())) {
+        self.cond_open_as(name, name)
+    }
+
+    /// [`SimOs::cond_open`] by `key`, named `name` in reports (a hosted library's object is
+    /// opened by its address and named by its symbol).
+    pub fn cond_open_as(&self, key: &str, name: &str) -> (u32, u64) {
+        match ask(Request::CondOpen(key.to_string(), name.to_string())) {
             Reply::Cond(id, generation) => (id, generation),
+            other => mismatch(other),
+        }
+    }
+
+    /// A mutex of the process opened by `key` (named objects are shared), named `name` in
+    /// reports.
+    pub fn mutex_open_as(&self, key: &str, name: &str) -> MutexId {
+        match ask(Request::MutexCreate(key.to_string(), name.to_string())) {
+            Reply::Mutex(m) => m,
             other => mismatch(other),
         }
     }
@@ -228,10 +243,7 @@ impl SimOs {
 
 impl Sync for SimOs {
     fn mutex_create(&self, name: &str) -> MutexId {
-        match ask(Request::MutexCreate(name.to_string())) {
-            Reply::Mutex(m) => m,
-            other => mismatch(other),
-        }
+        self.mutex_open_as(name, name)
     }
 
     fn mutex_lock(&self, mutex: MutexId) {

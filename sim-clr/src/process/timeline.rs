@@ -17,6 +17,10 @@ pub enum Doing {
     /// Blocked, waiting for what the text says (`lock heap`, `join worker`, `event done`),
     /// also in the step that ran into the wait.
     Blocked(String),
+    /// Waiting, as [`Doing::Blocked`], for what the text says, but only until a virtual
+    /// deadline (a timed condition-variable wait, an event waited on with a timeout): a wait
+    /// that ends by itself.
+    Waiting(String),
     /// Asleep until a virtual deadline.
     Sleeping,
     /// Parked at a safe point by a runtime suspension.

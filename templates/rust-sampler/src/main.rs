@@ -1,6 +1,6 @@
 //! The team's own `simclr`: the command line with their sampler added as `team`
 //! (`src/lib.rs`), so every command that takes `--sampler` runs it, and each failure prints a
-//! replay command for this binary. From this folder:
+//! replay command that runs this binary by its path, as printed. From this folder:
 //!
 //! ```text
 //! cargo run --release -- explore ../../fixtures/pitfalls/s33-stack-overrun.toml --sampler team

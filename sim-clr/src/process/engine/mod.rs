@@ -181,6 +181,9 @@ impl Sim {
 
 /// A condition variable of the process.
 struct Cond {
+    /// What it is opened by.
+    key: String,
+    /// What reports call it.
     name: String,
     /// How many times it was notified.
     notified: u64,
@@ -1074,7 +1077,12 @@ impl<'p> Run<'p> {
         let s = &self.th[x];
         // A thread that ran into a wait shows the wait.
         let doing = match s.status {
-            Status::Blocked(w) if !self.wait_over(x, w) => Doing::Blocked(self.wait_name(w)),
+            Status::Blocked(w) if !self.wait_over(x, w) => match w {
+                Wait::Cond(_, _, deadline) | Wait::Event(_, deadline) if deadline != u64::MAX => {
+                    Doing::Waiting(self.wait_name(w))
+                }
+                _ => Doing::Blocked(self.wait_name(w)),
+            },
             _ if x == ran => Doing::Ran,
             _ if s.parked => Doing::Parked,
             Status::Frozen => Doing::Frozen,

@@ -554,7 +554,7 @@ impl Run<'_> {
             }
             // Named objects: creating one that exists opens it (the file's locks and the
             // runtime's included), so a sampler and its callbacks share them by name.
-            Request::MutexCreate(name) => Reply::Mutex(MutexId(self.locks.open(name).0)),
+            Request::MutexCreate(key, name) => Reply::Mutex(MutexId(self.locks.open_as(key, name).0)),
             Request::MutexLock(m) => {
                 let l = LockId(m.0);
                 self.check_lock_rules(t, &format!("takes lock {}", self.locks.name(l)), 0);
@@ -618,20 +618,17 @@ impl Run<'_> {
                 let set = self.events[e.0 as usize];
                 self.timed_wait(t, *timeout, set, |deadline| Wait::Event(e.0, deadline))?
             }
-            Request::CondOpen(name) => {
-                let c = self
-                    .conds
-                    .iter()
-                    .position(|c| c.name == *name)
-                    .unwrap_or_else(|| {
-                        self.conds.push(Cond {
-                            name: name.clone(),
-                            notified: 0,
-                            holders: Vec::new(),
-                            any_thread_releases: false,
-                        });
-                        self.conds.len() - 1
+            Request::CondOpen(key, name) => {
+                let c = self.conds.iter().position(|c| c.key == *key).unwrap_or_else(|| {
+                    self.conds.push(Cond {
+                        key: key.clone(),
+                        name: name.clone(),
+                        notified: 0,
+                        holders: Vec::new(),
+                        any_thread_releases: false,
                     });
+                    self.conds.len() - 1
+                });
                 Reply::Cond(c as u32, self.conds[c].notified)
             }
             Request::CondWait(c, generation, timeout) => {
