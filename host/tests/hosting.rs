@@ -1376,22 +1376,28 @@ mod production_cxx {
         )
     }
 
+    /// The library's class `clsid` in every run of its process, each run in a worker.
+    fn process(clsid: Guid) -> Process {
+        let library = library();
+        let text = include_str!("c/cxx_sampler.toml");
+        let mut p = Process::new(Scenario::parse("cxx_sampler.toml", text).unwrap());
+        let forked = Forked::new(&library, Duration::from_secs(30)).unwrap();
+        p.load(simclr_host::isolated_loader(&library, clsid, &forked).expect("it hosts"));
+        p.isolate(Arc::new(forked));
+        p
+    }
+
     #[test]
     fn a_static_libstdcxx_sampler_runs_1000_schedules_names_its_frames_and_threads() {
         // Its runs write what they saw to one file: no other run of the library meanwhile.
         let _one = super::serial();
-        let library = library();
         // One file per test process: two runs of these tests at once must not share it.
         let out =
             Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cxx_sampler.{}.out", std::process::id()));
         let _ = std::fs::remove_file(&out);
         // Read by the library at Shutdown, in each run's worker.
         std::env::set_var("CXX_SAMPLER_OUT", &out);
-        let text = include_str!("c/cxx_sampler.toml");
-        let mut p = Process::new(Scenario::parse("cxx_sampler.toml", text).unwrap());
-        let forked = Forked::new(&library, Duration::from_secs(30)).unwrap();
-        p.load(simclr_host::isolated_loader(&library, CLSID, &forked).expect("it hosts"));
-        p.isolate(Arc::new(forked));
+        let p = process(CLSID);
         // 1,000 schedules; fewer under valgrind, where each run takes about a second.
         let schedules = std::env::var("CXX_SAMPLER_SCHEDULES")
             .ok()
@@ -1418,12 +1424,7 @@ mod production_cxx {
     #[test]
     fn its_locks_are_named_by_the_function_that_first_took_them_never_by_address() {
         let _one = super::serial();
-        let library = library();
-        let text = include_str!("c/cxx_sampler.toml");
-        let mut p = Process::new(Scenario::parse("cxx_sampler.toml", text).unwrap());
-        let forked = Forked::new(&library, Duration::from_secs(30)).unwrap();
-        p.load(simclr_host::isolated_loader(&library, CLSID, &forked).expect("it hosts"));
-        p.isolate(Arc::new(forked));
+        let mut p = process(CLSID);
         p.trace_first(1);
         let report = p.explore(Strategy::Pct(3), 1, 1, |_, _| {});
         let trace = &report.traces["ok"][0].trace;
@@ -1446,13 +1447,7 @@ mod production_cxx {
     #[test]
     fn enumerators_still_held_after_shutdown_are_a_leaked_reference() {
         let _one = super::serial();
-        let library = library();
-        let text = include_str!("c/cxx_sampler.toml");
-        let mut p = Process::new(Scenario::parse("cxx_sampler.toml", text).unwrap());
-        let forked = Forked::new(&library, Duration::from_secs(30)).unwrap();
-        let leaking = super::test_class(0x88, 0x02);
-        p.load(simclr_host::isolated_loader(&library, leaking, &forked).expect("it hosts"));
-        p.isolate(Arc::new(forked));
+        let p = process(super::test_class(0x88, 0x02));
         let report = p.explore(Strategy::Pct(3), 40, 1, |_, _| {});
         let leaked = report.outcomes.get("leaked_reference").copied().unwrap_or(0);
         // A run that took no sample asked for no enumerator.
