@@ -113,7 +113,10 @@ fn wake(kind: &str, object: *mut c_void) {
 /// run is set up) reads the same here, and the C library reads what is left here: the
 /// readers count from bit 3, bit 1 set while a writer holds it, bit 0 the lock's phase
 /// (glibc leaves it set after a writer's release) and bit 2 (readers waiting, glibc's) are
-/// kept as they were.
+/// kept as they were. (glibc 2.34 `nptl/pthread_rwlock_common.c`: `PTHREAD_RWLOCK_WRPHASE`
+/// 1, `PTHREAD_RWLOCK_WRLOCKED` 2, `PTHREAD_RWLOCK_RWAITING` 4, `PTHREAD_RWLOCK_READER_SHIFT`
+/// 3; observed here: a `std::shared_mutex` a writer took and released outside the simulation
+/// reads 3 while held and 1 after.)
 const READER: u64 = 1 << 3;
 const WRITER: u64 = 1 << 1;
 /// The bits of the word that say who holds the lock (readers and writer); the rest are kept.
